@@ -1,0 +1,80 @@
+"""`LogConfig`: the per-log settings of the storage engine, validated when built.
+
+Names follow Kafka's topic configs with units last (``segment.bytes`` -> ``segment_bytes``);
+defaults are Kafka's (reference §1 "Defaults" and §7) unless noted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from replog.errors import InvalidConfigError
+
+__all__ = ["LogConfig"]
+
+_INT32_MAX = 2**31 - 1
+_Validator = Callable[[Any, "attrs.Attribute[int]", int], None]
+
+
+def _at_least(minimum: int) -> _Validator:
+    def check(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidConfigError(f"{attribute.name} must be an int, got {value!r}")
+        if value < minimum:
+            raise InvalidConfigError(f"{attribute.name} must be >= {minimum}, got {value}")
+
+    return check
+
+
+def _unlimited_or_at_least(minimum: int) -> _Validator:
+    def check(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidConfigError(f"{attribute.name} must be an int, got {value!r}")
+        if value != -1 and value < minimum:
+            raise InvalidConfigError(
+                f"{attribute.name} must be -1 (unlimited) or >= {minimum}, got {value}"
+            )
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class LogConfig:
+    """Settings of one partition log.
+
+    ``flush_interval_batches`` and ``flush_interval_ms`` are Kafka's ``flush.messages`` and
+    ``flush.ms``; replog's durability mode (in the replication layer) decides who calls
+    ``Log.flush``, so both default to "never on the write path" as in Kafka.
+    """
+
+    segment_bytes: int = attrs.field(default=1024 * 1024 * 1024, validator=_at_least(14))
+    segment_index_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=_at_least(4))
+    index_interval_bytes: int = attrs.field(default=4096, validator=_at_least(0))
+    segment_ms: int = attrs.field(default=7 * 24 * 3600 * 1000, validator=_at_least(1))
+    segment_jitter_ms: int = attrs.field(default=0, validator=_at_least(0))
+    retention_ms: int = attrs.field(
+        default=7 * 24 * 3600 * 1000, validator=_unlimited_or_at_least(0)
+    )
+    retention_bytes: int = attrs.field(default=-1, validator=_unlimited_or_at_least(0))
+    max_message_bytes: int = attrs.field(default=1048588, validator=_at_least(0))
+    file_delete_delay_ms: int = attrs.field(default=60000, validator=_at_least(0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.segment_bytes > _INT32_MAX:
+            # Index positions are int32: a segment larger than 2 GiB cannot be indexed.
+            raise InvalidConfigError(
+                f"segment_bytes must be <= {_INT32_MAX} (index positions are int32), "
+                f"got {self.segment_bytes}"
+            )
+        if self.segment_index_bytes > _INT32_MAX:
+            raise InvalidConfigError(
+                f"segment_index_bytes must be <= {_INT32_MAX}, got {self.segment_index_bytes}"
+            )
+        if self.segment_jitter_ms >= self.segment_ms:
+            raise InvalidConfigError(
+                f"segment_jitter_ms ({self.segment_jitter_ms}) must be < segment_ms "
+                f"({self.segment_ms})"
+            )

@@ -1,0 +1,199 @@
+"""The filesystem seam: every byte the storage engine reads or writes goes through here.
+
+`RealFileSystem` is a thin layer over ``os``. `replog.log.fault_fs.FaultInjectingFileSystem`
+implements the same protocol on real files but can lose unsynced writes, tear the last write and
+fail fsync, which is how tests and the simulator crash a broker without a real power cut.
+
+Handles are opened for read and append. Writes always go to the end of the file (segments are
+append-only); reads use ``pread`` so one handle serves readers and the writer. Errors surface as
+``OSError``; the ``Log`` turns them into ``StorageError`` and takes the log dir offline.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+import numpy as np
+
+__all__ = ["FileHandle", "FileSystem", "RealFileHandle", "RealFileSystem", "REAL_FS"]
+
+
+class FileHandle(Protocol):
+    """An open file: append at the end, read anywhere, truncate, fsync."""
+
+    path: str
+
+    def append(self, data: bytes | bytearray | memoryview) -> None:
+        """Write all of ``data`` at the end of the file."""
+
+    def pread(self, position: int, size_bytes: int) -> bytes:
+        """Read up to ``size_bytes`` from ``position`` (short at end of file)."""
+
+    def size(self) -> int:
+        """The file's length in bytes, including unsynced writes."""
+
+    def truncate(self, size_bytes: int) -> None:
+        """Cut the file to ``size_bytes``."""
+
+    def fsync(self) -> None:
+        """Make every write so far durable."""
+
+    def fileno(self) -> int:
+        """The OS descriptor, for ``os.sendfile``."""
+
+    def close(self) -> None:
+        """Release the descriptor; idempotent."""
+
+
+class FileSystem(Protocol):
+    """Directory and file operations the storage engine needs."""
+
+    def open(self, path: str, *, create: bool) -> FileHandle:
+        """Open for read and append; ``create=False`` requires the file to exist."""
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a small file (checkpoints)."""
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or overwrite ``path`` with ``data``; not durable until fsynced."""
+
+    def fsync_file(self, path: str) -> None:
+        """fsync an existing file by path."""
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory, sorted."""
+
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents; no error if it exists."""
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically replace ``dst`` with ``src``."""
+
+    def remove(self, path: str) -> None:
+        """Delete a file; no error if it is already gone."""
+
+    def rmdir(self, path: str) -> None:
+        """Delete an empty directory."""
+
+    def fsync_dir(self, path: str) -> None:
+        """Make directory entries (creates, renames, removes) durable."""
+
+    def file_size(self, path: str) -> int:
+        """Length of a file in bytes."""
+
+    def map_file(self, path: str, size_bytes: int) -> np.memmap:
+        """Set the file's length to ``size_bytes`` (creating it) and map it read-write as uint8."""
+
+    def sync_mapped(self, path: str, mapped: np.memmap) -> None:
+        """Flush a mapping made by ``map_file`` to disk (msync)."""
+
+
+class RealFileHandle:
+    """A `FileHandle` over an OS descriptor opened O_RDWR | O_APPEND."""
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def append(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def pread(self, position: int, size_bytes: int) -> bytes:
+        return os.pread(self._fd, size_bytes, position)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def truncate(self, size_bytes: int) -> None:
+        os.ftruncate(self._fd, size_bytes)
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+class RealFileSystem:
+    """The operating system's filesystem."""
+
+    def open(self, path: str, *, create: bool) -> FileHandle:
+        flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        if create:
+            flags |= os.O_CREAT
+        return RealFileHandle(path, os.open(path, flags, 0o644))
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def fsync_file(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def file_size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def map_file(self, path: str, size_bytes: int) -> np.memmap:
+        with open(path, "ab") as f:
+            f.truncate(size_bytes)
+        if size_bytes == 0:
+            # numpy cannot map an empty file; callers treat a 0-length array as "no entries".
+            return np.zeros(0, dtype=np.uint8).view(np.memmap)
+        return np.memmap(path, dtype=np.uint8, mode="r+", shape=(size_bytes,))
+
+    def sync_mapped(self, path: str, mapped: np.memmap) -> None:
+        if mapped.size and isinstance(mapped, np.memmap) and mapped.filename is not None:
+            mapped.flush()
+
+
+REAL_FS = RealFileSystem()
