@@ -1,0 +1,63 @@
+"""Topic names: the one validator every module uses (coordinator, log manager, admin API).
+
+A topic name becomes a directory name (``<topic>-<partition>``), a key in the coordination store
+and a metric label, so it is restricted to ``[a-zA-Z0-9._-]``, 1 to 249 characters, and may not
+be ``.`` or ``..`` (Kafka's rules). Because metrics replace ``.`` with ``_``, two names that differ
+only in those characters collide; ``collision_key`` gives the form to compare.
+"""
+
+from __future__ import annotations
+
+import re
+
+from replog.errors import InvalidTopicError
+
+__all__ = [
+    "MAX_TOPIC_NAME_LENGTH",
+    "collision_key",
+    "is_valid_topic_name",
+    "validate_topic_name",
+]
+
+MAX_TOPIC_NAME_LENGTH = 249
+"""Kafka's limit: 255 (a filename) minus room for ``-<partition>`` and a deletion suffix."""
+
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def validate_topic_name(name: str) -> str:
+    """Return ``name`` unchanged if it is a legal topic name, else raise ``InvalidTopicError``.
+
+    Legal: 1..249 characters from ``[a-zA-Z0-9._-]``, and neither ``.`` nor ``..``.
+    """
+    if not isinstance(name, str):
+        raise InvalidTopicError(f"topic name must be a str, not {type(name).__name__}")
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(name)} characters, longer than {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if _LEGAL.fullmatch(name) is None:
+        bad = sorted({c for c in name if _LEGAL.fullmatch(c) is None})
+        raise InvalidTopicError(
+            f"topic name {name!r} has characters outside [a-zA-Z0-9._-]: {''.join(bad)!r}"
+        )
+    return name
+
+
+def is_valid_topic_name(name: str) -> bool:
+    """Whether ``validate_topic_name(name)`` would accept ``name``."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return False
+    return True
+
+
+def collision_key(name: str) -> str:
+    """The form under which two topic names collide: ``.`` and ``_`` are the same character in
+    metric names, so ``a.b`` and ``a_b`` cannot both exist."""
+    return name.replace(".", "_")
