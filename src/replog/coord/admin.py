@@ -1,0 +1,157 @@
+"""Admin request queues: the shared rules (payload checks, what a full queue may drop) and the
+in-process queue the memory backend keeps.
+
+As in the seeds' ``/brokers/state/[broker_id]`` queues, a request waits for its target however
+long the target is away. A queue has a limit; when it is reached, requests that a later one
+makes pointless are dropped first: every START_REPLICA (the target re-reads its assignment when
+it returns anyway) and every CLOSE_REPLICA but the newest per partition. Dropped requests are
+completed with OPERATION_NOT_ATTEMPTED, visibly in the feed, never silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from replog.coord.errors import AdminQueueFullError
+from replog.coord.types import (
+    CONTROLLER_TARGET,
+    AddPartitions,
+    AdminPayload,
+    AdminRequest,
+    AdminRequestChanged,
+    AdminRequestChangeReason,
+    CloseReplica,
+    CreateTopic,
+    MetadataChange,
+    ReassignPartition,
+    StartReplica,
+)
+from replog.errors import ErrorCode
+from replog.topics import validate_topic_name
+
+__all__ = ["AdminQueues", "superseded_requests", "validate_admin_request"]
+
+WriteFn = Callable[[Callable[[int], Sequence[MetadataChange]]], int]
+"""A backend's "append one atomic write to the feed" function: builds records from the seq."""
+
+
+def validate_admin_request(target: int, payload: AdminPayload) -> None:
+    """Raise ``ValueError`` (``InvalidTopicError`` for names) for a request no target could act
+    on: a bad target, topic name, partition number or count."""
+    if target < CONTROLLER_TARGET:
+        raise ValueError(f"admin target {target} is neither a broker id nor CONTROLLER_TARGET")
+    topic = getattr(payload, "topic", None)
+    if topic is not None:
+        validate_topic_name(topic)
+    if isinstance(payload, (CreateTopic, AddPartitions)) and payload.partition_count < 1:
+        raise ValueError(f"partition count {payload.partition_count} must be >= 1")
+    if isinstance(payload, CreateTopic) and payload.replication_factor < 1:
+        raise ValueError(f"replication factor {payload.replication_factor} must be >= 1")
+    if isinstance(payload, (ReassignPartition, StartReplica, CloseReplica)) and (
+        payload.partition < 0
+    ):
+        raise ValueError(f"partition {payload.partition} must be >= 0")
+    for topic_name, _ in getattr(payload, "partitions", ()):
+        validate_topic_name(topic_name)
+
+
+def superseded_requests(pending: Sequence[AdminRequest]) -> list[AdminRequest]:
+    """The requests a full queue may drop: every START_REPLICA, and every CLOSE_REPLICA except
+    the newest (highest leader epoch, then latest id) of its partition."""
+    newest_close: dict[tuple[str, int], AdminRequest] = {}
+    for request in pending:
+        p = request.payload
+        if isinstance(p, CloseReplica):
+            key = (p.topic, p.partition)
+            kept = newest_close.get(key)
+            if kept is None or _close_rank(request) > _close_rank(kept):
+                newest_close[key] = request
+    keep = {r.request_id for r in newest_close.values()}
+    return [
+        r
+        for r in pending
+        if isinstance(r.payload, StartReplica)
+        or (isinstance(r.payload, CloseReplica) and r.request_id not in keep)
+    ]
+
+
+def _close_rank(request: AdminRequest) -> tuple[int, int]:
+    payload = request.payload
+    epoch = payload.leader_epoch if isinstance(payload, CloseReplica) else -1
+    return (epoch, request.request_id)
+
+
+class AdminQueues:
+    """Per-target FIFO queues of admin requests, held in process (the caller locks)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._queues: dict[int, dict[int, AdminRequest]] = {}
+        self._target_of: dict[int, int] = {}
+        self._next_id = 1
+
+    def submit(self, write: WriteFn, target: int, payload: AdminPayload) -> AdminRequest:
+        """Queue a request, dropping superseded ones if the queue is full (one atomic write)."""
+        validate_admin_request(target, payload)
+        queue = self._queues.setdefault(target, {})
+        dropped: list[AdminRequest] = []
+        if len(queue) >= self._limit:
+            dropped = superseded_requests(list(queue.values()))
+            if len(queue) - len(dropped) >= self._limit:
+                raise AdminQueueFullError(target, self._limit)
+        request_id = self._next_id
+        self._next_id += 1
+        made: list[AdminRequest] = []
+
+        def build(seq: int) -> list[MetadataChange]:
+            request = AdminRequest(
+                request_id=request_id, target=target, payload=payload, submitted_seq=seq
+            )
+            made.append(request)
+            records: list[MetadataChange] = [
+                AdminRequestChanged(
+                    seq=seq,
+                    reason=AdminRequestChangeReason.COMPLETED,
+                    request=old,
+                    outcome=ErrorCode.OPERATION_NOT_ATTEMPTED,
+                    message=f"superseded: queue for target {target} was full",
+                )
+                for old in dropped
+            ]
+            records.append(
+                AdminRequestChanged(
+                    seq=seq, reason=AdminRequestChangeReason.SUBMITTED, request=request
+                )
+            )
+            return records
+
+        write(build)
+        for old in dropped:
+            del queue[old.request_id]
+            del self._target_of[old.request_id]
+        queue[request_id] = made[0]
+        self._target_of[request_id] = target
+        return made[0]
+
+    def pending(self, target: int) -> list[AdminRequest]:
+        """The target's queued requests, oldest first."""
+        return list(self._queues.get(target, {}).values())
+
+    def complete(self, write: WriteFn, request_id: int, outcome: ErrorCode, message: str) -> bool:
+        """Remove a queued request and record its outcome; False if it is not queued."""
+        target = self._target_of.pop(request_id, None)
+        if target is None:
+            return False
+        request = self._queues[target].pop(request_id)
+        write(
+            lambda seq: [
+                AdminRequestChanged(
+                    seq=seq,
+                    reason=AdminRequestChangeReason.COMPLETED,
+                    request=request,
+                    outcome=outcome,
+                    message=message,
+                )
+            ]
+        )
+        return True

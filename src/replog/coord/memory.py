@@ -1,0 +1,671 @@
+"""The in-memory coordinator: the embedded default and the reference semantics of the contract.
+
+Everything lives in one process under one lock, so every write is trivially atomic and every
+read consistent. Time comes from an injected clock (a ``ManualClock`` by default): a session
+expires when the clock passes its deadline (last heartbeat + its session timeout), checked at
+the start of every call and by ``check_sessions()`` / ``advance()``, in deadline order (ties by
+broker id). So a test decides exactly when a broker dies, and the same calls give the same run.
+
+Feed seqs are 1, 2, 3, ... per atomic write (records of one write share it); a broker's
+incarnation epoch is the seq of its registration write, like KRaft's broker epoch. The feed keeps
+the newest ``feed_retention_max`` records (whole seq groups) and older ones are trimmed.
+
+``SUSPENDED`` is simulated on the broker side: a suspended broker's calls (heartbeat, flag
+updates, election, and the writes of the controller it is) raise
+``CoordinatorUnavailableError`` while the store keeps its registration and its deadline running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+
+import attrs
+
+from replog.coord.admin import AdminQueues
+from replog.coord.contract import (
+    ADMIN_QUEUE_LIMIT,
+    DEFAULT_TIMEOUT_MS,
+    MAX_CHANGES_PER_BATCH,
+    Coordinator,
+    new_partition_states,
+    validate_partition_state,
+    validate_replica_assignment,
+)
+from replog.coord.dispatch import Dispatcher
+from replog.coord.errors import (
+    BrokerIdInUseError,
+    CoordinatorClosedError,
+    CoordinatorUnavailableError,
+    FencedControllerError,
+    SessionExpiredError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from replog.coord.feed import FeedLog, ManualClock, TimedLock, monotonic_ms
+from replog.coord.types import (
+    AdminPayload,
+    AdminRequest,
+    BrokerChanged,
+    BrokerChangeReason,
+    BrokerInfo,
+    CasResult,
+    CasStatus,
+    ChangeBatch,
+    ControllerChanged,
+    ControllerInfo,
+    MetadataChange,
+    MetadataSnapshot,
+    PartitionChanged,
+    PartitionState,
+    SessionEvent,
+    SessionState,
+    Subscription,
+    TopicAssignment,
+    TopicChanged,
+    TopicChangeReason,
+)
+from replog.errors import ErrorCode
+from replog.topics import collision_key, validate_topic_name
+
+__all__ = ["FEED_RETENTION_MAX", "ManualClock", "MemoryCoordinator", "monotonic_ms"]
+
+FEED_RETENTION_MAX = 100_000
+"""Default number of feed records the memory store keeps."""
+
+
+@attrs.define
+class _Session:
+    broker: BrokerInfo
+    session_timeout_ms: int
+    deadline_ms: int
+    state: SessionState = SessionState.CONNECTED
+
+
+@attrs.define
+class _FeedSubscriber:
+    callback: Callable[[ChangeBatch], None]
+
+
+@attrs.define
+class _Topic:
+    topic_id: str
+    partition_count: int
+
+
+class MemoryCoordinator(Coordinator):
+    """In-process coordinator; see the module docstring. ``clock`` returns ms (default: a new
+    ``ManualClock`` at 0, reachable as ``.clock``)."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] | None = None,
+        default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        feed_retention_max: int = FEED_RETENTION_MAX,
+        admin_queue_limit: int = ADMIN_QUEUE_LIMIT,
+    ) -> None:
+        if feed_retention_max < 1 or admin_queue_limit < 1 or default_timeout_ms < 0:
+            raise ValueError("feed_retention_max, admin_queue_limit must be >= 1, timeout >= 0")
+        self.clock: Callable[[], int] = clock if clock is not None else ManualClock()
+        self._default_timeout_ms = default_timeout_ms
+        self._lock = TimedLock()
+        self._dispatcher = Dispatcher()
+        self._closed = False
+        self._sessions: dict[int, _Session] = {}
+        self._topics: dict[str, _Topic] = {}
+        self._partitions: dict[tuple[str, int], PartitionState] = {}
+        self._controller: ControllerInfo | None = None
+        self._controller_epoch = 0
+        self._log = FeedLog(feed_retention_max)
+        self._admin = AdminQueues(admin_queue_limit)
+        self._tokens = itertools.count(1)
+        self._feed_subs: dict[int, _FeedSubscriber] = {}
+        self._session_listeners: dict[int, dict[int, Callable[[SessionEvent], None]]] = {}
+
+    # ---- plumbing ----
+
+    @contextlib.contextmanager
+    def _op(self, timeout_ms: int | None, *, expire: bool = True) -> Iterator[None]:
+        """Hold the store lock for one call: check closed, expire due sessions, then deliver
+        whatever the call queued once the lock is released."""
+        self._lock.acquire(self._default_timeout_ms if timeout_ms is None else timeout_ms)
+        try:
+            if self._closed:
+                raise CoordinatorClosedError("the memory coordinator is closed")
+            if expire:
+                self._expire_due_locked(self.clock())
+            yield
+        finally:
+            self._lock.release()
+            self._dispatcher.run()
+
+    def _write(self, build: Callable[[int], Sequence[MetadataChange]]) -> int:
+        """Append the records of one atomic write (they share a seq) and queue their delivery."""
+        batch = self._log.append(build)
+        for token, sub in list(self._feed_subs.items()):
+            self._push(token, sub, batch)
+        return batch.next_seq - 1
+
+    def _push(self, token: int, sub: _FeedSubscriber, batch: ChangeBatch) -> None:
+        def deliver() -> None:
+            if token in self._feed_subs:
+                sub.callback(batch)
+
+        self._dispatcher.enqueue(deliver)
+
+    def _emit_session(self, session: _Session, state: SessionState) -> None:
+        session.state = state
+        event = SessionEvent(session.broker.broker_id, session.broker.incarnation_epoch, state)
+        for callback in list(self._session_listeners.get(event.broker_id, {}).values()):
+            self._dispatcher.enqueue(functools.partial(callback, event))
+
+    # ---- sessions ----
+
+    def _expire_due_locked(self, now_ms: int) -> list[int]:
+        due = sorted(
+            (s.deadline_ms, broker_id)
+            for broker_id, s in self._sessions.items()
+            if s.deadline_ms <= now_ms
+        )
+        for _, broker_id in due:
+            self._end_session_locked(broker_id, BrokerChangeReason.EXPIRED)
+        return [broker_id for _, broker_id in due]
+
+    def _end_session_locked(self, broker_id: int, reason: BrokerChangeReason) -> None:
+        session = self._sessions.pop(broker_id)
+        broker = session.broker
+        was_controller = self._controller is not None and self._controller.controller_id == (
+            broker_id
+        )
+        if was_controller:
+            self._controller = None
+
+        def build(seq: int) -> list[MetadataChange]:
+            records: list[MetadataChange] = [
+                BrokerChanged(
+                    seq=seq,
+                    reason=reason,
+                    broker_id=broker_id,
+                    incarnation_epoch=broker.incarnation_epoch,
+                    broker=None,
+                )
+            ]
+            if was_controller:
+                records.append(ControllerChanged(seq=seq, controller=None))
+            return records
+
+        self._write(build)
+        self._emit_session(session, SessionState.LOST)
+
+    def _session_for(self, broker_id: int, incarnation_epoch: int) -> _Session:
+        """The incarnation's session, usable for a call acting as that broker."""
+        session = self._sessions.get(broker_id)
+        if session is None or session.broker.incarnation_epoch != incarnation_epoch:
+            current = None if session is None else session.broker.incarnation_epoch
+            raise SessionExpiredError(broker_id, incarnation_epoch, current)
+        if session.state is SessionState.SUSPENDED:
+            raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
+        return session
+
+    def check_sessions(self) -> list[int]:
+        """Expire every session whose deadline has passed; return their broker ids."""
+        with self._op(None, expire=False):
+            return self._expire_due_locked(self.clock())
+
+    def advance(self, now_ms: int) -> list[int]:
+        """Set the ``ManualClock`` to ``now_ms`` and expire what is due; return those ids."""
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("advance() needs a ManualClock; this coordinator has another clock")
+        self.clock.set(now_ms)
+        return self.check_sessions()
+
+    def expire_session(self, broker_id: int) -> None:
+        """Test hook: expire the broker's session now (no-op without one)."""
+        with self._op(None):
+            if broker_id in self._sessions:
+                self._end_session_locked(broker_id, BrokerChangeReason.EXPIRED)
+
+    def suspend_session(self, broker_id: int) -> None:
+        """Test hook: cut the broker off (SUSPENDED); its deadline keeps running."""
+        with self._op(None):
+            session = self._sessions.get(broker_id)
+            if session is not None and session.state is SessionState.CONNECTED:
+                self._emit_session(session, SessionState.SUSPENDED)
+
+    def resume_session(self, broker_id: int) -> None:
+        """Test hook: reconnect; CONNECTED with a fresh deadline unless it expired meanwhile."""
+        with self._op(None):
+            session = self._sessions.get(broker_id)
+            if session is not None and session.state is SessionState.SUSPENDED:
+                session.deadline_ms = self.clock() + session.session_timeout_ms
+                self._emit_session(session, SessionState.CONNECTED)
+
+    # ---- lifecycle ----
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the store: sessions end (LOST to their listeners) and listeners stop."""
+        with self._lock.held(self._default_timeout_ms):
+            if self._closed:
+                return
+            for session in self._sessions.values():
+                self._emit_session(session, SessionState.LOST)
+            self._sessions.clear()
+            self._controller = None
+            self._closed = True
+        self._dispatcher.run()
+        self._feed_subs.clear()
+        self._session_listeners.clear()
+
+    # ---- brokers ----
+
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        *,
+        rack: str | None = None,
+        session_timeout_ms: int,
+        timeout_ms: int | None = None,
+    ) -> BrokerInfo:
+        """See ``Coordinator.register_broker``."""
+        if broker_id < 0 or session_timeout_ms <= 0:
+            raise ValueError(f"bad broker id {broker_id} or session timeout {session_timeout_ms}")
+        with self._op(timeout_ms):
+            held = self._sessions.get(broker_id)
+            if held is not None:
+                raise BrokerIdInUseError(broker_id, held.broker.incarnation_epoch)
+            broker = BrokerInfo(
+                broker_id=broker_id,
+                incarnation_epoch=self._log.next_seq,
+                host=host,
+                port=port,
+                rack=rack,
+            )
+            session = _Session(broker, session_timeout_ms, self.clock() + session_timeout_ms)
+            self._sessions[broker_id] = session
+            self._write(
+                lambda seq: [
+                    BrokerChanged(
+                        seq=seq,
+                        reason=BrokerChangeReason.REGISTERED,
+                        broker_id=broker_id,
+                        incarnation_epoch=broker.incarnation_epoch,
+                        broker=broker,
+                    )
+                ]
+            )
+            self._emit_session(session, SessionState.CONNECTED)
+            return broker
+
+    def heartbeat(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> SessionState:
+        """See ``Coordinator.heartbeat``."""
+        with self._op(timeout_ms):
+            session = self._session_for(broker_id, incarnation_epoch)
+            session.deadline_ms = self.clock() + session.session_timeout_ms
+            return session.state
+
+    def update_broker(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        fenced: bool | None = None,
+        in_controlled_shutdown: bool | None = None,
+        timeout_ms: int | None = None,
+    ) -> BrokerInfo:
+        """See ``Coordinator.update_broker``."""
+        with self._op(timeout_ms):
+            session = self._session_for(broker_id, incarnation_epoch)
+            old = session.broker
+            new = attrs.evolve(
+                old,
+                fenced=old.fenced if fenced is None else fenced,
+                in_controlled_shutdown=(
+                    old.in_controlled_shutdown
+                    if in_controlled_shutdown is None
+                    else in_controlled_shutdown
+                ),
+            )
+            if new != old:
+                session.broker = new
+                self._write(
+                    lambda seq: [
+                        BrokerChanged(
+                            seq=seq,
+                            reason=BrokerChangeReason.UPDATED,
+                            broker_id=broker_id,
+                            incarnation_epoch=incarnation_epoch,
+                            broker=new,
+                        )
+                    ]
+                )
+            return new
+
+    def unregister_broker(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> bool:
+        """See ``Coordinator.unregister_broker``."""
+        with self._op(timeout_ms):
+            try:
+                self._session_for(broker_id, incarnation_epoch)
+            except SessionExpiredError:
+                return False
+            self._end_session_locked(broker_id, BrokerChangeReason.UNREGISTERED)
+            return True
+
+    def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
+        """See ``Coordinator.get_broker``."""
+        with self._op(timeout_ms):
+            session = self._sessions.get(broker_id)
+            return None if session is None else session.broker
+
+    def live_brokers(self, *, timeout_ms: int | None = None) -> dict[int, BrokerInfo]:
+        """See ``Coordinator.live_brokers``."""
+        with self._op(timeout_ms):
+            return {b: s.broker for b, s in sorted(self._sessions.items())}
+
+    def session_state(self, broker_id: int) -> SessionState:
+        """See ``Coordinator.session_state`` (also expires due sessions first)."""
+        with self._op(None):
+            session = self._sessions.get(broker_id)
+            return SessionState.LOST if session is None else session.state
+
+    def add_session_listener(
+        self, broker_id: int, callback: Callable[[SessionEvent], None]
+    ) -> Subscription:
+        """See ``Coordinator.add_session_listener``."""
+        with self._op(None):
+            token = next(self._tokens)
+            self._session_listeners.setdefault(broker_id, {})[token] = callback
+
+        def cancel() -> None:
+            with self._lock.held(self._default_timeout_ms):
+                self._session_listeners.get(broker_id, {}).pop(token, None)
+
+        return Subscription(cancel)
+
+    # ---- controller ----
+
+    def elect_controller(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> ControllerInfo:
+        """See ``Coordinator.elect_controller``."""
+        with self._op(timeout_ms):
+            self._session_for(broker_id, incarnation_epoch)
+            if self._controller is not None:
+                return self._controller
+            self._controller_epoch += 1
+            controller = ControllerInfo(broker_id, self._controller_epoch, incarnation_epoch)
+            self._controller = controller
+            self._write(lambda seq: [ControllerChanged(seq=seq, controller=controller)])
+            return controller
+
+    def resign_controller(
+        self, broker_id: int, controller_epoch: int, *, timeout_ms: int | None = None
+    ) -> bool:
+        """See ``Coordinator.resign_controller``."""
+        with self._op(timeout_ms):
+            current = self._controller
+            if current is None or (current.controller_id, current.controller_epoch) != (
+                broker_id,
+                controller_epoch,
+            ):
+                return False
+            self._session_for(broker_id, current.incarnation_epoch)
+            self._controller = None
+            self._write(lambda seq: [ControllerChanged(seq=seq, controller=None)])
+            return True
+
+    def current_controller(self, *, timeout_ms: int | None = None) -> ControllerInfo | None:
+        """See ``Coordinator.current_controller``."""
+        with self._op(timeout_ms):
+            return self._controller
+
+    def _check_controller(self, controller_epoch: int) -> None:
+        """Raise unless ``controller_epoch`` is the active controller's and it is reachable."""
+        active = self._controller
+        if active is None or active.controller_epoch != controller_epoch:
+            raise FencedControllerError(
+                controller_epoch, None if active is None else active.controller_epoch
+            )
+        self._session_for(active.controller_id, active.incarnation_epoch)
+
+    # ---- topics and partitions ----
+
+    def _assignment(self, topic: str) -> TopicAssignment:
+        info = self._topics[topic]
+        replicas = [self._partitions[(topic, p)].replicas for p in range(info.partition_count)]
+        return TopicAssignment(topic=topic, topic_id=info.topic_id, replicas=replicas)
+
+    def _partition_records(
+        self, topic: str, first: int, states: list[PartitionState], seq: int
+    ) -> list[MetadataChange]:
+        return [
+            PartitionChanged(seq=seq, topic=topic, partition=first + i, state=s)
+            for i, s in enumerate(states)
+        ]
+
+    def create_topic(
+        self,
+        topic: str,
+        replica_assignment: Sequence[Sequence[int]],
+        *,
+        controller_epoch: int,
+        initial_states: Sequence[PartitionState] | None = None,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.create_topic``."""
+        validate_topic_name(topic)
+        assignment = validate_replica_assignment(replica_assignment)
+        states = new_partition_states(assignment, initial_states)
+        with self._op(timeout_ms):
+            self._check_controller(controller_epoch)
+            key = collision_key(topic)
+            for existing in self._topics:
+                if collision_key(existing) == key:
+                    raise TopicExistsError(topic, existing)
+            result = TopicAssignment(
+                topic=topic, topic_id=f"memory-{self._log.next_seq}", replicas=assignment
+            )
+            self._topics[topic] = _Topic(result.topic_id, len(assignment))
+            for p, state in enumerate(states):
+                self._partitions[(topic, p)] = state
+            self._write(
+                lambda seq: [
+                    TopicChanged(seq=seq, reason=TopicChangeReason.CREATED, assignment=result),
+                    *self._partition_records(topic, 0, states, seq),
+                ]
+            )
+            return result
+
+    def delete_topic(
+        self, topic: str, *, controller_epoch: int, timeout_ms: int | None = None
+    ) -> TopicAssignment:
+        """See ``Coordinator.delete_topic``."""
+        with self._op(timeout_ms):
+            self._check_controller(controller_epoch)
+            if topic not in self._topics:
+                raise UnknownTopicError(topic)
+            removed = self._assignment(topic)
+            for p in range(removed.partition_count):
+                del self._partitions[(topic, p)]
+            del self._topics[topic]
+            self._write(
+                lambda seq: [
+                    TopicChanged(seq=seq, reason=TopicChangeReason.DELETED, assignment=removed)
+                ]
+            )
+            return removed
+
+    def add_partitions(
+        self,
+        topic: str,
+        new_replica_assignment: Sequence[Sequence[int]],
+        *,
+        controller_epoch: int,
+        initial_states: Sequence[PartitionState] | None = None,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.add_partitions``."""
+        assignment = validate_replica_assignment(new_replica_assignment)
+        states = new_partition_states(assignment, initial_states)
+        with self._op(timeout_ms):
+            self._check_controller(controller_epoch)
+            info = self._topics.get(topic)
+            if info is None:
+                raise UnknownTopicError(topic)
+            first = info.partition_count
+            for i, state in enumerate(states):
+                self._partitions[(topic, first + i)] = state
+            info.partition_count += len(states)
+            result = self._assignment(topic)
+            self._write(
+                lambda seq: [
+                    TopicChanged(
+                        seq=seq, reason=TopicChangeReason.PARTITIONS_ADDED, assignment=result
+                    ),
+                    *self._partition_records(topic, first, states, seq),
+                ]
+            )
+            return result
+
+    def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
+        """See ``Coordinator.list_topics``."""
+        with self._op(timeout_ms):
+            return sorted(self._topics)
+
+    def get_topic(self, topic: str, *, timeout_ms: int | None = None) -> TopicAssignment | None:
+        """See ``Coordinator.get_topic``."""
+        with self._op(timeout_ms):
+            return self._assignment(topic) if topic in self._topics else None
+
+    def get_partition_state(
+        self, topic: str, partition: int, *, timeout_ms: int | None = None
+    ) -> PartitionState | None:
+        """See ``Coordinator.get_partition_state``."""
+        with self._op(timeout_ms):
+            return self._partitions.get((topic, partition))
+
+    def compare_and_set_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        expected_partition_epoch: int,
+        new_state: PartitionState,
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> CasResult:
+        """See ``Coordinator.compare_and_set_partition_state``."""
+        validate_partition_state(new_state)
+        with self._op(timeout_ms):
+            try:
+                self._check_controller(controller_epoch)
+            except FencedControllerError as e:
+                return CasResult(
+                    status=CasStatus.FENCED_CONTROLLER,
+                    active_controller_epoch=e.active_controller_epoch,
+                )
+            current = self._partitions.get((topic, partition))
+            if current is None:
+                return CasResult(status=CasStatus.UNKNOWN_PARTITION)
+            if current.partition_epoch != expected_partition_epoch:
+                return CasResult(status=CasStatus.VERSION_MISMATCH, state=current)
+            validate_partition_state(new_state, current)
+            stored = attrs.evolve(new_state, partition_epoch=expected_partition_epoch + 1)
+            self._partitions[(topic, partition)] = stored
+            seq = self._write(
+                lambda s: [PartitionChanged(seq=s, topic=topic, partition=partition, state=stored)]
+            )
+            return CasResult(status=CasStatus.OK, state=stored, seq=seq)
+
+    # ---- feed ----
+
+    def changes_since(
+        self,
+        seq: int,
+        *,
+        max_changes: int = MAX_CHANGES_PER_BATCH,
+        timeout_ms: int | None = None,
+    ) -> ChangeBatch:
+        """See ``Coordinator.changes_since``."""
+        if seq < 0 or max_changes < 1:
+            raise ValueError(f"bad seq {seq} or max_changes {max_changes}")
+        with self._op(timeout_ms):
+            return self._log.read(seq, max_changes)
+
+    def snapshot(self, *, timeout_ms: int | None = None) -> MetadataSnapshot:
+        """See ``Coordinator.snapshot``."""
+        with self._op(timeout_ms):
+            return MetadataSnapshot(
+                seq=self._log.next_seq,
+                brokers={b: s.broker for b, s in sorted(self._sessions.items())},
+                topics={t: self._assignment(t) for t in sorted(self._topics)},
+                partitions=dict(sorted(self._partitions.items())),
+                controller=self._controller,
+                controller_epoch=self._controller_epoch,
+            )
+
+    def subscribe(
+        self, callback: Callable[[ChangeBatch], None], *, from_seq: int | None = None
+    ) -> Subscription:
+        """See ``Coordinator.subscribe``."""
+        with self._op(None):
+            token = next(self._tokens)
+            sub = _FeedSubscriber(callback)
+            self._feed_subs[token] = sub
+            head = self._log.next_seq
+            if from_seq is not None and from_seq < self._log.trimmed_before:
+                self._push(token, sub, ChangeBatch((), head, resync_required=True))
+            elif from_seq is not None and (backlog := self._log.tail(from_seq)):
+                self._push(token, sub, ChangeBatch(backlog, head))
+
+        def cancel() -> None:
+            with self._lock.held(self._default_timeout_ms):
+                self._feed_subs.pop(token, None)
+
+        return Subscription(cancel)
+
+    def trim_history(self, before_seq: int, *, timeout_ms: int | None = None) -> int:
+        """See ``Coordinator.trim_history``."""
+        with self._op(timeout_ms):
+            return self._log.trim(before_seq)
+
+    # ---- admin queue ----
+
+    def submit_admin_request(
+        self, target: int, payload: AdminPayload, *, timeout_ms: int | None = None
+    ) -> AdminRequest:
+        """See ``Coordinator.submit_admin_request``."""
+        with self._op(timeout_ms):
+            return self._admin.submit(self._write, target, payload)
+
+    def pending_admin_requests(
+        self, target: int, *, timeout_ms: int | None = None
+    ) -> list[AdminRequest]:
+        """See ``Coordinator.pending_admin_requests``."""
+        with self._op(timeout_ms):
+            return self._admin.pending(target)
+
+    def complete_admin_request(
+        self,
+        request_id: int,
+        *,
+        outcome: ErrorCode = ErrorCode.NONE,
+        message: str = "",
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.complete_admin_request``."""
+        with self._op(timeout_ms):
+            return self._admin.complete(self._write, request_id, outcome, message)

@@ -1,0 +1,450 @@
+"""Values exchanged with a coordination backend: brokers, topics, partition states, controller,
+admin requests and the metadata change feed. All are ``attrs`` frozen classes, so a backend can
+hand the same object to many readers, and all are plain data (ints, strs, tuples, enums), so a
+backend can store them with ``replog.coord.codec``.
+
+Epochs and sequence numbers are store-assigned ints. Only their order means anything: compare
+them, never compute with them (a ZooKeeper zxid, an etcd revision and an in-memory counter all
+qualify).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from typing import ClassVar
+
+import attrs
+
+from replog.errors import ErrorCode
+
+__all__ = [
+    "CONTROLLER_TARGET",
+    "NO_LEADER",
+    "AddPartitions",
+    "AdminPayload",
+    "AdminRequest",
+    "AdminRequestChangeReason",
+    "AdminRequestChanged",
+    "AdminRequestKind",
+    "BrokerChangeReason",
+    "BrokerChanged",
+    "BrokerInfo",
+    "CasResult",
+    "CasStatus",
+    "ChangeBatch",
+    "CloseReplica",
+    "ControllerChanged",
+    "ControllerInfo",
+    "CreateTopic",
+    "DeleteTopic",
+    "LeaderRecoveryState",
+    "MetadataChange",
+    "MetadataSnapshot",
+    "PartitionChanged",
+    "PartitionState",
+    "PreferredElection",
+    "ReassignPartition",
+    "SessionEvent",
+    "SessionState",
+    "StartReplica",
+    "Subscription",
+    "TopicAssignment",
+    "TopicChangeReason",
+    "TopicChanged",
+]
+
+NO_LEADER = -1
+"""The leader id of a partition that has no leader (Kafka's -1)."""
+
+CONTROLLER_TARGET = -1
+"""The admin-queue target meaning "whichever broker is the active controller"."""
+
+
+def _ints(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+def _replica_lists(values: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(_ints(v) for v in values)
+
+
+class SessionState(enum.Enum):
+    """Liveness of one broker's session with the store.
+
+    CONNECTED: the session is live and the store reachable. SUSPENDED: the store is unreachable
+    but the session may still be alive (ZooKeeper SUSPENDED, etcd keepalives failing within the
+    lease TTL, missed heartbeat replies); it returns to CONNECTED or becomes LOST. LOST: the
+    session is over (expired, or closed by ``unregister_broker``); its registration and any
+    controller role are gone, and only a new registration (a new incarnation) comes back.
+    While SUSPENDED or LOST a broker acts on nothing that needs current metadata: as leader it
+    completes no acks=all produce.
+    """
+
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+
+
+class LeaderRecoveryState(enum.IntEnum):
+    """KIP-704: RECOVERING after an unclean election until the leader has recovered (Kafka's
+    values)."""
+
+    RECOVERED = 0
+    RECOVERING = 1
+
+
+@attrs.frozen(kw_only=True)
+class BrokerInfo:
+    """A live broker registration. ``incarnation_epoch`` is store-assigned at registration and is
+    greater than every earlier incarnation of the same ``broker_id`` (KIP-903: a restarted
+    broker is distinguishable from its old self)."""
+
+    broker_id: int
+    incarnation_epoch: int
+    host: str
+    port: int
+    rack: str | None = None
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
+
+
+@attrs.frozen
+class SessionEvent:
+    """A session state transition of one broker incarnation, given to session listeners."""
+
+    broker_id: int
+    incarnation_epoch: int
+    state: SessionState
+
+
+@attrs.frozen(kw_only=True)
+class TopicAssignment:
+    """A topic and its replica assignment: ``replicas[p]`` is partition p's replica list, in
+    preference order (``replicas[p][0]`` is the preferred leader). ``topic_id`` is
+    store-assigned and differs between a topic and a later topic of the same name (KIP-516)."""
+
+    topic: str
+    topic_id: str
+    replicas: tuple[tuple[int, ...], ...] = attrs.field(converter=_replica_lists)
+
+    @property
+    def partition_count(self) -> int:
+        """Number of partitions (ids 0..partition_count-1)."""
+        return len(self.replicas)
+
+
+@attrs.frozen(kw_only=True)
+class PartitionState:
+    """A partition's registration (KRaft's PartitionRegistration without directories).
+
+    ``partition_epoch`` is the CAS token: 0 at creation and +1 on every accepted write; the
+    store stamps it, so the value in a proposed state is ignored. ``leader_epoch`` changes only
+    when the writer says so (the election rules live in ``replog.election``); the store only
+    refuses to let it go backwards. ``replicas`` includes ``adding_replicas`` and
+    ``removing_replicas`` while a reassignment runs (KIP-455).
+    """
+
+    replicas: tuple[int, ...] = attrs.field(converter=_ints)
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...] = attrs.field(converter=_ints)
+    partition_epoch: int = 0
+    elr: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    last_known_elr: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    adding_replicas: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    removing_replicas: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+
+    @classmethod
+    def initial(cls, replicas: Iterable[int]) -> PartitionState:
+        """The state of a new partition: every replica is in sync (all logs are empty), the
+        preferred replica leads, both epochs are 0."""
+        reps = _ints(replicas)
+        return cls(replicas=reps, leader=reps[0] if reps else NO_LEADER, leader_epoch=0, isr=reps)
+
+
+@attrs.frozen
+class ControllerInfo:
+    """The active controller: its broker id and incarnation, and the controller epoch that
+    fences every controller write. Epochs start at 1 and grow by 1 per election, store-wide."""
+
+    controller_id: int
+    controller_epoch: int
+    incarnation_epoch: int
+
+
+# ---- admin requests (the seeds' queued state changes) ----
+
+
+class AdminRequestKind(enum.Enum):
+    """What an admin request asks for."""
+
+    CREATE_TOPIC = "create_topic"
+    DELETE_TOPIC = "delete_topic"
+    ADD_PARTITIONS = "add_partitions"
+    REASSIGN_PARTITION = "reassign_partition"
+    PREFERRED_ELECTION = "preferred_election"
+    START_REPLICA = "start_replica"
+    CLOSE_REPLICA = "close_replica"
+
+
+@attrs.frozen(kw_only=True)
+class CreateTopic:
+    """Create ``topic``; an empty ``replica_assignment`` lets the controller place replicas."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.CREATE_TOPIC
+    topic: str
+    partition_count: int
+    replication_factor: int
+    replica_assignment: tuple[tuple[int, ...], ...] = attrs.field(
+        default=(), converter=_replica_lists
+    )
+
+
+@attrs.frozen(kw_only=True)
+class DeleteTopic:
+    """Delete ``topic`` and every replica of it."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.DELETE_TOPIC
+    topic: str
+
+
+@attrs.frozen(kw_only=True)
+class AddPartitions:
+    """Grow ``topic`` to ``partition_count`` partitions; empty assignment: controller places."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.ADD_PARTITIONS
+    topic: str
+    partition_count: int
+    replica_assignment: tuple[tuple[int, ...], ...] = attrs.field(
+        default=(), converter=_replica_lists
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ReassignPartition:
+    """Move a partition to ``target_replicas``; ``None`` cancels a running reassignment."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.REASSIGN_PARTITION
+    topic: str
+    partition: int
+    target_replicas: tuple[int, ...] | None
+
+
+@attrs.frozen(kw_only=True)
+class PreferredElection:
+    """Move leadership back to the preferred replica; empty ``partitions`` means all."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.PREFERRED_ELECTION
+    partitions: tuple[tuple[str, int], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StartReplica:
+    """Seeds: a broker starts (creates or opens) its replica; ``leader_epoch`` -1 from admin."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.START_REPLICA
+    topic: str
+    partition: int
+    leader_epoch: int = -1
+
+
+@attrs.frozen(kw_only=True)
+class CloseReplica:
+    """Seeds: a broker stops its replica, and deletes it when ``delete`` (topic deleted or the
+    replica moved away). Acted on whatever its epoch, so a broker that was down still cleans up."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.CLOSE_REPLICA
+    topic: str
+    partition: int
+    leader_epoch: int = -1
+    delete: bool = True
+
+
+AdminPayload = (
+    CreateTopic
+    | DeleteTopic
+    | AddPartitions
+    | ReassignPartition
+    | PreferredElection
+    | StartReplica
+    | CloseReplica
+)
+
+
+@attrs.frozen(kw_only=True)
+class AdminRequest:
+    """A queued request. ``request_id`` is store-assigned and grows in submission order;
+    ``target`` is a broker id or ``CONTROLLER_TARGET``; ``submitted_seq`` is the feed seq of the
+    submission."""
+
+    request_id: int
+    target: int
+    payload: AdminPayload
+    submitted_seq: int
+
+    @property
+    def kind(self) -> AdminRequestKind:
+        """The payload's kind."""
+        return self.payload.kind
+
+
+# ---- the metadata change feed ----
+
+
+class BrokerChangeReason(enum.Enum):
+    """Why a broker record changed."""
+
+    REGISTERED = "registered"
+    UPDATED = "updated"
+    UNREGISTERED = "unregistered"
+    EXPIRED = "expired"
+
+
+class TopicChangeReason(enum.Enum):
+    """Why a topic record changed."""
+
+    CREATED = "created"
+    PARTITIONS_ADDED = "partitions_added"
+    DELETED = "deleted"
+
+
+class AdminRequestChangeReason(enum.Enum):
+    """Why an admin request record changed."""
+
+    SUBMITTED = "submitted"
+    COMPLETED = "completed"
+
+
+@attrs.frozen(kw_only=True)
+class BrokerChanged:
+    """A broker registered, changed flags, or went away (``broker`` is None when gone)."""
+
+    seq: int
+    reason: BrokerChangeReason
+    broker_id: int
+    incarnation_epoch: int
+    broker: BrokerInfo | None
+
+
+@attrs.frozen(kw_only=True)
+class TopicChanged:
+    """A topic was created, grew, or was deleted. For DELETED, ``assignment`` is the assignment
+    that was removed, so a follower knows which replicas to drop."""
+
+    seq: int
+    reason: TopicChangeReason
+    assignment: TopicAssignment
+
+
+@attrs.frozen(kw_only=True)
+class PartitionChanged:
+    """A partition's full new state (never a delta, so applying it twice is harmless)."""
+
+    seq: int
+    topic: str
+    partition: int
+    state: PartitionState
+
+
+@attrs.frozen(kw_only=True)
+class ControllerChanged:
+    """The controller role changed hands; ``controller`` is None while the role is vacant."""
+
+    seq: int
+    controller: ControllerInfo | None
+
+
+@attrs.frozen(kw_only=True)
+class AdminRequestChanged:
+    """An admin request was queued, or completed with ``outcome`` (and ``message``)."""
+
+    seq: int
+    reason: AdminRequestChangeReason
+    request: AdminRequest
+    outcome: ErrorCode = ErrorCode.NONE
+    message: str = ""
+
+
+MetadataChange = (
+    BrokerChanged | TopicChanged | PartitionChanged | ControllerChanged | AdminRequestChanged
+)
+
+
+@attrs.frozen
+class ChangeBatch:
+    """Changes in feed order and the cursor to read from next. ``resync_required`` (only in
+    pushed batches, with no changes) means the subscriber missed changes and must read a
+    snapshot."""
+
+    changes: tuple[MetadataChange, ...]
+    next_seq: int
+    resync_required: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class MetadataSnapshot:
+    """The whole metadata image at one point of the feed: every change with a seq below ``seq``
+    is reflected; follow the feed from ``seq``."""
+
+    seq: int
+    brokers: Mapping[int, BrokerInfo]
+    topics: Mapping[str, TopicAssignment]
+    partitions: Mapping[tuple[str, int], PartitionState]
+    controller: ControllerInfo | None
+    controller_epoch: int
+
+
+class CasStatus(enum.Enum):
+    """Outcome of ``compare_and_set_partition_state``."""
+
+    OK = "ok"
+    VERSION_MISMATCH = "version_mismatch"
+    FENCED_CONTROLLER = "fenced_controller"
+    UNKNOWN_PARTITION = "unknown_partition"
+
+    @property
+    def error_code(self) -> ErrorCode:
+        """The Kafka error code for this outcome."""
+        return _CAS_CODES[self]
+
+
+_CAS_CODES = {
+    CasStatus.OK: ErrorCode.NONE,
+    CasStatus.VERSION_MISMATCH: ErrorCode.INVALID_UPDATE_VERSION,
+    CasStatus.FENCED_CONTROLLER: ErrorCode.STALE_CONTROLLER_EPOCH,
+    CasStatus.UNKNOWN_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
+
+
+@attrs.frozen(kw_only=True)
+class CasResult:
+    """Result of a partition-state CAS. ``state`` is the new state (OK), the current state
+    (VERSION_MISMATCH, for the retry), else None. ``seq`` is the feed seq of the write (OK).
+    ``active_controller_epoch`` is set for FENCED_CONTROLLER (None: no active controller)."""
+
+    status: CasStatus
+    state: PartitionState | None = None
+    seq: int | None = None
+    active_controller_epoch: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the write was applied."""
+        return self.status is CasStatus.OK
+
+
+@attrs.define
+class Subscription:
+    """Handle of a feed or session listener; ``close()`` stops delivery (idempotent). A batch
+    already being delivered may still arrive once after ``close()`` returns."""
+
+    _cancel: Callable[[], None]
+    closed: bool = False
+
+    def close(self) -> None:
+        """Stop delivery to this listener."""
+        if not self.closed:
+            self.closed = True
+            self._cancel()
