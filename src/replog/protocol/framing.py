@@ -1,0 +1,314 @@
+"""Frames and headers: what surrounds every request and response body on a Kafka connection.
+
+Byte layout (integers big-endian):
+
+    frame            size: int32 (bytes that follow, excluding itself), then header, then body
+    request header   v0: api_key int16, api_version int16, correlation_id int32
+                     v1: v0 + client_id (classic nullable string: int16 length, -1 = null)
+                     v2: v1 + tagged fields (client_id stays a classic string, so any broker can
+                         read the header of any ApiVersions request)
+    response header  v0: correlation_id int32;  v1: v0 + tagged fields
+
+A request uses header v2 when its API version is flexible, else v1 (v0 only served
+ControlledShutdown v0, which replog does not serve). A response uses header v1 when flexible, else
+v0 -- except ApiVersions, which always answers with header v0 so that a client can read the answer
+to a version the broker does not know (KIP-511).
+
+The broker loop: ``FrameReader.feed()`` splits the byte stream into frames; ``decode_request()``
+turns one into ``(RequestHeader, body)``; ``encode_response()`` (or ``encode_response_parts()`` to
+``sendfile`` record payloads) frames the answer. An ``UnsupportedVersionError`` from
+``decode_request`` may have an answer (``unsupported_version_response``); every other
+``ProtocolError`` means: close that connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from replog.errors import ErrorCode, ProtocolError
+from replog.protocol.exceptions import (
+    EncodeError,
+    FrameTooLargeError,
+    UnknownApiKeyError,
+    UnsupportedRequestError,
+    UnsupportedVersionError,
+)
+from replog.protocol.messages import (
+    API_VERSIONS,
+    APIS,
+    ApiVersion,
+    ApiVersionsResponse,
+    FetchResponse,
+)
+from replog.protocol.primitives import Buffer, Reader, RecordsRef, Writer
+from replog.protocol.schema import Message
+
+__all__ = [
+    "DEFAULT_FRAME_BYTES_MAX",
+    "FrameReader",
+    "RequestHeader",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_fetch_response_parts",
+    "encode_request",
+    "encode_request_header",
+    "encode_response",
+    "encode_response_parts",
+    "read_frame_size",
+    "request_header_version",
+    "response_header_version",
+    "unsupported_version_response",
+]
+
+# Kafka's socket.request.max.bytes default.
+DEFAULT_FRAME_BYTES_MAX = 100 * 1024 * 1024
+_SIZE_PREFIX_BYTES = 4
+_INT32_MAX = 2**31 - 1
+
+
+@attrs.frozen(kw_only=True)
+class RequestHeader:
+    """The header of a request; ``correlation_id`` is echoed in the response."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible API versions, else 1 (unknown api keys: 1)."""
+    spec = APIS.get(api_key)
+    return 2 if spec is not None and spec.info.is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible API versions, else 0; ApiVersions is always 0."""
+    spec = APIS.get(api_key)
+    if api_key == API_VERSIONS.api_key or spec is None:
+        return 0
+    return 1 if spec.info.is_flexible(api_version) else 0
+
+
+def encode_request_header(w: Writer, header: RequestHeader, header_version: int) -> None:
+    """Append ``header`` in request header version 0, 1 or 2."""
+    w.write_int16(header.api_key)
+    w.write_int16(header.api_version)
+    w.write_int32(header.correlation_id)
+    if header_version >= 1:
+        w.write_nullable_string(header.client_id)
+    if header_version >= 2:
+        w.write_empty_tagged_fields()
+
+
+def decode_request_header(r: Reader, header_version: int) -> RequestHeader:
+    """Read a request header of version 0, 1 or 2 (unknown tagged fields are skipped)."""
+    api_key = r.read_int16()
+    api_version = r.read_int16()
+    correlation_id = r.read_int32()
+    client_id = r.read_nullable_string() if header_version >= 1 else None
+    if header_version >= 2:
+        r.skip_tagged_fields()
+    return RequestHeader(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+
+
+def read_frame_size(prefix: Buffer, *, frame_bytes_max: int = DEFAULT_FRAME_BYTES_MAX) -> int:
+    """Parse a 4-byte size prefix; negative or larger than ``frame_bytes_max`` raises
+    ``FrameTooLargeError`` before anything is buffered."""
+    size_bytes = Reader(prefix).read_int32()
+    if size_bytes < 0 or size_bytes > frame_bytes_max:
+        raise FrameTooLargeError(size_bytes, frame_bytes_max)
+    return size_bytes
+
+
+def _frame(parts: list[bytes | RecordsRef[Any]], size_bytes: int) -> list[bytes | RecordsRef[Any]]:
+    """Fill the 4-byte size placeholder at the start of ``parts``."""
+    if size_bytes > _INT32_MAX:
+        raise EncodeError(f"frame of {size_bytes} bytes does not fit an int32 size")
+    first = parts[0]
+    if not isinstance(first, bytes):
+        raise EncodeError("a frame must start with its header")
+    return [size_bytes.to_bytes(4, "big") + first[_SIZE_PREFIX_BYTES:], *parts[1:]]
+
+
+def _join(parts: list[bytes | RecordsRef[Any]]) -> bytes:
+    chunks = [p for p in parts if isinstance(p, bytes)]
+    if len(chunks) != len(parts):
+        raise EncodeError("records are RecordsRef placeholders; use encode_response_parts()")
+    return b"".join(chunks)
+
+
+def encode_request(header: RequestHeader, request: Message) -> bytes:
+    """A whole size-prefixed request frame (as a client, e.g. the replica fetcher, sends it)."""
+    if request.API.api_key != header.api_key:
+        raise EncodeError(f"{type(request).__name__} under api key {header.api_key}")
+    w = Writer()
+    w.write_int32(0)
+    encode_request_header(w, header, request_header_version(header.api_key, header.api_version))
+    request.encode_into(w, header.api_version)
+    return _join(_frame(w.parts(), w.size_bytes - _SIZE_PREFIX_BYTES))
+
+
+def _best_effort_client_id(r: Reader) -> str | None:
+    try:
+        return r.read_nullable_string()
+    except ProtocolError:
+        return None
+
+
+def decode_request(
+    frame: Buffer, *, frame_bytes_max: int = DEFAULT_FRAME_BYTES_MAX
+) -> tuple[RequestHeader, Message]:
+    """Decode one request frame (the bytes after its size prefix) into its header and body.
+
+    Raises ``UnknownApiKeyError`` / ``UnsupportedVersionError`` (both carry the correlation id)
+    for requests replog does not serve, ``FrameTooLargeError`` when ``frame`` is over
+    ``frame_bytes_max``, and ``ProtocolError`` for anything malformed. Records in the body are
+    zero-copy views of ``frame``.
+    """
+    if len(frame) > frame_bytes_max:
+        raise FrameTooLargeError(len(frame), frame_bytes_max)
+    r = Reader(frame)
+    api_key = r.read_int16()
+    api_version = r.read_int16()
+    correlation_id = r.read_int32()
+    spec = APIS.get(api_key)
+    if spec is None or not spec.info.supports(api_version):
+        error_type: type[UnsupportedRequestError]
+        if spec is None:
+            error_type, message = UnknownApiKeyError, f"unknown api key {api_key}"
+        else:
+            error_type = UnsupportedVersionError
+            message = (
+                f"{spec.info.name} v{api_version} is not supported "
+                f"(replog serves v{spec.info.min_version}-v{spec.info.max_version})"
+            )
+        raise error_type(
+            message,
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=_best_effort_client_id(r),
+        )
+    client_id = r.read_nullable_string()
+    if spec.info.is_flexible(api_version):
+        r.skip_tagged_fields()
+    header = RequestHeader(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    return header, spec.request.decode_from(r, api_version)
+
+
+def encode_response_parts(
+    correlation_id: int, api_version: int, response: Message
+) -> list[bytes | RecordsRef[Any]]:
+    """A size-prefixed response frame as bytes chunks and ``RecordsRef`` holes, in order.
+
+    The size prefix and every records length prefix count the holes' ``size_bytes``, so writing
+    each chunk and streaming exactly ``ref.size_bytes`` bytes for each ref (``os.sendfile``)
+    yields a valid frame.
+    """
+    api_key = response.API.api_key
+    w = Writer()
+    w.write_int32(0)
+    w.write_int32(correlation_id)
+    if response_header_version(api_key, api_version) >= 1:
+        w.write_empty_tagged_fields()
+    response.encode_into(w, api_version)
+    return _frame(w.parts(), w.size_bytes - _SIZE_PREFIX_BYTES)
+
+
+def encode_fetch_response_parts(
+    correlation_id: int, api_version: int, response: FetchResponse
+) -> list[bytes | RecordsRef[Any]]:
+    """``encode_response_parts`` for a Fetch response whose records are ``RecordsRef``s."""
+    return encode_response_parts(correlation_id, api_version, response)
+
+
+def encode_response(correlation_id: int, api_version: int, response: Message) -> bytes:
+    """A whole size-prefixed response frame (records must be bytes)."""
+    return _join(encode_response_parts(correlation_id, api_version, response))
+
+
+def decode_response(
+    frame: Buffer,
+    *,
+    api_key: int,
+    api_version: int,
+    frame_bytes_max: int = DEFAULT_FRAME_BYTES_MAX,
+) -> tuple[int, Message]:
+    """Decode one response frame (after its size prefix) to a request of ``api_key`` at
+    ``api_version``; returns ``(correlation_id, body)``. The caller matches the correlation id."""
+    if len(frame) > frame_bytes_max:
+        raise FrameTooLargeError(len(frame), frame_bytes_max)
+    spec = APIS.get(api_key)
+    if spec is None:
+        raise ProtocolError(f"unknown api key {api_key}")
+    r = Reader(frame)
+    correlation_id = r.read_int32()
+    if response_header_version(api_key, api_version) >= 1:
+        r.skip_tagged_fields()
+    return correlation_id, spec.response.decode_from(r, api_version)
+
+
+def unsupported_version_response(error: UnsupportedVersionError) -> bytes | None:
+    """The frame Kafka answers an unsupported request version with, or ``None`` when Kafka closes
+    the connection instead. Only ApiVersions has an answer: a v0 response with error 35 listing
+    the ApiVersions versions served (KIP-511), so the client can retry with one of them."""
+    if error.api_key != API_VERSIONS.api_key:
+        return None
+    response = ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[
+            ApiVersion(
+                api_key=API_VERSIONS.api_key,
+                min_version=API_VERSIONS.min_version,
+                max_version=API_VERSIONS.max_version,
+            )
+        ],
+    )
+    return encode_response(error.correlation_id, 0, response)
+
+
+@attrs.define
+class FrameReader:
+    """Splits a connection's byte stream into frames (sans-IO: the caller reads the socket).
+
+    Holds at most one partial frame; a size prefix over ``frame_bytes_max`` raises
+    ``FrameTooLargeError`` at once, before its body is buffered.
+    """
+
+    frame_bytes_max: int = DEFAULT_FRAME_BYTES_MAX
+    _buffer: bytearray = attrs.field(factory=bytearray, init=False)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet returned as a frame."""
+        return len(self._buffer)
+
+    def feed(self, data: Buffer) -> list[bytes]:
+        """Add received bytes; return every frame (without its size prefix) now complete."""
+        self._buffer += data
+        frames: list[bytes] = []
+        start = 0
+        while len(self._buffer) - start >= _SIZE_PREFIX_BYTES:
+            prefix = self._buffer[start : start + _SIZE_PREFIX_BYTES]
+            size_bytes = read_frame_size(prefix, frame_bytes_max=self.frame_bytes_max)
+            end = start + _SIZE_PREFIX_BYTES + size_bytes
+            if end > len(self._buffer):
+                break
+            frames.append(bytes(self._buffer[start + _SIZE_PREFIX_BYTES : end]))
+            start = end
+        del self._buffer[:start]
+        return frames

@@ -1,0 +1,157 @@
+"""Every served API, request and response, at every served version: encode then decode gives the
+same message back, and re-encoding gives the same bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from replog.protocol import APIS, Message, supported_api_versions
+from replog.protocol.messages import (
+    ApiVersionsResponse,
+    EpochEndOffset,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchResponsePartition,
+    FetchResponseTopic,
+    FetchTopic,
+    MetadataRequest,
+)
+from replog.protocol.schema import ArrayOf, FieldSpec, Scalar
+
+from .strategies import all_versions, case_id, message_strategy
+
+CASES = all_versions()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_message_round_trips_at_every_served_version(
+    case: tuple[type[Message], int], data: st.DataObject
+) -> None:
+    cls, version = case
+    message = data.draw(message_strategy(cls, version))
+    encoded = message.encode(version)
+    decoded = cls.decode(encoded, version)
+    assert decoded == message
+    assert decoded.encode(version) == encoded
+
+
+def test_served_versions_are_the_advertised_ones() -> None:
+    advertised = {v.api_key: (v.min_version, v.max_version) for v in supported_api_versions()}
+    assert advertised == {
+        0: (3, 9),  # Produce
+        1: (4, 12),  # Fetch
+        2: (1, 7),  # ListOffsets
+        3: (0, 12),  # Metadata
+        18: (0, 3),  # ApiVersions
+        19: (2, 7),  # CreateTopics
+        20: (1, 6),  # DeleteTopics
+        23: (2, 4),  # OffsetForLeaderEpoch
+        37: (0, 3),  # CreatePartitions
+    }
+
+
+def test_every_api_has_a_rigid_and_a_flexible_version_where_kafka_has_both() -> None:
+    for spec in APIS.values():
+        info = spec.info
+        assert info.min_version < info.flexible_from <= info.max_version, info.name
+
+
+def _walk_specs(cls: type[Any]) -> list[FieldSpec]:
+    specs = []
+    for attribute in attrs.fields(cls):
+        spec: FieldSpec = attribute.metadata["wire"]
+        specs.append(spec)
+        item = spec.type.item if isinstance(spec.type, ArrayOf) else spec.type
+        if isinstance(item, type):
+            specs.extend(_walk_specs(item))
+    return specs
+
+
+def test_tags_only_appear_in_flexible_versions() -> None:
+    for spec in APIS.values():
+        for cls in (spec.request, spec.response):
+            for field_spec in _walk_specs(cls):
+                if field_spec.tag is not None:
+                    assert field_spec.versions.low >= spec.info.flexible_from
+
+
+def test_fields_absent_from_a_version_decode_to_their_defaults() -> None:
+    request = FetchRequest(
+        replica_id=3,
+        max_wait_ms=500,
+        min_bytes=1,
+        topics=[FetchTopic(topic="t", partitions=[FetchPartition(partition=0, fetch_offset=5)])],
+    )
+    decoded = FetchRequest.decode(request.encode(4), 4)
+    assert decoded.session_epoch == -1
+    assert decoded.topics[0].partitions[0].current_leader_epoch == -1
+    assert decoded.topics[0].partitions[0].log_start_offset == -1
+    assert decoded == request
+
+
+def test_ignorable_fields_are_dropped_in_versions_without_them() -> None:
+    request = FetchRequest(rack_id="rack-a", topics=[])
+    assert FetchRequest.decode(request.encode(10), 10).rack_id == ""
+
+
+def test_non_ignorable_field_set_in_a_version_without_it_is_an_encode_error() -> None:
+    from replog.protocol import EncodeError
+
+    partition = FetchPartition(partition=0, fetch_offset=5, last_fetched_epoch=7)
+    request = FetchRequest(topics=[FetchTopic(topic="t", partitions=[partition])])
+    assert FetchRequest.decode(request.encode(12), 12) == request
+    with pytest.raises(EncodeError, match="last_fetched_epoch"):
+        request.encode(11)
+    with pytest.raises(EncodeError, match="allow_auto_topic_creation"):
+        MetadataRequest(topics=None, allow_auto_topic_creation=False).encode(3)
+
+
+def test_diverging_epoch_round_trips_as_a_tagged_field_at_v12() -> None:
+    partition = FetchResponsePartition(
+        partition_index=2,
+        high_watermark=10,
+        diverging_epoch=EpochEndOffset(epoch=4, end_offset=17),
+        records=b"",
+    )
+    response = FetchResponse(responses=[FetchResponseTopic(topic="t", partitions=[partition])])
+    decoded = FetchResponse.decode(response.encode(12), 12)
+    assert decoded.responses[0].partitions[0].diverging_epoch == EpochEndOffset(
+        epoch=4, end_offset=17
+    )
+    assert decoded.responses[0].partitions[0].current_leader is None
+
+
+def test_decoded_records_are_zero_copy_views_of_the_frame() -> None:
+    partition = FetchResponsePartition(partition_index=0, records=b"batch-bytes")
+    response = FetchResponse(responses=[FetchResponseTopic(topic="t", partitions=[partition])])
+    records = FetchResponse.decode(response.encode(11), 11).responses[0].partitions[0].records
+    assert isinstance(records, memoryview)
+    assert bytes(records) == b"batch-bytes"
+
+
+def test_api_versions_v3_response_keeps_tagged_feature_fields() -> None:
+    from replog.protocol.messages import SupportedFeatureKey
+
+    response = ApiVersionsResponse(
+        api_keys=supported_api_versions(),
+        supported_features=[SupportedFeatureKey(name="metadata.version", max_version=20)],
+        finalized_features_epoch=9,
+        zk_migration_ready=True,
+    )
+    assert ApiVersionsResponse.decode(response.encode(3), 3) == response
+
+
+def test_schema_scalar_defaults_are_kafkas() -> None:
+    request = FetchRequest()
+    assert request.max_bytes == 0x7FFFFFFF
+    assert request.replica_id == -1
+    assert FetchResponsePartition().preferred_read_replica == -1
+    assert Scalar.RECORDS.value == "records"
