@@ -52,9 +52,12 @@ def _violations(path: pathlib.Path) -> list[str]:
         for name in names:
             if name.split(".")[0] in FORBIDDEN:
                 found.append(f"{path.name}:{node.lineno} imports {name}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in {"open", "__import__", "exec", "eval"}:
-                found.append(f"{path.name}:{node.lineno} calls {node.func.id}()")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"open", "__import__", "exec", "eval"}
+        ):
+            found.append(f"{path.name}:{node.lineno} calls {node.func.id}()")
     return found
 
 

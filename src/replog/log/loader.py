@@ -1,0 +1,216 @@
+"""Loading a partition directory at open, and recovery after an unclean shutdown (reference §3).
+
+Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
+that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
+only the active segment's end is read. Otherwise every segment from the one holding the
+recovery point onwards is re-validated batch by batch (size, magic, CRC-32C); the first invalid
+or partial batch ends the log: its segment is cut there and every later segment is deleted. So
+does a segment that ends before the next one begins (a crash loses the unsynced tail of every
+rolled segment, not just the last one's), so offsets stay dense. Data below the recovery point
+was fsynced and is not scanned again.
+
+The loader never guesses: what it cut is returned in a `RecoveryReport`.
+"""
+
+from __future__ import annotations
+
+import attrs
+from sortedcontainers import SortedDict
+
+from replog.errors import CorruptIndexError, InvalidOffsetError
+from replog.log.config import LogConfig
+from replog.log.epoch_cache import LeaderEpochCache
+from replog.log.fs import FileSystem
+from replog.log.segment import LogSegment, offset_from_file_name
+
+__all__ = ["LoadedLog", "RecoveryReport", "load_segments"]
+
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+_STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+@attrs.frozen
+class RecoveryReport:
+    """What loading a log did. ``bytes_truncated`` and ``deleted_segments`` are what was cut."""
+
+    had_clean_shutdown: bool
+    recovered_segments: tuple[int, ...] = ()
+    bytes_truncated: int = 0
+    truncated_segment: int | None = None
+    deleted_segments: tuple[int, ...] = ()
+    deleted_stray_files: tuple[str, ...] = ()
+    rebuilt_indexes: tuple[int, ...] = ()
+    restarted_at_log_start: bool = False
+    log_end_offset: int = 0
+
+    @property
+    def cut_anything(self) -> bool:
+        """Whether recovery removed any data."""
+        return bool(self.bytes_truncated or self.deleted_segments or self.restarted_at_log_start)
+
+    def describe(self) -> str:
+        """A one-paragraph human summary."""
+        if not self.recovered_segments and not self.cut_anything:
+            kind = "clean shutdown" if self.had_clean_shutdown else "nothing to recover"
+            return f"{kind}; log end offset {self.log_end_offset}"
+        parts = [f"recovered {len(self.recovered_segments)} segment(s)"]
+        if self.bytes_truncated:
+            parts.append(
+                f"cut {self.bytes_truncated} byte(s) from segment {self.truncated_segment}"
+            )
+        if self.deleted_segments:
+            parts.append(f"deleted later segment(s) {list(self.deleted_segments)}")
+        if self.restarted_at_log_start:
+            parts.append("log end was below the log start offset: restarted empty")
+        parts.append(f"log end offset {self.log_end_offset}")
+        return "; ".join(parts)
+
+
+@attrs.frozen
+class LoadedLog:
+    """The result of `load_segments`: what the `Log` starts from."""
+
+    segments: SortedDict  # int -> LogSegment
+    log_end_offset: int
+    log_start_offset: int
+    recovery_point: int
+    report: RecoveryReport
+
+
+def load_segments(
+    fs: FileSystem,
+    dir_path: str,
+    config: LogConfig,
+    epoch_cache: LeaderEpochCache,
+    *,
+    now_ms: int,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+) -> LoadedLog:
+    """Open every segment in ``dir_path`` and recover what needs it (reference §3, in order)."""
+    stray = _delete_stray_files(fs, dir_path)
+    segments: SortedDict = SortedDict()
+    needs_recovery: set[int] = set()
+    names = set(fs.listdir(dir_path))
+    for name in sorted(names):
+        suffix = name[name.find(".") :] if "." in name else ""
+        if suffix not in _SEGMENT_SUFFIXES or not name[: name.find(".")].isdigit():
+            continue
+        base = offset_from_file_name(name)
+        if suffix != ".log":
+            if f"{base:020d}.log" not in names:
+                fs.remove(f"{dir_path}/{name}")  # an orphan index
+                stray.append(name)
+            continue
+        segments[base] = LogSegment.open(fs, dir_path, base, config, now_ms, create=False)
+        if f"{base:020d}.index" not in names:
+            needs_recovery.add(base)
+
+    recovered: list[int] = []
+    rebuilt: list[int] = []
+    deleted: list[int] = []
+    truncated_bytes, truncated_segment = 0, None
+    if had_clean_shutdown:
+        for base in sorted(needs_recovery):
+            segments[base].recover(None)
+            rebuilt.append(base)
+    else:
+        start_key = _floor_key(segments, recovery_point)
+        to_recover = [b for b in segments if start_key is None or b >= start_key]
+        for base in sorted(needs_recovery):
+            if base not in to_recover:
+                segments[base].recover(None)
+                rebuilt.append(base)
+        for position, base in enumerate(to_recover):
+            segment = segments[base]
+            cut = _recover_segment(segment, epoch_cache)
+            recovered.append(base)
+            later_bases = to_recover[position + 1 :]
+            # A crash loses the unsynced tail of *every* segment: a rolled segment can come back
+            # short (even empty) without any bytes to cut, while later segments survive. The
+            # log must end where this segment ends, or offsets would be missing in the middle.
+            ends_early = bool(later_bases) and segment.read_next_offset() != later_bases[0]
+            if cut > 0 or ends_early:
+                if cut > 0:
+                    truncated_bytes, truncated_segment = cut, base
+                for later in later_bases:
+                    segments.pop(later).delete()
+                    deleted.append(later)
+                break
+
+    restarted = False
+    if not segments:
+        segments[log_start_offset] = LogSegment.open(
+            fs, dir_path, log_start_offset, config, now_ms, create=True
+        )
+    active: LogSegment = segments.peekitem(-1)[1]
+    next_offset = _read_next_offset(active, epoch_cache, rebuilt)
+    if next_offset < log_start_offset:
+        # Segments were removed behind our back: nothing below the log start is trustworthy.
+        for base in list(segments):
+            segments.pop(base).delete()
+            deleted.append(base)
+        segments[log_start_offset] = LogSegment.open(
+            fs, dir_path, log_start_offset, config, now_ms, create=True
+        )
+        epoch_cache.clear_and_flush()
+        active, next_offset, restarted = segments[log_start_offset], log_start_offset, True
+    active.resize_indexes(config.segment_index_bytes)
+    epoch_cache.truncate_from_end(next_offset)
+    first_base = segments.peekitem(0)[0]
+    start = max(log_start_offset, first_base)
+    epoch_cache.truncate_from_start(start)
+    point = next_offset if had_clean_shutdown else min(recovery_point, next_offset)
+    report = RecoveryReport(
+        had_clean_shutdown=had_clean_shutdown,
+        recovered_segments=tuple(recovered),
+        bytes_truncated=truncated_bytes,
+        truncated_segment=truncated_segment,
+        deleted_segments=tuple(deleted),
+        deleted_stray_files=tuple(stray),
+        rebuilt_indexes=tuple(rebuilt),
+        restarted_at_log_start=restarted,
+        log_end_offset=next_offset,
+    )
+    return LoadedLog(segments, next_offset, start, max(point, 0), report)
+
+
+def _recover_segment(segment: LogSegment, epoch_cache: LeaderEpochCache) -> int:
+    """Recover one segment; a segment whose indexes cannot be rebuilt is emptied."""
+    try:
+        return segment.recover(epoch_cache)
+    except (InvalidOffsetError, CorruptIndexError):
+        size = segment.size_bytes
+        segment.log_file.truncate(0)
+        segment.size_bytes = 0
+        segment.recover(epoch_cache)
+        return max(size, 1)
+
+
+def _read_next_offset(active: LogSegment, epoch_cache: LeaderEpochCache, rebuilt: list[int]) -> int:
+    """The active segment's next offset; a corrupt index there is rebuilt (and reported)."""
+    try:
+        return active.read_next_offset()
+    except CorruptIndexError:
+        active.recover(None)
+        rebuilt.append(active.base_offset)
+        return active.read_next_offset()
+
+
+def _delete_stray_files(fs: FileSystem, dir_path: str) -> list[str]:
+    """Remove leftovers of interrupted deletes, cleanings and checkpoint writes."""
+    removed = []
+    for name in fs.listdir(dir_path):
+        if name.endswith(_STRAY_SUFFIXES):
+            fs.remove(f"{dir_path}/{name}")
+            removed.append(name)
+    return removed
+
+
+def _floor_key(segments: SortedDict, offset: int) -> int | None:
+    """The base offset of the segment holding ``offset`` (the first one if it is below all)."""
+    if not segments:
+        return None
+    index = segments.bisect_right(offset) - 1
+    return int(segments.keys()[max(index, 0)])

@@ -1,0 +1,584 @@
+"""`Log`: one partition's log, a sequence of segments keyed by base offset in a `SortedDict`.
+
+Theory of operation: offsets are dense and assigned by the leader (``append_as_leader``) or
+copied from the leader (``append_as_follower``). The log end offset (LEO) is the offset the next
+record gets. Three other offsets bound what is safe: the log start offset (earliest readable),
+the recovery point (everything below it was fsynced: the flushed offset) and the high watermark
+(HW, everything below it is committed; the replication layer decides its value, the log only
+keeps it within [log start, LEO] and persists nothing itself).
+
+Every OS error while appending, flushing or truncating takes the log offline: the error
+surfaces as `StorageError`, and every later call raises it too, so nothing continues silently
+after a failed write or fsync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import attrs
+from sortedcontainers import SortedDict
+
+from replog.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    StorageError,
+    invariant,
+)
+from replog.log.checkpoints import LeaderEpochCheckpointFile
+from replog.log.config import LogConfig
+from replog.log.epoch_cache import LeaderEpochCache
+from replog.log.fs import REAL_FS, FileSystem
+from replog.log.loader import RecoveryReport, load_segments
+from replog.log.records import BatchHeader, stamp_batch, validate_batch
+from replog.log.segment import BatchMeta, FileSlice, LogSegment
+
+__all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+@attrs.frozen
+class AppendInfo:
+    """What an append wrote: offsets [first_offset, last_offset], and sizes."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    batch_count: int
+    size_bytes: int
+
+
+@attrs.frozen
+class FetchSlice:
+    """The bytes a read returns, as file pieces that can be sent without copying."""
+
+    pieces: tuple[FileSlice, ...]
+    start_offset: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Total bytes across the pieces."""
+        return sum(piece.size_bytes for piece in self.pieces)
+
+    def to_bytes(self) -> bytes:
+        """Materialise the slice (tests and in-process readers; the broker uses sendfile)."""
+        return b"".join(piece.read() for piece in self.pieces)
+
+
+EMPTY_SLICE_PIECES: tuple[FileSlice, ...] = ()
+# What a failed write, read or fsync raises: OSError from a segment file, StorageError from a
+# checkpoint file (the leader-epoch checkpoint wraps its OSError itself).
+_IO_ERRORS = (OSError, StorageError)
+_RetentionPredicate = Callable[[LogSegment, "int | None"], bool]
+
+
+@attrs.define(eq=False)
+class PendingFlush:
+    """A flush split in two so the fsyncs can run on a worker thread (group commit): every
+    batch appended before `Log.begin_flush` is durable once `run` returns."""
+
+    target_offset: int
+    segments: list[LogSegment]
+
+    def run(self) -> None:
+        """fsync the segments (thread-safe: touches only file descriptors)."""
+        for segment in self.segments:
+            segment.flush()
+
+
+def _parse_batches(
+    data: bytes | bytearray | memoryview, whole: bool
+) -> list[tuple[int, BatchHeader]]:
+    """Validate every batch in ``data``. With ``whole`` the batches must fill ``data`` exactly;
+    otherwise a partial batch at the end (a fetch cut at max bytes) is ignored."""
+    view = memoryview(data)
+    found: list[tuple[int, BatchHeader]] = []
+    position = 0
+    while position < len(view):
+        if len(view) - position < 12:
+            if whole:
+                raise CorruptRecordError("trailing bytes after the last batch", position)
+            break
+        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + 12
+        if position + size > len(view) and not whole and size >= 61:
+            break
+        header = validate_batch(view[position : position + size])
+        found.append((position, header))
+        position += size
+    return found
+
+
+@attrs.define(eq=False)
+class Log:
+    """A partition log. Open with `Log.open`; see the module docstring for the offsets."""
+
+    dir_path: str
+    config: LogConfig
+    fs: FileSystem
+    segments: SortedDict  # int -> LogSegment
+    epoch_cache: LeaderEpochCache
+    log_start_offset: int
+    recovery_point: int
+    high_watermark: int
+    recovery_report: RecoveryReport
+    _next_offset: int
+    _offline_reason: str | None = None
+
+    @classmethod
+    def open(
+        cls,
+        dir_path: str,
+        config: LogConfig | None = None,
+        *,
+        fs: FileSystem = REAL_FS,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> Log:
+        """Open (creating if needed) and recover the log in ``dir_path``."""
+        config = config or LogConfig()
+        try:
+            fs.makedirs(dir_path)
+            checkpoint = LeaderEpochCheckpointFile(fs, f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}")
+            epoch_cache = LeaderEpochCache(checkpoint, checkpoint.read())
+            loaded = load_segments(
+                fs,
+                dir_path,
+                config,
+                epoch_cache,
+                now_ms=now_ms,
+                recovery_point=recovery_point,
+                log_start_offset=log_start_offset,
+                had_clean_shutdown=had_clean_shutdown,
+            )
+        except OSError as exc:
+            raise StorageError(f"cannot open log {dir_path}: {exc}", dir_path) from exc
+        hw = min(max(high_watermark, loaded.log_start_offset), loaded.log_end_offset)
+        return cls(
+            dir_path=dir_path,
+            config=config,
+            fs=fs,
+            segments=loaded.segments,
+            epoch_cache=epoch_cache,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            high_watermark=hw,
+            recovery_report=loaded.report,
+            next_offset=loaded.log_end_offset,
+        )
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record will get."""
+        return self._next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        """The segment appends go to (the last one)."""
+        segment: LogSegment = self.segments.peekitem(-1)[1]
+        return segment
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes across all segments."""
+        return sum(segment.size_bytes for segment in self.segments.values())
+
+    @property
+    def is_offline(self) -> bool:
+        """True after a storage error: the log accepts nothing until reopened."""
+        return self._offline_reason is not None
+
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch in the epoch cache (the last fetched epoch of a follower)."""
+        return self.epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), §5."""
+        return self.epoch_cache.end_offset_for(epoch, self._next_offset)
+
+    def _check_online(self) -> None:
+        if self._offline_reason is not None:
+            raise StorageError(
+                f"log {self.dir_path} is offline: {self._offline_reason}", self.dir_path
+            )
+
+    def _fail(self, action: str, exc: OSError | StorageError) -> NoReturn:
+        self._offline_reason = f"{action} failed: {exc}"
+        raise StorageError(f"log {self.dir_path}: {action} failed: {exc}", self.dir_path) from exc
+
+    # -- append -----------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, batch: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
+        stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field."""
+        self._check_online()
+        found = _parse_batches(batch, whole=True)
+        if not found:
+            raise CorruptRecordError("no record batch in the appended data")
+        data = bytearray(batch)
+        offset = self._next_offset
+        metas = []
+        for position, header in found:
+            self._check_size(header.size_bytes)
+            stamp_batch(data, position, offset, leader_epoch)
+            last = offset + header.last_offset_delta
+            metas.append(BatchMeta(last, header.max_timestamp, header.size_bytes))
+            offset = last + 1
+        first_offset = self._next_offset
+        if self.epoch_cache.latest_epoch != leader_epoch:
+            self._assign_epoch(leader_epoch, first_offset)
+        return self._append(data, metas, first_offset, now_ms)
+
+    def append_as_follower(
+        self, batches: bytes | bytearray | memoryview, now_ms: int
+    ) -> AppendInfo | None:
+        """Append batches copied from the leader, keeping their offsets and epochs. A partial
+        batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole."""
+        self._check_online()
+        found = _parse_batches(batches, whole=False)
+        if not found:
+            return None
+        expected = self._next_offset
+        metas = []
+        for _, header in found:
+            if header.base_offset < expected:
+                raise InvalidOffsetError(
+                    f"follower append at offset {header.base_offset} is below the expected "
+                    f"offset {expected} of {self.dir_path}"
+                )
+            self._check_size(header.size_bytes)
+            metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
+            expected = header.last_offset + 1
+        for _, header in found:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != self.epoch_cache.latest_epoch:
+                self._assign_epoch(epoch, header.base_offset)
+        first_position = found[0][0]
+        end_position = found[-1][0] + found[-1][1].size_bytes
+        view = memoryview(batches)[first_position:end_position]
+        return self._append(view, metas, found[0][1].base_offset, now_ms)
+
+    def _append(
+        self,
+        data: bytes | bytearray | memoryview,
+        metas: list[BatchMeta],
+        first_offset: int,
+        now_ms: int,
+    ) -> AppendInfo:
+        last = metas[-1]
+        max_timestamp = max(meta.max_timestamp for meta in metas)
+        segment = self.active_segment
+        try:
+            if segment.should_roll(len(data), max_timestamp, last.last_offset, now_ms):
+                segment = self._roll(max(first_offset, self._next_offset), now_ms)
+            segment.append(data, metas)
+        except _IO_ERRORS as exc:
+            self._fail("append", exc)
+        segment.last_modified_ms = now_ms
+        self._next_offset = last.last_offset + 1
+        return AppendInfo(first_offset, last.last_offset, max_timestamp, len(metas), len(data))
+
+    def _check_size(self, size_bytes: int) -> None:
+        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
+        if size_bytes > limit:
+            raise RecordBatchTooLargeError(size_bytes, limit)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        try:
+            self.epoch_cache.assign(epoch, start_offset)
+        except _IO_ERRORS as exc:
+            self._fail("leader-epoch checkpoint write", exc)
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (a new leader does this at once)."""
+        self._check_online()
+        self._assign_epoch(epoch, start_offset)
+
+    # -- roll -------------------------------------------------------------------------------
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new segment at the LEO (no-op if the active segment is empty)."""
+        self._check_online()
+        try:
+            return self._roll(self._next_offset, now_ms)
+        except _IO_ERRORS as exc:
+            self._fail("roll", exc)
+
+    def _roll(self, new_base: int, now_ms: int) -> LogSegment:
+        active = self.active_segment
+        if active.base_offset == new_base:
+            invariant(active.size_bytes == 0, f"roll onto non-empty segment {new_base}")
+            return active
+        invariant(new_base > active.base_offset, f"roll base {new_base} not after active")
+        active.on_become_inactive()
+        segment = LogSegment.open(
+            self.fs, self.dir_path, new_base, self.config, now_ms, create=True
+        )
+        self.segments[new_base] = segment
+        return segment
+
+    # -- read -------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchSlice:
+        """Batches from the one holding ``start_offset``, at most ``max_bytes`` (the first batch
+        whole when ``min_one_batch``), never reaching ``max_offset`` (exclusive, e.g. the HW).
+        Raises `OffsetOutOfRangeError` outside [log start, LEO]."""
+        self._check_online()
+        end = self._next_offset
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRangeError(start_offset, self.log_start_offset, end)
+        limit = end if max_offset is None else min(max_offset, end)
+        if start_offset >= limit:
+            return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+        for base in self.segments.irange(maximum=start_offset, reverse=True):
+            first_base = base
+            break
+        else:
+            first_base = self.segments.peekitem(0)[0]
+        try:
+            for base in self.segments.irange(minimum=first_base):
+                segment: LogSegment = self.segments[base]
+                max_position = segment.size_bytes
+                if limit < end:
+                    bound = segment.translate_offset(limit)
+                    if bound is not None:
+                        max_position = bound.position
+                piece = segment.read(
+                    start_offset, max_bytes, max_position, min_one_batch=min_one_batch
+                )
+                if piece is not None:
+                    if piece.size_bytes == 0:
+                        return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+                    return FetchSlice((piece,), start_offset)
+        except _IO_ERRORS as exc:
+            self._fail("read", exc)
+        return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+
+    def batches(self, start_offset: int | None = None) -> Iterator[bytes]:
+        """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        while offset < self._next_offset:
+            data = self.read(offset, 1 << 20).to_bytes()
+            found = _parse_batches(data, whole=False)
+            if not found:
+                return
+            for position, header in found:
+                if header.last_offset >= offset:
+                    yield bytes(data[position : position + header.size_bytes])
+                    offset = header.last_offset + 1
+
+    # -- high watermark and log start -------------------------------------------------------
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the HW clamped to [log start, LEO] (a follower's HW may go backwards)."""
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self._next_offset)
+        return self.high_watermark
+
+    def maybe_increment_high_watermark(self, high_watermark: int) -> bool:
+        """Advance the HW if ``high_watermark`` is larger; it must not pass the LEO."""
+        invariant(
+            high_watermark <= self._next_offset,
+            f"HW {high_watermark} past LEO {self._next_offset} in {self.dir_path}",
+        )
+        if high_watermark <= self.high_watermark:
+            return False
+        self.high_watermark = high_watermark
+        return True
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start forward (DeleteRecords, or the leader's on a follower); never past
+        the HW. Whole segments below it go at the next retention pass."""
+        if offset <= self.log_start_offset:
+            return False
+        invariant(
+            offset <= self.high_watermark, f"log start {offset} past HW {self.high_watermark}"
+        )
+        self.log_start_offset = offset
+        try:
+            self.epoch_cache.truncate_from_start(offset)
+        except _IO_ERRORS as exc:
+            self._fail("leader-epoch checkpoint write", exc)
+        return True
+
+    # -- flush ------------------------------------------------------------------------------
+
+    def begin_flush(self) -> PendingFlush | None:
+        """Capture what a flush must cover (every segment holding unflushed data); None if all
+        is flushed. Call on the thread that appends."""
+        self._check_online()
+        target = self._next_offset
+        if target <= self.recovery_point:
+            return None
+        first = self.recovery_point
+        bases = list(self.segments.irange(maximum=first, reverse=True))[:1]
+        bases += list(self.segments.irange(minimum=first, inclusive=(False, True)))
+        return PendingFlush(target, [self.segments[base] for base in bases])
+
+    def complete_flush(self, pending: PendingFlush) -> None:
+        """Advance the recovery point after ``pending.run()`` succeeded."""
+        self.recovery_point = max(
+            self.recovery_point, min(pending.target_offset, self._next_offset)
+        )
+
+    def flush(self) -> None:
+        """fsync everything appended so far and advance the recovery point (group commit: one
+        call covers every batch appended before it)."""
+        pending = self.begin_flush()
+        if pending is None:
+            return
+        try:
+            pending.run()
+        except _IO_ERRORS as exc:
+            self._fail("fsync", exc)
+        self.complete_flush(pending)
+
+    def mark_offline(self, reason: str) -> None:
+        """Take the log offline after an error seen elsewhere (e.g. a worker thread's fsync)."""
+        self._offline_reason = reason
+
+    # -- truncation -------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
+        """Remove everything at or after ``offset``. Returns whether data was removed."""
+        self._check_online()
+        if offset < 0:
+            raise InvalidOffsetError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._next_offset:
+            try:
+                self.epoch_cache.truncate_from_end(self._next_offset)
+            except _IO_ERRORS as exc:
+                self._fail("leader-epoch checkpoint write", exc)
+            return False
+        if offset < self.segments.peekitem(0)[0]:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return True
+        try:
+            for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
+                self.segments.pop(base).delete()
+            active = self.active_segment
+            active.truncate_to(offset, now_ms)
+            self._next_offset = active.read_next_offset()
+            active.resize_indexes(self.config.segment_index_bytes)
+            self.epoch_cache.truncate_from_end(self._next_offset)
+        except _IO_ERRORS as exc:
+            self._fail("truncate", exc)
+        self.log_start_offset = min(self.log_start_offset, self._next_offset)
+        self.recovery_point = min(self.recovery_point, self._next_offset)
+        self.high_watermark = min(self.high_watermark, self._next_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
+        """Delete every segment and restart empty at ``offset`` (follower out of range)."""
+        self._check_online()
+        try:
+            for base in list(self.segments):
+                self.segments.pop(base).delete()
+            self.segments[offset] = LogSegment.open(
+                self.fs, self.dir_path, offset, self.config, now_ms, create=True
+            )
+            self.epoch_cache.clear_and_flush()
+        except _IO_ERRORS as exc:
+            self._fail("truncate", exc)
+        self._next_offset = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+
+    # -- retention --------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply retention (log start breach, size, time), whole segments only, oldest first,
+        never a segment that reaches past the HW. Returns the number deleted."""
+        self._check_online()
+        deleted = self._delete_segments(
+            now_ms,
+            lambda segment, next_base: next_base is not None and next_base <= self.log_start_offset,
+        )
+        if self.config.retention_bytes >= 0:
+            excess = [self.size_bytes - self.config.retention_bytes]
+
+            def over_size(segment: LogSegment, next_base: int | None) -> bool:
+                if excess[0] - segment.size_bytes < 0:
+                    return False
+                excess[0] -= segment.size_bytes
+                return True
+
+            if excess[0] >= 0:
+                deleted += self._delete_segments(now_ms, over_size)
+        if self.config.retention_ms >= 0:
+            retention_ms = self.config.retention_ms
+            deleted += self._delete_segments(
+                now_ms,
+                lambda segment, next_base: now_ms - segment.largest_timestamp() > retention_ms,
+            )
+        return deleted
+
+    def _delete_segments(self, now_ms: int, predicate: _RetentionPredicate) -> int:
+        bases = list(self.segments)
+        doomed: list[int] = []
+        for position, base in enumerate(bases):
+            segment: LogSegment = self.segments[base]
+            next_base = bases[position + 1] if position + 1 < len(bases) else None
+            upper = next_base if next_base is not None else self._next_offset
+            if upper > self.high_watermark:
+                break
+            if next_base is None and segment.size_bytes == 0:
+                break
+            if not predicate(segment, next_base):
+                break
+            doomed.append(base)
+        if not doomed:
+            return 0
+        try:
+            if len(doomed) == len(bases):
+                self._roll(self._next_offset, now_ms)
+            for base in doomed:
+                self.segments.pop(base).delete()
+        except _IO_ERRORS as exc:
+            self._fail("retention delete", exc)
+        new_start = self.segments.peekitem(0)[0]
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            try:
+                self.epoch_cache.truncate_from_start(new_start)
+            except _IO_ERRORS as exc:
+                self._fail("leader-epoch checkpoint write", exc)
+        return len(doomed)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every segment (trimming indexes). Does not flush: call `flush` first."""
+        for segment in self.segments.values():
+            if self._offline_reason is None:
+                segment.close()
+            else:
+                segment.close_without_trim()
+
+    def abandon(self) -> None:
+        """Drop file descriptors without writing anything (after a simulated crash)."""
+        for segment in self.segments.values():
+            segment.close_without_trim()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir_path!r}, start={self.log_start_offset}, hw={self.high_watermark}, "
+            f"leo={self._next_offset}, segments={len(self.segments)})"
+        )

@@ -1,0 +1,335 @@
+"""`LogManager`: the partition logs of one broker across one or more log dirs.
+
+Each log dir holds ``<topic>-<partition>`` directories and four files of its own (reference §2):
+``replication-offset-checkpoint`` (HW), ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint`` and, after a clean shutdown, ``.kafka_cleanshutdown``.
+
+Logs are opened lazily, on first use: start-up only reads the checkpoints and lists the
+directories. The clean-shutdown marker is deleted as soon as it is read, so a crash before the
+next clean shutdown makes every log recover. At shutdown the marker is written again only for a
+dir that was clean at start or whose logs were all opened (and so recovered) since.
+
+A log dir whose HW checkpoint cannot be parsed, or that fails a write or fsync, goes offline: its
+partitions are not served and nothing more is written there until the broker restarts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+
+from replog.errors import InvalidConfigError, MalformedCheckpointError, StorageError
+from replog.log.checkpoints import (
+    OffsetCheckpointFile,
+    read_and_delete_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
+from replog.log.config import LogConfig
+from replog.log.fs import REAL_FS, FileSystem
+from replog.log.log import Log
+from replog.topics import validate_topic_name
+
+__all__ = [
+    "HW_CHECKPOINT",
+    "LOG_START_CHECKPOINT",
+    "LogManager",
+    "RECOVERY_POINT_CHECKPOINT",
+    "TopicPartition",
+]
+
+HW_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+_IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+
+
+@attrs.frozen(order=True)
+class TopicPartition:
+    """A (topic, partition) pair; its directory name is ``<topic>-<partition>``."""
+
+    topic: str
+    partition: int
+
+    def __attrs_post_init__(self) -> None:
+        validate_topic_name(self.topic)
+        if not isinstance(self.partition, int) or self.partition < 0:
+            raise InvalidConfigError(f"partition must be an int >= 0, got {self.partition!r}")
+
+    @property
+    def dir_name(self) -> str:
+        """``<topic>-<partition>``."""
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def parse_dir_name(cls, name: str) -> TopicPartition | None:
+        """The partition a directory name denotes, or None if it is not a partition dir."""
+        topic, sep, partition = name.rpartition("-")
+        if not sep or not partition.isdigit() or name.endswith(_IGNORED_DIR_SUFFIXES):
+            return None
+        try:
+            return cls(topic, int(partition))
+        except (ValueError, InvalidConfigError):
+            return None
+
+    def __str__(self) -> str:
+        return self.dir_name
+
+
+@attrs.define(eq=False)
+class _LogDir:
+    """One log dir: its checkpoints as read at start, and what has been opened since."""
+
+    path: str
+    had_clean_shutdown: bool
+    high_watermarks: dict[tuple[str, int], int]
+    recovery_points: dict[tuple[str, int], int]
+    log_start_offsets: dict[tuple[str, int], int]
+    unopened: set[TopicPartition]
+    offline_reason: str | None = None
+
+
+@attrs.define(eq=False)
+class LogManager:
+    """All partition logs of a broker. Create with `LogManager.open`."""
+
+    fs: FileSystem
+    default_config: LogConfig
+    clock_ms: Callable[[], int]
+    dirs: list[_LogDir]
+    logs: dict[TopicPartition, Log] = attrs.Factory(dict)
+    configs: dict[str, LogConfig] = attrs.Factory(dict)
+    _dir_of: dict[TopicPartition, _LogDir] = attrs.Factory(dict)
+
+    @classmethod
+    def open(
+        cls,
+        log_dirs: Sequence[str],
+        config: LogConfig | None = None,
+        *,
+        fs: FileSystem = REAL_FS,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> LogManager:
+        """Read each dir's checkpoints and list its partitions; logs open on first use."""
+        if not log_dirs:
+            raise InvalidConfigError("at least one log dir is required")
+        dirs = [_scan_dir(fs, path) for path in log_dirs]
+        manager = cls(
+            fs=fs,
+            default_config=config or LogConfig(),
+            clock_ms=clock_ms or (lambda: int(time.time() * 1000)),
+            dirs=dirs,
+        )
+        for log_dir in dirs:
+            for tp in log_dir.unopened:
+                manager._dir_of.setdefault(tp, log_dir)
+        return manager
+
+    # -- lookup -----------------------------------------------------------------------------
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition with a log here (opened or not), on online dirs."""
+        return sorted(tp for tp, d in self._dir_of.items() if d.offline_reason is None)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        """The log of ``tp`` (opened and recovered on first use), or None if there is none."""
+        log = self.logs.get(tp)
+        if log is not None:
+            return log
+        log_dir = self._dir_of.get(tp)
+        if log_dir is None:
+            return None
+        self._check_online(log_dir)
+        return self._open_log(tp, log_dir)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """The log of ``tp``, created in the online dir with the fewest partitions if new."""
+        if config is not None:
+            self.configs[tp.topic] = config
+        log = self.get_log(tp)
+        if log is not None:
+            return log
+        online = [d for d in self.dirs if d.offline_reason is None]
+        if not online:
+            raise StorageError("every log dir is offline")
+        counts = {id(d): 0 for d in online}
+        for owner in self._dir_of.values():
+            if id(owner) in counts:
+                counts[id(owner)] += 1
+        log_dir = min(online, key=lambda d: counts[id(d)])
+        self._dir_of[tp] = log_dir
+        return self._open_log(tp, log_dir)
+
+    def _open_log(self, tp: TopicPartition, log_dir: _LogDir) -> Log:
+        key = (tp.topic, tp.partition)
+        try:
+            log = Log.open(
+                f"{log_dir.path}/{tp.dir_name}",
+                self.configs.get(tp.topic, self.default_config),
+                fs=self.fs,
+                now_ms=self.clock_ms(),
+                recovery_point=log_dir.recovery_points.get(key, 0),
+                log_start_offset=log_dir.log_start_offsets.get(key, 0),
+                high_watermark=log_dir.high_watermarks.get(key, 0),
+                had_clean_shutdown=log_dir.had_clean_shutdown and tp in log_dir.unopened,
+            )
+        except (StorageError, MalformedCheckpointError) as exc:
+            # A leader-epoch checkpoint that does not parse is a failed read, as in Kafka.
+            log_dir.offline_reason = str(exc)
+            raise
+        log_dir.unopened.discard(tp)
+        self.logs[tp] = log
+        return log
+
+    def _check_online(self, log_dir: _LogDir) -> None:
+        if log_dir.offline_reason is not None:
+            raise StorageError(
+                f"log dir {log_dir.path} is offline: {log_dir.offline_reason}", log_dir.path
+            )
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Close and remove the log of ``tp`` and its directory. Returns whether it existed."""
+        log = self.get_log(tp)
+        log_dir = self._dir_of.pop(tp, None)
+        if log is None or log_dir is None:
+            return False
+        self.logs.pop(tp, None)
+        log.close()
+        for name in self.fs.listdir(log.dir_path):
+            self.fs.remove(f"{log.dir_path}/{name}")
+        self.fs.rmdir(log.dir_path)
+        for table in (log_dir.high_watermarks, log_dir.recovery_points, log_dir.log_start_offsets):
+            table.pop((tp.topic, tp.partition), None)
+        return True
+
+    # -- periodic work ----------------------------------------------------------------------
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every dir's ``replication-offset-checkpoint``."""
+        self._checkpoint(HW_CHECKPOINT, "high_watermarks", lambda log: log.high_watermark)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every dir's ``recovery-point-offset-checkpoint``."""
+        self._checkpoint(
+            RECOVERY_POINT_CHECKPOINT, "recovery_points", lambda log: log.recovery_point
+        )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write every dir's ``log-start-offset-checkpoint`` (only logs whose start moved past
+        their first segment, as Kafka does)."""
+        self._checkpoint(
+            LOG_START_CHECKPOINT,
+            "log_start_offsets",
+            lambda log: log.log_start_offset,
+            include=lambda log: log.log_start_offset > log.segments.peekitem(0)[0],
+        )
+
+    def _checkpoint(
+        self,
+        file_name: str,
+        table_name: str,
+        value: Callable[[Log], int],
+        include: Callable[[Log], bool] = lambda log: True,
+    ) -> None:
+        for log_dir in self.dirs:
+            if log_dir.offline_reason is not None:
+                continue
+            table: dict[tuple[str, int], int] = getattr(log_dir, table_name)
+            for tp, log in self.logs.items():
+                if self._dir_of.get(tp) is log_dir and not log.is_offline:
+                    key = (tp.topic, tp.partition)
+                    if include(log):
+                        table[key] = value(log)
+                    else:
+                        table.pop(key, None)
+            try:
+                OffsetCheckpointFile(self.fs, f"{log_dir.path}/{file_name}").write(table)
+            except StorageError as exc:
+                log_dir.offline_reason = str(exc)
+
+    def flush_all(self) -> None:
+        """fsync every open log (each log goes offline on its own error)."""
+        for log in self._open_logs():
+            log.flush()
+
+    def delete_old_segments(self) -> int:
+        """Apply retention to every open log; returns the number of segments deleted."""
+        now_ms = self.clock_ms()
+        return sum(log.delete_old_segments(now_ms) for log in self._open_logs())
+
+    def _open_logs(self) -> Iterable[Log]:
+        return [log for log in self.logs.values() if not log.is_offline]
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def shutdown(self, broker_epoch: int = 0) -> None:
+        """Clean shutdown: flush, checkpoint, close, and mark clean the dirs that may be."""
+        errors: list[StorageError] = []
+        for log in self._open_logs():
+            try:
+                log.flush()
+            except StorageError as exc:
+                errors.append(exc)
+        self.checkpoint_high_watermarks()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for tp, log in list(self.logs.items()):
+            log.close()
+            if log.is_offline:
+                owner = self._dir_of.get(tp)
+                if owner is not None and owner.offline_reason is None:
+                    owner.offline_reason = f"log {tp} went offline"
+        self.logs.clear()
+        for log_dir in self.dirs:
+            clean = log_dir.had_clean_shutdown or not log_dir.unopened
+            if log_dir.offline_reason is None and clean:
+                try:
+                    write_clean_shutdown_marker(self.fs, log_dir.path, broker_epoch)
+                except StorageError as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    @property
+    def offline_dirs(self) -> dict[str, str]:
+        """Offline log dirs and why."""
+        return {d.path: d.offline_reason for d in self.dirs if d.offline_reason is not None}
+
+
+def _scan_dir(fs: FileSystem, path: str) -> _LogDir:
+    """Read a log dir's marker and checkpoints and list its partition directories."""
+    fs.makedirs(path)
+    had_clean = read_and_delete_clean_shutdown_marker(fs, path) is not None
+    offline_reason = None
+    try:
+        hws = OffsetCheckpointFile(fs, f"{path}/{HW_CHECKPOINT}").read()
+    except MalformedCheckpointError as exc:
+        hws, offline_reason = {}, f"unreadable HW checkpoint: {exc}"
+    recovery_points = _read_or_empty(fs, f"{path}/{RECOVERY_POINT_CHECKPOINT}")
+    log_starts = _read_or_empty(fs, f"{path}/{LOG_START_CHECKPOINT}")
+    if recovery_points is None:
+        had_clean = False
+        recovery_points = {}  # unreadable: recover every log from offset 0 (reference §2)
+    unopened = set()
+    for name in fs.listdir(path):
+        tp = TopicPartition.parse_dir_name(name)
+        if tp is not None:
+            unopened.add(tp)
+    return _LogDir(
+        path=path,
+        had_clean_shutdown=had_clean,
+        high_watermarks=hws,
+        recovery_points=recovery_points,
+        log_start_offsets=log_starts or {},
+        unopened=unopened,
+        offline_reason=offline_reason,
+    )
+
+
+def _read_or_empty(fs: FileSystem, path: str) -> dict[tuple[str, int], int] | None:
+    """A checkpoint that may be lost without losing data: None when it cannot be parsed."""
+    try:
+        return OffsetCheckpointFile(fs, path).read()
+    except MalformedCheckpointError:
+        return None

@@ -1,0 +1,479 @@
+"""`LogSegment`: one ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+
+Files are named by the segment's base offset, zero-padded to 20 digits
+(``00000000000000000000.log``). The ``.log`` holds record batches back to back, exactly as they
+go on the wire (reference §1). The indexes are sparse, rebuildable caches: an entry is added when
+more than ``index_interval_bytes`` were appended since the last one, mapping the last offset of
+the appended batch to the file position where the batch starts.
+
+Indexes are opened lazily (a closed segment's indexes are mapped only when something reads
+them), which keeps reopening a large log cheap.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from replog.errors import CorruptIndexError, CorruptRecordError, invariant
+from replog.log.config import LogConfig
+from replog.log.epoch_cache import LeaderEpochCache
+from replog.log.fs import FileHandle, FileSystem
+from replog.log.offset_index import OffsetIndex
+from replog.log.records import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    validate_batch,
+)
+from replog.log.time_index import TimeIndex
+
+__all__ = [
+    "BatchMeta",
+    "BatchPosition",
+    "FileSlice",
+    "LogSegment",
+    "log_file_name",
+    "offset_from_file_name",
+]
+
+_INT32_MAX = 2**31 - 1
+_SCAN_CHUNK_BYTES = 64 * 1024
+_RECOVER_CHUNK_BYTES = 4 * 1024 * 1024
+# base offset (int64) and batch length (int32) at 0; last offset delta (int32) at 23.
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_MAX_TIMESTAMP = struct.Struct(">q")
+
+
+def log_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def offset_from_file_name(name: str) -> int:
+    """The base offset a segment file name encodes (the text before the first dot)."""
+    return int(name.split(".", 1)[0])
+
+
+@attrs.frozen
+class BatchMeta:
+    """What a segment needs to know about one batch being appended."""
+
+    last_offset: int
+    max_timestamp: int
+    size_bytes: int
+
+
+@attrs.frozen
+class BatchPosition:
+    """Where a batch sits in a segment file."""
+
+    base_offset: int
+    last_offset: int
+    position: int
+    size_bytes: int
+
+
+@attrs.frozen
+class FileSlice:
+    """``size_bytes`` of ``handle`` from ``position``: a zero-copy piece of a fetch response."""
+
+    handle: FileHandle
+    position: int
+    size_bytes: int
+
+    def read(self) -> bytes:
+        """Materialise the bytes (tests, in-process consumers); the broker uses sendfile."""
+        data = self.handle.pread(self.position, self.size_bytes)
+        invariant(len(data) == self.size_bytes, "file slice shorter than the segment said")
+        return data
+
+
+@attrs.define(eq=False)
+class LogSegment:
+    """One segment. Create with `LogSegment.open`; all offsets here are absolute."""
+
+    base_offset: int
+    dir_path: str
+    fs: FileSystem
+    config: LogConfig
+    log_file: FileHandle
+    size_bytes: int
+    created_ms: int
+    _offset_index: OffsetIndex | None = None
+    _time_index: TimeIndex | None = None
+    _bytes_since_last_index_entry: int = 0
+    _max_timestamp: int = NO_TIMESTAMP
+    _offset_of_max_timestamp: int = -1
+    _max_timestamp_loaded: bool = False
+    _rolling_based_timestamp: int | None = None
+    last_modified_ms: int = 0
+    indexes_rebuilt: bool = False
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        *,
+        create: bool,
+    ) -> LogSegment:
+        """Open (or with ``create=True`` create) the segment starting at ``base_offset``."""
+        handle = fs.open(f"{dir_path}/{log_file_name(base_offset, '.log')}", create=create)
+        size = handle.size()
+        segment = cls(
+            base_offset=base_offset,
+            dir_path=dir_path,
+            fs=fs,
+            config=config,
+            log_file=handle,
+            size_bytes=size,
+            created_ms=now_ms,
+            last_modified_ms=now_ms,
+        )
+        if size == 0:
+            segment._max_timestamp_loaded = True
+        return segment
+
+    # -- files ------------------------------------------------------------------------------
+
+    def path(self, suffix: str) -> str:
+        """Path of this segment's file with ``suffix`` (``.log``, ``.index``, ``.timeindex``)."""
+        return f"{self.dir_path}/{log_file_name(self.base_offset, suffix)}"
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The offset index, mapped on first use."""
+        if self._offset_index is None:
+            self._offset_index, self._time_index = self._open_indexes()
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The time index, mapped on first use."""
+        if self._time_index is None:
+            self._offset_index, self._time_index = self._open_indexes()
+        return self._time_index
+
+    def _open_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Map both indexes. A corrupt index file (wrong size, entries out of order) is a
+        cache gone bad, not lost data: it is deleted and rebuilt from the ``.log``."""
+        size = self.config.segment_index_bytes
+        offset_index: OffsetIndex | None = None
+        try:
+            offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
+            time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
+            return offset_index, time_index
+        except CorruptIndexError:
+            if offset_index is not None:
+                offset_index.close()
+        self.fs.remove(self.path(".index"))
+        self.fs.remove(self.path(".timeindex"))
+        self._offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
+        self._time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
+        self.indexes_rebuilt = True
+        self.recover(None)
+        return self._offset_index, self._time_index
+
+    def has_index_files(self) -> bool:
+        """Whether the ``.index`` file exists (a missing one forces recovery of the segment)."""
+        return self._offset_index is not None or self.fs.exists(self.path(".index"))
+
+    # -- append -----------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchMeta]) -> None:
+        """Append ``data`` (whole batches described by ``batches``) at the end of the file."""
+        if self.size_bytes == 0 and batches:
+            self._rolling_based_timestamp = batches[0].max_timestamp
+        self._ensure_max_timestamp_loaded()
+        position = self.size_bytes
+        invariant(
+            self.can_hold_offset(batches[-1].last_offset),
+            f"offset {batches[-1].last_offset} overflows segment {self.base_offset}",
+        )
+        self.log_file.append(data)
+        interval = self.config.index_interval_bytes
+        for meta in batches:
+            if meta.max_timestamp > self._max_timestamp:
+                self._max_timestamp = meta.max_timestamp
+                self._offset_of_max_timestamp = meta.last_offset
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(meta.last_offset, position)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += meta.size_bytes
+            position += meta.size_bytes
+        invariant(position - self.size_bytes == len(data), "batch sizes do not add up to data")
+        self.size_bytes = position
+
+    def can_hold_offset(self, offset: int) -> bool:
+        """Whether ``offset`` is representable relative to this segment's base (int32)."""
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def should_roll(
+        self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int
+    ) -> bool:
+        """Kafka's four roll triggers: size, age, a full index, and relative-offset overflow."""
+        if self.size_bytes > self.config.segment_bytes - incoming_bytes:
+            return True
+        if self.size_bytes > 0:
+            waited_ms = self._time_waited_for_roll(now_ms, max_timestamp)
+            if waited_ms > self.config.segment_ms - self.config.segment_jitter_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return not self.can_hold_offset(last_offset)
+
+    def _time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return max_timestamp - self._rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    # -- read -------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset is >= ``offset``, or None if there is none."""
+        _, position = self.offset_index.lookup(offset)
+        for found in self._scan(max(position, starting_position)):
+            if found.last_offset >= offset:
+                return found
+        return None
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_position: int, *, min_one_batch: bool
+    ) -> FileSlice | None:
+        """Batches from the one holding ``start_offset``, up to ``max_bytes`` and
+        ``max_position``; with ``min_one_batch`` the first batch is returned whole even if it is
+        larger than ``max_bytes``. None when no batch holds ``start_offset``."""
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        limit = max(max_bytes, start.size_bytes) if min_one_batch else max_bytes
+        size = max(0, min(max_position - start.position, limit))
+        return FileSlice(self.log_file, start.position, size)
+
+    def _scan(self, position: int) -> Iterator[BatchPosition]:
+        """Batches from ``position`` to the end of the file, reading headers in chunks."""
+        end = self.size_bytes
+        while position + LOG_OVERHEAD <= end:
+            chunk = self.log_file.pread(position, min(_SCAN_CHUNK_BYTES, end - position))
+            cursor = 0
+            while cursor + RECORD_BATCH_OVERHEAD <= len(chunk):
+                base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, cursor)
+                size = batch_length + LOG_OVERHEAD
+                if size < RECORD_BATCH_OVERHEAD or position + cursor + size > end:
+                    return
+                (delta,) = _LAST_OFFSET_DELTA.unpack_from(chunk, cursor + 23)
+                yield BatchPosition(base_offset, base_offset + delta, position + cursor, size)
+                cursor += size
+            if cursor == 0:
+                return  # a header that does not fit before the end: nothing more to read
+            position += cursor
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, or the base offset if the segment is empty."""
+        _, position = self.offset_index.lookup(2**63 - 1)
+        next_offset = self.base_offset
+        for found in self._scan(position):
+            next_offset = found.last_offset + 1
+        return next_offset
+
+    # -- timestamps -------------------------------------------------------------------------
+
+    def _ensure_max_timestamp_loaded(self) -> None:
+        if self._max_timestamp_loaded:
+            return
+        self._max_timestamp_loaded = True
+        timestamp, offset = self.time_index.last_entry
+        self._max_timestamp, self._offset_of_max_timestamp = timestamp, offset
+        _, position = self.offset_index.lookup(offset)
+        for found in self._scan(position):
+            if found.last_offset < offset:
+                continue
+            raw = self.log_file.pread(found.position + 35, 8)
+            (batch_max,) = _MAX_TIMESTAMP.unpack(raw)
+            if batch_max > self._max_timestamp:
+                self._max_timestamp, self._offset_of_max_timestamp = batch_max, found.last_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest record timestamp in the segment (-1 when none has a timestamp)."""
+        self._ensure_max_timestamp_loaded()
+        return self._max_timestamp
+
+    def largest_timestamp(self) -> int:
+        """The age reference for time retention: the max timestamp, else the last write time."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+    # -- recovery and truncation ------------------------------------------------------------
+
+    def recover(self, epoch_cache: LeaderEpochCache | None) -> int:
+        """Rebuild the indexes from the ``.log``, validating every batch; cut the file at the
+        first invalid or partial batch, or the first batch that does not start at the offset
+        after the previous one (the first at the base offset). Returns the number of bytes cut."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        valid_bytes = 0
+        next_offset = self.base_offset
+        last_index_entry = 0
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        file_size = self.log_file.size()
+        interval = self.config.index_interval_bytes
+        latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
+        read_bytes = _RECOVER_CHUNK_BYTES
+        stop = False
+        while not stop and file_size - valid_bytes > HEADER_SIZE_UP_TO_MAGIC:
+            chunk = self.log_file.pread(valid_bytes, min(read_bytes, file_size - valid_bytes))
+            view = memoryview(chunk)
+            cursor = 0
+            read_bytes = _RECOVER_CHUNK_BYTES
+            while len(chunk) - cursor >= LOG_OVERHEAD:
+                _, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, cursor)
+                size = batch_length + LOG_OVERHEAD
+                if size < RECORD_BATCH_OVERHEAD or valid_bytes + size > file_size:
+                    stop = True  # zero-filled tail, garbage length, or a torn last batch
+                    break
+                if cursor + size > len(chunk):
+                    read_bytes = max(read_bytes, size)  # re-read with room for this batch
+                    break
+                try:
+                    header = validate_batch(view[cursor : cursor + size])
+                except CorruptRecordError:
+                    stop = True
+                    break
+                if header.base_offset != next_offset or not self.can_hold_offset(
+                    header.last_offset
+                ):
+                    # Offsets are dense: a batch that does not start where the previous one
+                    # ended has a corrupt base offset (a field the CRC does not cover).
+                    stop = True
+                    break
+                if valid_bytes - last_index_entry > interval:
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                    self.time_index.maybe_append(max_timestamp, offset_of_max)
+                    last_index_entry = valid_bytes
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                epoch = header.partition_leader_epoch
+                if (
+                    epoch_cache is not None
+                    and epoch >= 0
+                    and (latest_epoch is None or epoch > latest_epoch)
+                ):
+                    epoch_cache.assign(epoch, header.base_offset)
+                    latest_epoch = epoch
+                next_offset = header.last_offset + 1
+                valid_bytes += size
+                cursor += size
+            if cursor == 0 and read_bytes == _RECOVER_CHUNK_BYTES:
+                stop = True  # less than a batch header left before the end
+        truncated = file_size - valid_bytes
+        if truncated:
+            self.log_file.truncate(valid_bytes)
+        self.size_bytes = valid_bytes
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._max_timestamp_loaded = True
+        self.offset_index.trim_to_valid_size()
+        self._append_final_time_entry()
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``. Returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+        removed = self.size_bytes - found.position
+        self.log_file.truncate(found.position)
+        self.size_bytes = found.position
+        self._bytes_since_last_index_entry = 0
+        if self.size_bytes == 0:
+            self.created_ms = now_ms
+            self._rolling_based_timestamp = None
+        self._max_timestamp_loaded = False
+        self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, -1
+        if self.size_bytes == 0:
+            self._max_timestamp_loaded = True
+        return removed
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """The segment stops being the active one: write the final time-index entry, trim."""
+        self._ensure_max_timestamp_loaded()
+        self._append_final_time_entry()
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def _append_final_time_entry(self) -> None:
+        """Index the segment's max timestamp (kept in the slot reserved for it) unless the last
+        entry already says so (e.g. the segment was trimmed when it became inactive)."""
+        if self._max_timestamp > self.time_index.last_entry[0]:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+
+    def resize_indexes(self, size_bytes: int) -> None:
+        """Grow (or shrink) both index files, e.g. back to max size for the active segment."""
+        self.offset_index.resize(size_bytes)
+        self.time_index.resize(size_bytes)
+
+    def flush(self) -> None:
+        """fsync the log file and both indexes."""
+        self.log_file.fsync()
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+
+    def close(self) -> None:
+        """Write the final time-index entry, trim and unmap the indexes, close the file."""
+        if self._max_timestamp_loaded and self._time_index is not None:
+            self._append_final_time_entry()
+        if self._offset_index is not None:
+            self._offset_index.close()
+        if self._time_index is not None:
+            self._time_index.close()
+        self.log_file.close()
+
+    def close_without_trim(self) -> None:
+        """Release descriptors only (after a storage error or a simulated crash)."""
+        self.log_file.close()
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        if self._offset_index is not None:
+            self._offset_index.close()
+            self._offset_index = None
+        if self._time_index is not None:
+            self._time_index.close()
+            self._time_index = None
+        self.log_file.close()
+        for suffix in (".log", ".index", ".timeindex"):
+            self.fs.remove(self.path(suffix))
+
+    def last_batch_max_timestamp(self) -> int:
+        """Max timestamp of the batch at the end of the segment (NO_TIMESTAMP if empty)."""
+        last: BatchPosition | None = None
+        _, position = self.offset_index.lookup(2**63 - 1)
+        for last in self._scan(position):  # noqa: B007 - we want the final one
+            pass
+        if last is None:
+            return NO_TIMESTAMP
+        (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(last.position + 35, 8))
+        return int(value)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes})"

@@ -1,0 +1,364 @@
+"""Corrupt inputs: each gives a typed error or a documented repair (an index rebuilt, a cut tail
+reported in `Log.recovery_report`), never a silent loss of fsynced data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from replog.errors import (
+    CorruptRecordError,
+    MalformedCheckpointError,
+    RecordBatchTooLargeError,
+    StorageError,
+)
+from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE
+from replog.log.config import LogConfig
+from replog.log.fault_fs import FaultInjectingFileSystem
+from replog.log.log import LEADER_EPOCH_CHECKPOINT, Log
+from replog.log.manager import (
+    HW_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    LogManager,
+    TopicPartition,
+)
+from replog.log.records import decode_records, encode_batch, iter_batches
+
+CONFIG = LogConfig(segment_bytes=600, segment_index_bytes=4096, index_interval_bytes=50)
+BATCHES = 8
+
+
+@pytest.fixture
+def fs(tmp_path: Path) -> FaultInjectingFileSystem:
+    return FaultInjectingFileSystem(str(tmp_path), seed=2)
+
+
+def _open(fs: FaultInjectingFileSystem, **kwargs: int) -> Log:
+    return Log.open(f"{fs.root}/topic-0", CONFIG, fs=fs, now_ms=0, **kwargs)
+
+
+def _batch(values: Sequence[bytes], *, base_offset: int = 0, epoch: int = -1) -> bytes:
+    return encode_batch(
+        list(values), base_timestamp=1000, base_offset=base_offset, partition_leader_epoch=epoch
+    )
+
+
+def _written_log(fs: FaultInjectingFileSystem) -> Log:
+    """A closed log of BATCHES two-record batches (offsets 0..15), all fsynced."""
+    log = _open(fs)
+    for _ in range(BATCHES):
+        first = log.log_end_offset
+        log.append_as_leader(_batch([b"v%d" % first, b"v%d" % (first + 1)]), 0, now_ms=0)
+    log.flush()
+    log.close()
+    return log
+
+
+def _offsets(log: Log) -> list[int]:
+    found = []
+    for data in log.batches():
+        for position, _ in iter_batches(data):
+            found += [record.offset for record in decode_records(data, position)]
+    return found
+
+
+def _path(log: Log, base: int, suffix: str) -> str:
+    return f"{log.dir_path}/{base:020d}{suffix}"
+
+
+def _positions(path: str) -> list[int]:
+    with open(path, "rb") as f:
+        return [position for position, _ in iter_batches(f.read())]
+
+
+def _index_entries(path: str, base: int) -> list[tuple[int, int]]:
+    with open(path, "rb") as f:
+        data = f.read()
+    return [
+        (base + int.from_bytes(data[i : i + 4], "big"), int.from_bytes(data[i + 4 : i + 8], "big"))
+        for i in range(0, len(data) - len(data) % 8, 8)
+    ]
+
+
+def _patch(path: str, position: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        f.write(data)
+
+
+def _xor(path: str, position: int, mask: int) -> None:
+    with open(path, "rb") as f:
+        f.seek(position)
+        byte = f.read(1)[0]
+    _patch(path, position, bytes([byte ^ mask]))
+
+
+# -- corrupt batches in the .log ---------------------------------------------------------------
+
+# Byte positions inside a batch (reference §1): base offset 0..7, length 8..11, epoch 12..15,
+# magic 16, CRC 17..20, attributes 21..22, then CRC-covered fields and records.
+FLIPS = {
+    "base_offset": (7, 0x01),
+    "length_grows": (9, 0x10),
+    "length_shrinks_below_header": (11, 0x40),  # 0x4_ -> 0x0_: under the 61-byte header
+    "magic": (16, 0x01),
+    "crc": (18, 0x01),
+    "attributes": (22, 0x02),
+    "last_offset_delta": (26, 0x01),
+    "max_timestamp": (42, 0x01),
+    "record_count": (60, 0x01),
+    "record_value": (-2, 0x20),
+}
+
+
+@pytest.mark.parametrize("field", sorted(FLIPS))
+def test_a_flipped_bit_in_a_batch_cuts_the_log_there_and_reports_it(
+    fs: FaultInjectingFileSystem, field: str
+) -> None:
+    log = _written_log(fs)
+    later = list(log.segments)[1:]
+    assert later
+    path = _path(log, 0, ".log")
+    positions = _positions(path)
+    victim = positions[1]
+    size = os.path.getsize(path)
+    at, mask = FLIPS[field]
+    _xor(path, victim + at if at >= 0 else positions[2] + at, mask)
+
+    recovered = _open(fs, recovery_point=0)
+
+    report = recovered.recovery_report
+    assert (report.truncated_segment, report.bytes_truncated) == (0, size - victim)
+    assert report.deleted_segments == tuple(later)
+    assert os.path.getsize(path) == victim
+    assert recovered.log_end_offset == 2  # only the first batch is left
+    assert _offsets(recovered) == [0, 1]
+
+
+def test_a_zeroed_block_in_the_middle_cuts_the_log_there(fs: FaultInjectingFileSystem) -> None:
+    log = _written_log(fs)
+    path = _path(log, 0, ".log")
+    positions = _positions(path)
+    size = os.path.getsize(path)
+    _patch(path, positions[2], b"\x00" * 70)  # a block the disk never wrote
+
+    recovered = _open(fs, recovery_point=0)
+
+    assert recovered.log_end_offset == 4
+    assert recovered.recovery_report.bytes_truncated == size - positions[2]
+    assert os.path.getsize(path) == positions[2]
+
+
+def test_a_corrupt_batch_below_the_recovery_point_is_not_cut(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """Fsynced data is never thrown away by recovery: a bad batch there is served as it is
+    (the consumer's CRC check reports it), not silently dropped with what follows."""
+    log = _written_log(fs)
+    path = _path(log, 0, ".log")
+    size = os.path.getsize(path)
+    _xor(path, _positions(path)[1] + 70, 0x04)
+
+    recovered = _open(fs, recovery_point=log.recovery_point)
+
+    assert not recovered.recovery_report.cut_anything
+    assert os.path.getsize(path) == size
+    assert recovered.log_end_offset == 2 * BATCHES
+    with pytest.raises(CorruptRecordError):
+        data = recovered.read(2, 1).to_bytes()
+        decode_records(data, 0)
+
+
+# -- corrupt appends ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["crc", "magic", "record_value", "length_shrinks_below_header"])
+def test_a_corrupt_batch_is_rejected_by_both_appends(
+    fs: FaultInjectingFileSystem, field: str
+) -> None:
+    log = _open(fs)
+    log.append_as_leader(_batch([b"ok"]), 0, now_ms=0)
+    data = bytearray(_batch([b"payload-123"], base_offset=1, epoch=0))
+    at, mask = FLIPS[field]
+    data[at] ^= mask
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(data), 0, now_ms=0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_follower(bytes(data), now_ms=0)
+    assert log.log_end_offset == 1
+    assert _offsets(log) == [0]
+
+
+def test_an_oversized_batch_is_rejected(fs: FaultInjectingFileSystem) -> None:
+    config = LogConfig(max_message_bytes=200, segment_index_bytes=4096)
+    log = Log.open(f"{fs.root}/topic-0", config, fs=fs, now_ms=0)
+    big = _batch([b"x" * 300])
+    with pytest.raises(RecordBatchTooLargeError) as excinfo:
+        log.append_as_leader(big, 0, now_ms=0)
+    assert excinfo.value.limit_bytes == 200
+    with pytest.raises(RecordBatchTooLargeError):
+        log.append_as_follower(big, now_ms=0)
+    assert log.log_end_offset == 0
+    assert log.active_segment.size_bytes == 0
+
+
+# -- corrupt indexes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+@pytest.mark.parametrize("segment", ["inactive", "active"])
+def test_an_index_of_the_wrong_size_is_rebuilt(
+    fs: FaultInjectingFileSystem, suffix: str, segment: str
+) -> None:
+    log = _written_log(fs)
+    bases = list(log.segments)
+    assert len(bases) >= 2
+    base = bases[0] if segment == "inactive" else bases[-1]
+    offset_index_path = _path(log, base, ".index")
+    # The active segment's indexes open lazily: one that never got an entry may not exist yet.
+    original_entries = (
+        _index_entries(offset_index_path, base) if os.path.exists(offset_index_path) else []
+    )
+    index_path = _path(log, base, suffix)
+    with open(index_path, "ab") as f:
+        f.write(b"\x01\x02\x03")  # not a whole number of entries
+    entry_size = 8 if suffix == ".index" else 12
+    assert os.path.getsize(index_path) % entry_size != 0
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    assert _offsets(reopened) == list(range(2 * BATCHES))
+    rebuilt = reopened.segments[base]
+    assert rebuilt.indexes_rebuilt
+    index = rebuilt.offset_index
+    assert [tuple(index.entry(i)) for i in range(index.entries)] == original_entries
+    reopened.close()
+    assert os.path.getsize(index_path) % entry_size == 0
+
+
+def test_a_truncated_offset_index_still_finds_every_offset(fs: FaultInjectingFileSystem) -> None:
+    log = _written_log(fs)
+    index_path = _path(log, 0, ".index")
+    with open(index_path, "r+b") as f:
+        f.truncate(8)  # keep one entry out of several: still a valid (sparser) index
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    for offset in range(2 * BATCHES):
+        data = reopened.read(offset, 1).to_bytes()
+        records = decode_records(data, 0)
+        assert records[0].offset <= offset <= records[-1].offset
+
+
+def test_a_truncated_offset_index_cut_mid_entry_is_rebuilt(fs: FaultInjectingFileSystem) -> None:
+    log = _written_log(fs)
+    index_path = _path(log, 0, ".index")
+    size = os.path.getsize(index_path)
+    with open(index_path, "r+b") as f:
+        f.truncate(size - 3)
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    assert _offsets(reopened) == list(range(2 * BATCHES))
+    assert reopened.segments[0].indexes_rebuilt
+
+
+# -- malformed checkpoints ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"1\n0\n", b"0\n2\n0 0\n", b"0\n1\nzero 0\n", b"0\n1\n0 0 0\n", b"\xff\xfe", b"0\n1\n-1 0\n"],
+)
+def test_a_malformed_leader_epoch_checkpoint_is_a_typed_error(
+    fs: FaultInjectingFileSystem, content: bytes
+) -> None:
+    log = _written_log(fs)
+    with open(f"{log.dir_path}/{LEADER_EPOCH_CHECKPOINT}", "wb") as f:
+        f.write(content)
+    with pytest.raises(MalformedCheckpointError) as excinfo:
+        _open(fs, had_clean_shutdown=True)
+    assert LEADER_EPOCH_CHECKPOINT in str(excinfo.value)
+
+
+def test_a_malformed_leader_epoch_checkpoint_takes_the_log_dir_offline(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    log_dir = f"{fs.root}/d1"
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    tp = TopicPartition("orders", 0)
+    manager.get_or_create_log(tp).append_as_leader(_batch([b"a"]), 0, now_ms=0)
+    manager.shutdown()
+    with open(f"{log_dir}/orders-0/{LEADER_EPOCH_CHECKPOINT}", "wb") as f:
+        f.write(b"0\nlots\n")
+
+    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    with pytest.raises(MalformedCheckpointError):
+        reopened.get_log(tp)
+
+    assert log_dir in reopened.offline_dirs
+    with pytest.raises(StorageError):
+        reopened.get_log(tp)
+
+
+@pytest.mark.parametrize(
+    "content", [b"7\n0\n", b"0\n1\norders 0\n", b"0\n1\norders 0 x\n", b"0\n2\norders 0 1\n"]
+)
+def test_a_malformed_hw_checkpoint_takes_the_log_dir_offline(
+    fs: FaultInjectingFileSystem, content: bytes
+) -> None:
+    log_dir = f"{fs.root}/d1"
+    os.makedirs(log_dir)
+    with open(f"{log_dir}/{HW_CHECKPOINT}", "wb") as f:
+        f.write(content)
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    assert HW_CHECKPOINT in manager.offline_dirs[log_dir]
+    with pytest.raises(StorageError):
+        manager.get_or_create_log(TopicPartition("orders", 0))
+
+
+def test_a_malformed_log_start_checkpoint_falls_back_to_the_first_segment(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    log_dir = f"{fs.root}/d1"
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    tp = TopicPartition("orders", 0)
+    log = manager.get_or_create_log(tp)
+    for _ in range(4):
+        log.append_as_leader(_batch([b"a", b"b"]), 0, now_ms=0)
+    log.update_high_watermark(8)
+    log.maybe_increment_log_start_offset(3)
+    manager.shutdown()
+    with open(f"{log_dir}/{LOG_START_CHECKPOINT}", "wb") as f:
+        f.write(b"0\n1\norders 0 three\n")
+
+    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    log = reopened.get_log(tp)
+
+    assert reopened.offline_dirs == {}
+    assert log is not None
+    assert log.log_start_offset == 0  # nothing is lost: the log just starts earlier
+    assert log.log_end_offset == 8
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b'{"version":1,"brokerEpoch":3}', b"\xff"])
+def test_a_malformed_clean_shutdown_marker_counts_as_unclean(
+    fs: FaultInjectingFileSystem, content: bytes
+) -> None:
+    log_dir = f"{fs.root}/d1"
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    tp = TopicPartition("orders", 0)
+    manager.get_or_create_log(tp).append_as_leader(_batch([b"a"]), 0, now_ms=0)
+    manager.shutdown()
+    with open(f"{log_dir}/{CLEAN_SHUTDOWN_FILE}", "wb") as f:
+        f.write(content)
+
+    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    log = reopened.get_log(tp)
+
+    assert not os.path.exists(f"{log_dir}/{CLEAN_SHUTDOWN_FILE}")
+    assert log is not None and not log.recovery_report.had_clean_shutdown
+    assert log.log_end_offset == 1
