@@ -1,0 +1,79 @@
+"""replog.isr: the replication core as sans-IO state machines (§4, §5 of the reference).
+
+``Partition`` is one replica of one partition: leader-side ISR management, the high watermark,
+acks and delayed produces/fetches, and follower-side fetch and truncation by leader epoch. It
+never reads a clock or does IO: inputs carry ``now_ms``; outputs are values for the driver.
+"""
+
+from __future__ import annotations
+
+from replog.isr.config import Acks, DurabilityMode, PartitionConfig
+from replog.isr.follower import (
+    FollowerAction,
+    FollowerFetcher,
+    FollowerOutcome,
+    TruncationDecision,
+    truncation_offset,
+)
+from replog.isr.isr_state import (
+    Assignment,
+    CommittedIsr,
+    IsrState,
+    PendingExpandIsr,
+    PendingShrinkIsr,
+)
+from replog.isr.messages import (
+    CONSUMER_REPLICA_ID,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerState,
+    EpochEndOffset,
+    FetchRequest,
+    FetchResponse,
+    ProduceResult,
+    Ready,
+)
+from replog.isr.partition import Partition, Role
+from replog.isr.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from replog.isr.replica import UNKNOWN_OFFSET, ReplicaState
+from replog.isr.replica_log import UNDEFINED_EPOCH, BytesSlice, LogSlice, ReplicaLog
+from replog.isr.state_change import StateChange, StateChangeSink, discard_state_change
+
+__all__ = [
+    "CONSUMER_REPLICA_ID",
+    "UNDEFINED_EPOCH",
+    "UNKNOWN_OFFSET",
+    "Acks",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "Assignment",
+    "BrokerState",
+    "BytesSlice",
+    "CommittedIsr",
+    "DelayedFetch",
+    "DelayedProduce",
+    "DurabilityMode",
+    "EpochEndOffset",
+    "FetchRequest",
+    "FetchResponse",
+    "FollowerAction",
+    "FollowerFetcher",
+    "FollowerOutcome",
+    "IsrState",
+    "LogSlice",
+    "Partition",
+    "PartitionConfig",
+    "PendingExpandIsr",
+    "PendingShrinkIsr",
+    "ProduceResult",
+    "Purgatory",
+    "Ready",
+    "ReplicaLog",
+    "ReplicaState",
+    "Role",
+    "StateChange",
+    "StateChangeSink",
+    "TruncationDecision",
+    "discard_state_change",
+    "truncation_offset",
+]

@@ -1,0 +1,154 @@
+"""Values that cross the machine boundary: requests in, responses and coordinator writes out.
+
+The partition machine never sends anything itself. It returns (or queues in ``Ready``) these
+values, and the driver turns them into wire messages, coordinator writes and client replies.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from replog.errors import ErrorCode
+from replog.isr.replica_log import UNDEFINED_EPOCH, LogSlice
+
+__all__ = [
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "BrokerState",
+    "EpochEndOffset",
+    "FetchRequest",
+    "FetchResponse",
+    "ProduceResult",
+    "Ready",
+    "CONSUMER_REPLICA_ID",
+]
+
+#: ``FetchRequest.replica_id`` of an ordinary consumer (reads up to the HW, no fetch state).
+CONSUMER_REPLICA_ID = -1
+
+
+@attrs.frozen
+class EpochEndOffset:
+    """An OffsetsForLeaderEpoch answer: ``end_offset`` ends ``epoch`` (-1, -1: undefined)."""
+
+    epoch: int
+    end_offset: int
+
+    @property
+    def is_undefined(self) -> bool:
+        """True for Kafka's (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) answer."""
+        return self.end_offset == UNDEFINED_EPOCH
+
+
+@attrs.frozen
+class FetchRequest:
+    """One partition of a Fetch request (KIP-320 epochs, KIP-903 broker epoch)."""
+
+    replica_id: int
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int = UNDEFINED_EPOCH
+    log_start_offset: int = -1
+    broker_epoch: int = -1
+    max_bytes: int = 1_048_576
+    min_bytes: int = 1
+    max_wait_ms: int = 0
+    #: correlation id: a follower ignores any response but the one to its outstanding request
+    request_id: int = 0
+    #: FSYNC mode: the driver must flush the local log before sending this request
+    requires_flush: bool = False
+
+    @property
+    def is_from_follower(self) -> bool:
+        """True when a replica (not a consumer) sent it."""
+        return self.replica_id >= 0
+
+
+@attrs.frozen
+class FetchResponse:
+    """What the leader answers; ``records`` is a slice to send, never copied here.
+
+    ``high_watermark``, ``log_start_offset`` and ``log_end_offset`` are sampled before the read.
+    With ``diverging_epoch`` set there are no records and the follower must truncate first.
+    """
+
+    request_id: int
+    error_code: ErrorCode
+    fetch_offset: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: LogSlice | None = None
+    diverging_epoch: EpochEndOffset | None = None
+    #: who asked (``CONSUMER_REPLICA_ID`` for a consumer), so the driver can route it
+    replica_id: int = CONSUMER_REPLICA_ID
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of record data carried."""
+        return 0 if self.records is None else self.records.size_bytes
+
+
+@attrs.frozen
+class BrokerState:
+    """An ISR member as sent in AlterPartition: broker id plus its broker epoch (KIP-903)."""
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@attrs.frozen
+class AlterPartitionRequest:
+    """A conditional ISR write: applies only if the stored partition epoch is still
+    ``partition_epoch`` and the leader epoch still ``leader_epoch`` (KIP-497 CAS)."""
+
+    topic: str
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[BrokerState, ...]
+
+    @property
+    def new_isr_ids(self) -> frozenset[int]:
+        """The proposed ISR as broker ids."""
+        return frozenset(b.broker_id for b in self.new_isr)
+
+
+@attrs.frozen
+class AlterPartitionResponse:
+    """The coordinator's answer: ``NONE`` with the stored state, or an error code.
+
+    ``OPERATION_NOT_ATTEMPTED``/``INELIGIBLE_REPLICA`` reject the change (the leader reverts);
+    ``FENCED_LEADER_EPOCH``, ``INVALID_UPDATE_VERSION`` and friends mean the leader is stale and
+    waits for new metadata; any other error is retried.
+    """
+
+    error_code: ErrorCode
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: frozenset[int] = frozenset()
+
+
+@attrs.frozen
+class ProduceResult:
+    """The outcome of one produce to this partition (acks=0: the driver sends nothing, and on an
+    error closes the connection)."""
+
+    request_id: int
+    base_offset: int
+    error_code: ErrorCode
+
+
+@attrs.frozen
+class Ready:
+    """Everything the machine wants the driver to do, drained by ``Partition.take_ready()``."""
+
+    alter_partition: tuple[AlterPartitionRequest, ...] = ()
+    produce_results: tuple[ProduceResult, ...] = ()
+    fetch_responses: tuple[FetchResponse, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing to do."""
+        return not (self.alter_partition or self.produce_results or self.fetch_responses)

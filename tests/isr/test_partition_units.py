@@ -1,0 +1,231 @@
+"""Unit tests for replog.isr transitions not covered by the reference scenarios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replog.errors import ErrorCode, InvalidConfigError, InvariantError
+from replog.isr import (
+    Acks,
+    AlterPartitionResponse,
+    DurabilityMode,
+    FetchRequest,
+    FollowerAction,
+    Partition,
+    PartitionConfig,
+    Purgatory,
+    Role,
+    StateChange,
+)
+
+from .support import accept_alter_partition, batch, follower_fetch, open_log, partition, write
+
+A, B, C = 1, 2, 3
+REPLICATED = PartitionConfig(durability=DurabilityMode.REPLICATED)
+
+
+def _leader_with_pending_expand(tmp_path: Path) -> Partition:
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    leader.become_leader(0, {A}, (A, B), 0)
+    follower_fetch(leader, B, 0, 1, last_fetched_epoch=-1)
+    assert leader.pending_isr_change is not None
+    return leader
+
+
+def test_seed_vocabulary_ar_isr_cur_rar(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"))
+    leader.become_leader(0, {A, B}, (A, B, C), 0, removing=frozenset({B}))
+    assert leader.assigned == (A, B, C)
+    assert leader.isr == {A, B} and leader.catching_up == {C}
+    assert leader.reassigning == {A, C}
+    assert leader.role is Role.LEADER and leader.partition_epoch == -1
+
+
+def test_alter_partition_rejected_reverts_to_committed_isr(tmp_path: Path) -> None:
+    leader = _leader_with_pending_expand(tmp_path)
+    (request,) = leader.take_ready().alter_partition
+    assert leader.maximal_isr == {A, B}
+    response = AlterPartitionResponse(ErrorCode.INELIGIBLE_REPLICA)
+    assert not leader.on_alter_partition_response(request, response, 2)
+    assert leader.pending_isr_change is None and leader.maximal_isr == {A}
+
+
+def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> None:
+    leader = _leader_with_pending_expand(tmp_path)
+    (request,) = leader.take_ready().alter_partition
+    fenced = AlterPartitionResponse(ErrorCode.INVALID_UPDATE_VERSION)
+    assert not leader.on_alter_partition_response(request, fenced, 2)
+    assert leader.pending_isr_change == request
+    assert not leader.maybe_shrink_isr(10**9)  # one change in flight at a time
+    # Metadata at the same partition epoch keeps the pending change; a newer one ends it.
+    leader.become_leader(0, {A}, (A, B), 3, partition_epoch=-1)
+    assert leader.pending_isr_change == request
+    leader.become_leader(0, {A, B}, (A, B), 3, partition_epoch=5)
+    assert leader.pending_isr_change is None and leader.isr == {A, B}
+
+
+def test_alter_partition_other_error_is_retried_and_late_answers_ignored(tmp_path: Path) -> None:
+    leader = _leader_with_pending_expand(tmp_path)
+    (request,) = leader.take_ready().alter_partition
+    retry = AlterPartitionResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+    leader.on_alter_partition_response(request, retry, 2)
+    assert leader.take_ready().alter_partition == (request,)
+    ok = AlterPartitionResponse(ErrorCode.NONE, 0, 0, frozenset({A, B}))
+    assert leader.on_alter_partition_response(request, ok, 3)
+    assert leader.isr == {A, B} and leader.partition_epoch == 0
+    assert not leader.on_alter_partition_response(request, ok, 4)  # duplicate: ignored
+
+
+def test_hw_waits_for_every_isr_follower_after_becoming_leader(tmp_path: Path) -> None:
+    log = open_log(tmp_path, "l")
+    write(log, 0, 5)
+    leader = partition(A, log, REPLICATED)
+    leader.become_leader(1, {A, B}, (A, B), 0)
+    assert leader.high_watermark == 0  # B's LEO is unknown after the reset
+    follower_fetch(leader, B, 5, 1, last_fetched_epoch=0)
+    assert leader.high_watermark == 5
+
+
+def test_fsync_mode_counts_only_the_leaders_flushed_offset(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"))
+    leader.become_leader(0, {A}, (A,), 0)
+    assert leader.append_as_leader(batch(b"x"), Acks.ALL, 0) is None
+    assert leader.high_watermark == 0
+    leader.log.flush()  # type: ignore[attr-defined]
+    assert leader.on_log_flushed(1)
+    assert leader.high_watermark == 1
+    (result,) = leader.take_ready().produce_results
+    assert result.error_code is ErrorCode.NONE
+
+
+def test_become_follower_fails_pending_produces_without_truncating(tmp_path: Path) -> None:
+    log = open_log(tmp_path, "l")
+    leader = partition(A, log, REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    leader.append_as_leader(batch(b"x"), Acks.ALL, 0, request_id=9)
+    assert leader.become_follower(B, 1, 1)
+    (result,) = leader.take_ready().produce_results
+    assert (result.request_id, result.error_code) == (9, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert log.log_end_offset == 1 and leader.role is Role.FOLLOWER
+    assert not leader.become_follower(B, 0, 2)  # stale epoch
+
+
+def test_stale_broker_epoch_fetch_is_rejected(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"))
+    leader.become_leader(0, {A, B}, (A, B), 0, broker_epochs={B: 7})
+    response = leader.on_fetch(FetchRequest(B, 0, 0, broker_epoch=6), 0)
+    assert response is not None and response.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    response = leader.on_fetch(FetchRequest(B, 0, 0, broker_epoch=7), 0)
+    assert response is not None and response.error_code is ErrorCode.NONE
+
+
+def test_ineligible_replica_neither_joins_nor_holds_hw(tmp_path: Path) -> None:
+    log = open_log(tmp_path, "l")
+    leader = partition(A, log, REPLICATED)
+    leader.become_leader(0, {A}, (A, C), 0)
+    leader.update_replica_eligibility(frozenset({C}))
+    leader.append_as_leader(batch(b"x"), Acks.LEADER, 0)
+    follower_fetch(leader, C, 1, 1, last_fetched_epoch=0)
+    assert leader.pending_isr_change is None and leader.high_watermark == 1
+
+
+def test_delayed_follower_fetch_completes_when_data_arrives(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    request = FetchRequest(B, 0, 0, min_bytes=1, max_wait_ms=500, request_id=4)
+    assert leader.on_fetch(request, 0) is None
+    assert leader.next_deadline_ms() == 500
+    leader.append_as_leader(batch(b"x"), Acks.LEADER, 1)
+    (response,) = leader.take_ready().fetch_responses
+    assert response.request_id == 4 and response.size_bytes > 0 and response.replica_id == B
+
+
+def test_delayed_fetch_expires_empty(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    assert leader.on_fetch(FetchRequest(B, 0, 0, max_wait_ms=500), 0) is None
+    leader.on_tick(499)
+    assert leader.take_ready().fetch_responses == ()
+    leader.on_tick(500)
+    (response,) = leader.take_ready().fetch_responses
+    assert response.error_code is ErrorCode.NONE and response.size_bytes == 0
+
+
+def test_consumer_reads_only_below_hw(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    leader.append_as_leader(batch(b"x"), Acks.LEADER, 0)
+    response = leader.on_fetch(FetchRequest(-1, 0, 0), 0)
+    assert response is not None and response.size_bytes == 0 and response.high_watermark == 0
+
+
+def test_duplicate_fetch_response_is_ignored(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    follower = partition(B, open_log(tmp_path, "f"), REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    follower.become_follower(A, 0, 0)
+    leader.append_as_leader(batch(b"x"), Acks.LEADER, 0)
+    request = follower.fetch_request()
+    assert request is not None
+    response = leader.on_fetch(request, 1)
+    assert response is not None
+    assert follower.on_fetch_response(response, 1).action is FollowerAction.APPENDED
+    assert follower.on_fetch_response(response, 1).action is FollowerAction.IGNORED
+
+
+def test_isr_shrink_then_expand_round_trip(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    leader.append_as_leader(batch(b"x"), Acks.LEADER, 0)
+    assert leader.maybe_shrink_isr(30_001)
+    accept_alter_partition(leader, 30_001)
+    assert leader.isr == {A} and leader.high_watermark == 1
+    follower_fetch(leader, B, 1, 30_002, last_fetched_epoch=0)
+    accept_alter_partition(leader, 30_003)
+    assert leader.isr == {A, B}
+
+
+def test_state_change_lines_round_trip(tmp_path: Path) -> None:
+    changes: list[StateChange] = []
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED, changes)
+    leader.become_leader(3, {A}, (A, B), 42)
+    (change,) = changes
+    assert (change.what, change.broker, change.leader_epoch, change.time_ms) == (
+        "become-leader",
+        A,
+        3,
+        42,
+    )
+    line = change.to_line()
+    assert line.startswith("time_ms=42 broker=1 what=become-leader topic=t partition=0")
+    assert StateChange.parse(line) == change
+    tricky = StateChange(1, 2, "x", "t", 0, 1, 1, 'say "hi" \\ bye')
+    assert StateChange.parse(tricky.to_line()) == tricky
+
+
+def test_purgatory_orders_by_deadline_and_watch_key() -> None:
+    purgatory: Purgatory[tuple[str, int]] = Purgatory(3, watch_key=lambda op: op[1])
+    assert purgatory.add(("a", 10), 300)
+    assert purgatory.add(("b", 5), 200)
+    assert purgatory.add(("c", 7), 100)
+    assert not purgatory.add(("d", 1), 50)  # bounded
+    assert purgatory.next_deadline_ms() == 100
+    assert purgatory.pop_watched_through(7) == [("b", 5), ("c", 7)]
+    assert purgatory.pop_expired(299) == []
+    assert purgatory.pop_expired(300) == [("a", 10)] and len(purgatory) == 0
+
+
+def test_invalid_config_and_bad_leader_input_raise() -> None:
+    with pytest.raises(InvalidConfigError):
+        PartitionConfig(min_insync_replicas=0)
+    with pytest.raises(InvalidConfigError):
+        PartitionConfig(replica_lag_ms_max=-1)
+
+
+def test_leader_outside_isr_is_a_bug(tmp_path: Path) -> None:
+    leader = partition(A, open_log(tmp_path, "l"))
+    with pytest.raises(InvariantError):
+        leader.become_leader(0, {B}, (A, B), 0)
+    assert leader.role is Role.OFFLINE
