@@ -5,15 +5,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,zookeeper,etcd]'
 	touch $(STAMP)
+
+system-deps:
+	bash scripts/install-system-deps.sh
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
@@ -23,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy --strict src/replog
 
-test: lint
+test: lint system-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
