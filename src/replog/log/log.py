@@ -14,10 +14,12 @@ after a failed write or fsync.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 import attrs
+import crc32c
 from sortedcontainers import SortedDict
 
 from replog.errors import (
@@ -33,7 +35,7 @@ from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSystem
 from replog.log.loader import RecoveryReport, load_segments
-from replog.log.records import BatchHeader, stamp_batch, validate_batch
+from replog.log.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, validate_batch
 from replog.log.segment import BatchMeta, FileSlice, LogSegment
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
@@ -41,8 +43,7 @@ __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHEC
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
-@attrs.frozen
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """What an append wrote: offsets [first_offset, last_offset], and sizes."""
 
     first_offset: int
@@ -110,6 +111,34 @@ def _parse_batches(
         found.append((position, header))
         position += size
     return found
+
+
+_PRODUCER_HEADER = struct.Struct(">qiibIhiqq")  # base offset .. max timestamp (bytes 0-43)
+_RECORDS_COUNT = struct.Struct(">i")
+_STAMP = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+
+
+def _check_producer_batch(data: bytearray, position: int) -> tuple[int, int, int]:
+    """Validate the batch a producer sent at ``position`` (framing, magic, CRC, and an offset
+    delta that matches the record count, so the leader's offsets stay dense). Returns (size,
+    last offset delta, max timestamp). Records inside are checked when decoded."""
+    if len(data) - position < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError("trailing bytes after the last batch", position)
+    _, length, _, magic, crc, _, delta, _, max_timestamp = _PRODUCER_HEADER.unpack_from(
+        data, position
+    )
+    size = length + LOG_OVERHEAD
+    if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
+        validate_batch(data, position)  # raises with the precise reason
+    (count,) = _RECORDS_COUNT.unpack_from(data, position + 57)
+    if delta < 0 or count != delta + 1:
+        raise CorruptRecordError(
+            f"batch at {position} has {count} records but last offset delta {delta}", position
+        )
+    if crc32c.crc32c(memoryview(data)[position + 21 : position + size]) != crc:
+        validate_batch(data, position)
+    return size, delta, max_timestamp
 
 
 @attrs.define(eq=False)
@@ -222,19 +251,21 @@ class Log:
         """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
         stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field."""
         self._check_online()
-        found = _parse_batches(batch, whole=True)
-        if not found:
-            raise CorruptRecordError("no record batch in the appended data")
         data = bytearray(batch)
-        offset = self._next_offset
+        offset = first_offset = self._next_offset
         metas = []
-        for position, header in found:
-            self._check_size(header.size_bytes)
-            stamp_batch(data, position, offset, leader_epoch)
-            last = offset + header.last_offset_delta
-            metas.append(BatchMeta(last, header.max_timestamp, header.size_bytes))
+        position = 0
+        while position < len(data):
+            size, last_offset_delta, max_timestamp = _check_producer_batch(data, position)
+            self._check_size(size)
+            _STAMP.pack_into(data, position, offset)
+            _EPOCH.pack_into(data, position + 12, leader_epoch)
+            last = offset + last_offset_delta
+            metas.append(BatchMeta(last, max_timestamp, size))
             offset = last + 1
-        first_offset = self._next_offset
+            position += size
+        if not metas:
+            raise CorruptRecordError("no record batch in the appended data")
         if self.epoch_cache.latest_epoch != leader_epoch:
             self._assign_epoch(leader_epoch, first_offset)
         return self._append(data, metas, first_offset, now_ms)
@@ -276,8 +307,11 @@ class Log:
         now_ms: int,
     ) -> AppendInfo:
         last = metas[-1]
-        max_timestamp = max(meta.max_timestamp for meta in metas)
-        segment = self.active_segment
+        if len(metas) == 1:
+            max_timestamp = last.max_timestamp
+        else:
+            max_timestamp = max(meta.max_timestamp for meta in metas)
+        segment: LogSegment = self.segments.peekitem(-1)[1]
         try:
             if segment.should_roll(len(data), max_timestamp, last.last_offset, now_ms):
                 segment = self._roll(max(first_offset, self._next_offset), now_ms)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import attrs
 
-from replog.errors import CorruptIndexError, CorruptRecordError, invariant
+from replog.errors import CorruptIndexError, CorruptRecordError, InvariantError, invariant
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileHandle, FileSystem
@@ -59,9 +60,9 @@ def offset_from_file_name(name: str) -> int:
     return int(name.split(".", 1)[0])
 
 
-@attrs.frozen
-class BatchMeta:
-    """What a segment needs to know about one batch being appended."""
+class BatchMeta(NamedTuple):
+    """What a segment needs to know about one batch being appended (a tuple: it is made once
+    per appended batch on the hot path)."""
 
     last_offset: int
     max_timestamp: int
@@ -113,6 +114,7 @@ class LogSegment:
     _rolling_based_timestamp: int | None = None
     last_modified_ms: int = 0
     indexes_rebuilt: bool = False
+    _index_full: bool = False
 
     @classmethod
     def open(
@@ -140,6 +142,10 @@ class LogSegment:
         )
         if size == 0:
             segment._max_timestamp_loaded = True
+            # Empty indexes are full only when too small for even one entry (tiny test configs).
+            segment._index_full = (
+                config.segment_index_bytes // 12 <= 1 or config.segment_index_bytes // 8 <= 0
+            )
         return segment
 
     # -- files ------------------------------------------------------------------------------
@@ -190,14 +196,14 @@ class LogSegment:
 
     def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchMeta]) -> None:
         """Append ``data`` (whole batches described by ``batches``) at the end of the file."""
-        if self.size_bytes == 0 and batches:
-            self._rolling_based_timestamp = batches[0].max_timestamp
-        self._ensure_max_timestamp_loaded()
         position = self.size_bytes
-        invariant(
-            self.can_hold_offset(batches[-1].last_offset),
-            f"offset {batches[-1].last_offset} overflows segment {self.base_offset}",
-        )
+        if position == 0:
+            self._rolling_based_timestamp = batches[0].max_timestamp
+        if not self._max_timestamp_loaded:
+            self._ensure_max_timestamp_loaded()
+        last_offset = batches[-1].last_offset
+        if not 0 <= last_offset - self.base_offset <= _INT32_MAX:
+            raise InvariantError(f"offset {last_offset} overflows segment {self.base_offset}")
         self.log_file.append(data)
         interval = self.config.index_interval_bytes
         for meta in batches:
@@ -205,13 +211,21 @@ class LogSegment:
                 self._max_timestamp = meta.max_timestamp
                 self._offset_of_max_timestamp = meta.last_offset
             if self._bytes_since_last_index_entry > interval:
-                self.offset_index.append(meta.last_offset, position)
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = 0
+                self._add_index_entry(meta.last_offset, position)
             self._bytes_since_last_index_entry += meta.size_bytes
             position += meta.size_bytes
-        invariant(position - self.size_bytes == len(data), "batch sizes do not add up to data")
+        if position - self.size_bytes != len(data):
+            raise InvariantError("batch sizes do not add up to the appended data")
         self.size_bytes = position
+
+    def _add_index_entry(self, last_offset: int, position: int) -> None:
+        offset_index = self.offset_index
+        offset_index.append(last_offset, position)
+        time_index = self.time_index
+        time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        self._bytes_since_last_index_entry = 0
+        # Fullness only changes when an entry is added (or on truncate/reset, which clear it).
+        self._index_full = offset_index.is_full or time_index.is_full
 
     def can_hold_offset(self, offset: int) -> bool:
         """Whether ``offset`` is representable relative to this segment's base (int32)."""
@@ -221,15 +235,17 @@ class LogSegment:
         self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int
     ) -> bool:
         """Kafka's four roll triggers: size, age, a full index, and relative-offset overflow."""
-        if self.size_bytes > self.config.segment_bytes - incoming_bytes:
+        size = self.size_bytes
+        config = self.config
+        if size > config.segment_bytes - incoming_bytes:
             return True
-        if self.size_bytes > 0:
+        if size > 0:
             waited_ms = self._time_waited_for_roll(now_ms, max_timestamp)
-            if waited_ms > self.config.segment_ms - self.config.segment_jitter_ms:
+            if waited_ms > config.segment_ms - config.segment_jitter_ms:
                 return True
-        if self.offset_index.is_full or self.time_index.is_full:
+        if self._index_full:
             return True
-        return not self.can_hold_offset(last_offset)
+        return not 0 <= last_offset - self.base_offset <= _INT32_MAX
 
     def _time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:
         if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
@@ -393,8 +409,7 @@ class LogSegment:
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self.offset_index.resize(self.config.segment_index_bytes)
-        self.time_index.resize(self.config.segment_index_bytes)
+        self.resize_indexes(self.config.segment_index_bytes)
         removed = self.size_bytes - found.position
         self.log_file.truncate(found.position)
         self.size_bytes = found.position
@@ -429,6 +444,7 @@ class LogSegment:
         """Grow (or shrink) both index files, e.g. back to max size for the active segment."""
         self.offset_index.resize(size_bytes)
         self.time_index.resize(size_bytes)
+        self._index_full = self.offset_index.is_full or self.time_index.is_full
 
     def flush(self) -> None:
         """fsync the log file and both indexes."""
