@@ -436,3 +436,20 @@ def test_lz4_frames_use_independent_blocks_as_kafka_requires() -> None:
     flags = frame[4]
     assert flags >> 6 == 0b01  # frame version 1
     assert flags & 0x20  # block independence
+
+
+@pytest.mark.parametrize("value_length", [0, 1, 63, 64, 127, 128, 8191, 8192, 16384])
+@pytest.mark.parametrize("key", [None, b"", b"k", b"x" * 200])
+@pytest.mark.parametrize("count", [2, 64, 65, 300])
+def test_uniform_fast_path_writes_the_same_bytes_as_the_general_encoder(
+    value_length: int, key: bytes | None, count: int
+) -> None:
+    values = [bytes([i % 251]) * value_length for i in range(count)]
+    fast = encode_batch(values, keys=[key] * count, base_timestamp=5)
+    general = encode_batch(
+        values, keys=[key] * count, headers=[()] * count, base_timestamp=5
+    )  # headers force the general per-record encoder
+    assert fast == general
+    records = decode_records(fast)
+    assert [r.value for r in records] == values
+    assert [r.offset for r in records] == list(range(count))
