@@ -1,0 +1,198 @@
+"""ZooKeeper fault tests, each on a dedicated server: session expiry, server crash and restart,
+server pause past the session timeout, and a paused zombie broker process that is fenced."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+
+import attrs
+import pytest
+
+from replog.coord.errors import CoordinatorUnavailableError
+from replog.coord.types import BrokerChanged, BrokerChangeReason, SessionEvent, SessionState
+from replog.errors import RequestTimeoutError
+from tests.servers import ZkServer
+
+pytest.importorskip("kazoo.client")
+
+from replog.coord.zookeeper import ZooKeeperCoordinator
+
+
+def eventually(predicate: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
+    """Poll ``predicate`` (retriable coordinator errors count as not yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if predicate():
+                return
+        except (CoordinatorUnavailableError, RequestTimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for: {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def coord(zk_dedicated: ZkServer) -> Iterator[ZooKeeperCoordinator]:
+    c = ZooKeeperCoordinator.from_url(zk_dedicated.url("/faults"), default_timeout_ms=5_000)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_expired_session_is_lost_and_reregisters_with_a_new_incarnation(
+    coord: ZooKeeperCoordinator,
+) -> None:
+    events: list[SessionEvent] = []
+    coord.add_session_listener(1, events.append)
+    first = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=4_000)
+    coord.register_broker(2, "127.0.0.1", 9002, session_timeout_ms=4_000)
+    coord.expire_session(1)
+    eventually(lambda: coord.session_state(1) is SessionState.LOST, "LOST")
+    assert set(coord.live_brokers()) == {2}
+    eventually(
+        lambda: events[-1:] == [SessionEvent(1, first.incarnation_epoch, SessionState.LOST)],
+        "LOST event",
+    )
+    expired = [
+        c
+        for c in coord.changes_since(0).changes
+        if isinstance(c, BrokerChanged) and c.reason is BrokerChangeReason.EXPIRED
+    ]
+    assert [(c.broker_id, c.incarnation_epoch) for c in expired] == [(1, first.incarnation_epoch)]
+    second = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=4_000)
+    assert second.incarnation_epoch > first.incarnation_epoch
+    assert coord.session_state(1) is SessionState.CONNECTED
+    assert coord.live_brokers()[1] == second
+
+
+def test_server_crash_and_restart_keeps_data_and_reconnects(
+    zk_dedicated: ZkServer, coord: ZooKeeperCoordinator
+) -> None:
+    broker = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=10_000)
+    ctl = coord.elect_controller(1, broker.incarnation_epoch)
+    created = coord.create_topic("t", [[1], [1]], controller_epoch=ctl.controller_epoch)
+    before = coord.snapshot()
+    zk_dedicated.kill9()
+    with pytest.raises((CoordinatorUnavailableError, RequestTimeoutError)):
+        coord.get_topic("t", timeout_ms=500)
+    zk_dedicated.restart()
+    eventually(lambda: coord.get_topic("t") == created, "topic readable after restart")
+    after = coord.snapshot()
+    assert (after.topics, after.partitions, after.seq) == (
+        before.topics,
+        before.partitions,
+        before.seq,
+    )
+    # down for less than the session timeout: the session (and the controller role) survived
+    eventually(lambda: coord.session_state(1) is SessionState.CONNECTED, "CONNECTED")
+    assert coord.current_controller() == ctl
+    state = coord.get_partition_state("t", 0)
+    assert state is not None
+    result = coord.compare_and_set_partition_state(
+        "t", 0, 0, attrs.evolve(state, leader_epoch=1), controller_epoch=ctl.controller_epoch
+    )
+    assert result.ok
+
+
+def test_server_pause_longer_than_session_timeout_expires_sessions(
+    zk_dedicated: ZkServer, coord: ZooKeeperCoordinator
+) -> None:
+    broker = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=1_000)
+    coord.elect_controller(1, broker.incarnation_epoch)
+    zk_dedicated.pause()
+    try:
+        eventually(lambda: coord.session_state(1) is SessionState.SUSPENDED, "SUSPENDED")
+        time.sleep(2.0)
+    finally:
+        zk_dedicated.resume()
+    eventually(lambda: coord.session_state(1) is SessionState.LOST, "LOST after resume")
+    eventually(lambda: 1 not in coord.live_brokers(), "registration gone")
+    assert coord.current_controller() is None
+
+
+_ZOMBIE = textwrap.dedent(
+    """
+    import json, sys, attrs
+    from replog.coord.zookeeper import ZooKeeperCoordinator
+    from replog.coord.errors import CoordinatorUnavailableError, FencedControllerError
+    from replog.errors import RequestTimeoutError
+    coord = ZooKeeperCoordinator.from_url(sys.argv[1], default_timeout_ms=3000)
+    b = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=1000)
+    ctl = coord.elect_controller(1, b.incarnation_epoch)
+    coord.create_topic("t", [[1, 2]], controller_epoch=ctl.controller_epoch)
+    print(json.dumps({"epoch": ctl.controller_epoch}), flush=True)
+    sys.stdin.readline()
+    out = {}
+    state = coord.get_partition_state("t", 0)
+    for _ in range(100):
+        try:
+            r = coord.compare_and_set_partition_state(
+                "t", 0, 0, attrs.evolve(state, isr=(1,)), controller_epoch=ctl.controller_epoch)
+            out["cas"] = r.status.value
+            break
+        except (CoordinatorUnavailableError, RequestTimeoutError):
+            continue
+    try:
+        coord.create_topic("u", [[1]], controller_epoch=ctl.controller_epoch)
+        out["create"] = "ok"
+    except FencedControllerError:
+        out["create"] = "fenced"
+    except (CoordinatorUnavailableError, RequestTimeoutError) as e:
+        out["create"] = type(e).__name__
+    import time
+    t = time.monotonic() + 10
+    while coord.session_state(1).value != "lost" and time.monotonic() < t:
+        time.sleep(0.05)
+    out["session"] = coord.session_state(1).value
+    print(json.dumps(out), flush=True)
+    coord.close()
+    """
+)
+
+
+def test_paused_zombie_broker_is_fenced(
+    zk_dedicated: ZkServer, coord: ZooKeeperCoordinator
+) -> None:
+    url = zk_dedicated.url("/faults")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _ZOMBIE, url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    stopped = False
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        zombie_epoch = json.loads(child.stdout.readline())["epoch"]
+        os.kill(child.pid, signal.SIGSTOP)
+        stopped = True
+        eventually(lambda: 1 not in coord.live_brokers(), "zombie's registration expired")
+        eventually(lambda: coord.current_controller() is None, "controller role vacated")
+        b2 = coord.register_broker(2, "127.0.0.1", 9002, session_timeout_ms=4_000)
+        new = coord.elect_controller(2, b2.incarnation_epoch)
+        assert new.controller_epoch == zombie_epoch + 1
+        before = coord.snapshot()
+        os.kill(child.pid, signal.SIGCONT)
+        stopped = False
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        out = json.loads(child.stdout.readline())
+        assert out == {"cas": "fenced_controller", "create": "fenced", "session": "lost"}
+        after = coord.snapshot()
+        assert (after.topics, after.partitions) == (before.topics, before.partitions)
+        assert child.wait(timeout=20) == 0
+    finally:
+        if stopped:
+            os.kill(child.pid, signal.SIGCONT)
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
