@@ -20,6 +20,7 @@ from replog.coord.types import (
     AdminRequest,
     AdminRequestChanged,
     AdminRequestChangeReason,
+    AlterPartition,
     CloseReplica,
     CreateTopic,
     MetadataChange,
@@ -47,7 +48,7 @@ def validate_admin_request(target: int, payload: AdminPayload) -> None:
         raise ValueError(f"partition count {payload.partition_count} must be >= 1")
     if isinstance(payload, CreateTopic) and payload.replication_factor < 1:
         raise ValueError(f"replication factor {payload.replication_factor} must be >= 1")
-    if isinstance(payload, (ReassignPartition, StartReplica, CloseReplica)) and (
+    if isinstance(payload, (ReassignPartition, StartReplica, CloseReplica, AlterPartition)) and (
         payload.partition < 0
     ):
         raise ValueError(f"partition {payload.partition} must be >= 0")

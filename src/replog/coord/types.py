@@ -27,6 +27,7 @@ __all__ = [
     "AdminRequestChangeReason",
     "AdminRequestChanged",
     "AdminRequestKind",
+    "AlterPartition",
     "BrokerChangeReason",
     "BrokerChanged",
     "BrokerInfo",
@@ -187,6 +188,7 @@ class AdminRequestKind(enum.Enum):
     PREFERRED_ELECTION = "preferred_election"
     START_REPLICA = "start_replica"
     CLOSE_REPLICA = "close_replica"
+    ALTER_PARTITION = "alter_partition"
 
 
 @attrs.frozen(kw_only=True)
@@ -262,6 +264,34 @@ class CloseReplica:
     delete: bool = True
 
 
+def _isr_pairs(values: Iterable[Iterable[int]]) -> tuple[tuple[int, int], ...]:
+    pairs = []
+    for value in values:
+        broker_id, broker_epoch = _ints(value)
+        pairs.append((broker_id, broker_epoch))
+    return tuple(pairs)
+
+
+@attrs.frozen(kw_only=True)
+class AlterPartition:
+    """A partition leader's ISR change proposal (KIP-497), queued for ``CONTROLLER_TARGET``.
+
+    The fields are those of ``replog.isr.messages.AlterPartitionRequest``: ``new_isr`` holds
+    ``(broker_id, broker_epoch)`` pairs (KIP-903; epoch -1 when unknown). ``leader_broker_epoch``
+    is the sender's own incarnation (-1: unchecked). The controller completes the request with
+    the outcome and the resulting state (see ``replog.controller``)."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.ALTER_PARTITION
+    topic: str
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...] = attrs.field(converter=_isr_pairs)
+    leader_broker_epoch: int = -1
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+
 AdminPayload = (
     CreateTopic
     | DeleteTopic
@@ -270,6 +300,7 @@ AdminPayload = (
     | PreferredElection
     | StartReplica
     | CloseReplica
+    | AlterPartition
 )
 
 

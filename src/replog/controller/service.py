@@ -1,0 +1,347 @@
+"""``ControllerService``: the driver that connects the controller machine to a ``Coordinator``.
+
+Theory of operation. Every broker runs one service; the broker runtime calls
+``try_become_controller()`` when the role is vacant and ``poll(now_ms)`` on its loop. No thread,
+no timer: the service acts only inside those calls. When it wins (``elect_controller``), it reads
+a ``snapshot()``, rebuilds a ``ControllerMachine`` for the new controller epoch and follows the
+change feed from the snapshot's cursor. One poll:
+
+1. reads the feed (``changes_since``; a ``MustResyncError`` rebuilds from a new snapshot) and
+   feeds every record to the machine;
+2. right after winning (or a rebuild), reconciles every partition with the brokers' liveness
+   and resumes reassignments (``on_become_controller``);
+3. checks ``current_controller()`` is still this term, then handles every pending admin request
+   for ``CONTROLLER_TARGET``, oldest first;
+4. runs ``on_tick`` (one step of each reassignment, auto leader rebalance when due).
+
+Writes are applied in order with this term's controller epoch. A VERSION_MISMATCH hands the
+store's state back to the machine, which decides again from the write's cause (at most
+``CONFLICT_RETRIES_MAX`` times in a row); the rest of the failed write's group is skipped, so a
+request never completes on a write that did not happen. FENCED_CONTROLLER (or
+``FencedControllerError``, a ``ControllerChanged`` record naming another term, or our session
+ending) means the role is lost: the service stops acting at once, ``role`` becomes LOST and
+``lost_reason`` says why; the broker may campaign again later with a new service state.
+
+``poll`` returns the state-change records (seed 000 §7) of the writes it applied.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+
+from replog.coord.contract import Coordinator
+from replog.coord.errors import (
+    FencedControllerError,
+    InvalidPartitionStateError,
+    InvalidReplicaAssignmentError,
+    MustResyncError,
+    SessionExpiredError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from replog.coord.types import CONTROLLER_TARGET, CasStatus
+from replog.election.controller import ControllerConfig, ControllerMachine
+from replog.election.controller_writes import (
+    AddPartitionsWrite,
+    CasPartitionWrite,
+    CompleteRequestWrite,
+    ControllerOutput,
+    ControllerWrite,
+    CreateTopicWrite,
+    DeleteTopicWrite,
+    SubmitRequestWrite,
+)
+from replog.election.state_change import StateChange
+from replog.errors import ErrorCode, invariant, unreachable
+
+__all__ = ["CONFLICT_RETRIES_MAX", "ControllerRole", "ControllerService", "random_placement_start"]
+
+CONFLICT_RETRIES_MAX = 3
+"""How many times in a row one decision is retried after a VERSION_MISMATCH."""
+
+FEED_BATCHES_PER_POLL_MAX = 100
+"""A bound on the feed batches one poll reads (the rest waits for the next poll)."""
+
+_STRUCTURAL_ERRORS = (
+    TopicExistsError,
+    UnknownTopicError,
+    InvalidReplicaAssignmentError,
+    InvalidPartitionStateError,
+)
+
+
+class ControllerRole(enum.Enum):
+    """Where this broker stands: not (yet) controller, the active one, or one that lost the
+    role (fenced, session gone, or resigned)."""
+
+    STANDBY = "standby"
+    ACTIVE = "active"
+    LOST = "lost"
+
+
+def random_placement_start(rng: random.Random | None = None) -> Callable[[int], tuple[int, int]]:
+    """Kafka's placement start: ``start_index`` and ``replica_shift`` each random in [0, n)."""
+    source = rng or random.Random()
+    return lambda n: (source.randrange(n), source.randrange(n))
+
+
+class ControllerService:
+    """The controller role of one broker incarnation (see the module docstring)."""
+
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        clock_ms: Callable[[], int],
+        config: ControllerConfig | None = None,
+        start_index_source: Callable[[int], tuple[int, int]] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        self.coordinator = coordinator
+        self.broker_id = broker_id
+        self.incarnation_epoch = incarnation_epoch
+        self.clock_ms = clock_ms
+        self.config = config or ControllerConfig()
+        self.start_index_source = start_index_source or random_placement_start()
+        self.timeout_ms = timeout_ms
+        self.role = ControllerRole.STANDBY
+        self.controller_epoch: int | None = None
+        self.machine: ControllerMachine | None = None
+        self.lost_reason = ""
+        self._cursor = 0
+        self._needs_reconcile = False
+
+    @property
+    def is_active(self) -> bool:
+        """Whether this service currently acts as the controller."""
+        return self.role is ControllerRole.ACTIVE
+
+    # ---- the role ---------------------------------------------------------------------
+
+    def try_become_controller(self) -> bool:
+        """Campaign once; on a win, rebuild the machine from a snapshot. Returns whether this
+        broker is the active controller afterwards."""
+        if self.is_active:
+            return True
+        try:
+            info = self.coordinator.elect_controller(
+                self.broker_id, self.incarnation_epoch, timeout_ms=self.timeout_ms
+            )
+        except SessionExpiredError as e:
+            self._lose(f"cannot campaign: {e}")
+            return False
+        if (info.controller_id, info.incarnation_epoch) != (self.broker_id, self.incarnation_epoch):
+            return False
+        self.controller_epoch = info.controller_epoch
+        self.role = ControllerRole.ACTIVE
+        self.lost_reason = ""
+        self._rebuild(self.clock_ms())
+        return self.is_active
+
+    def resign(self) -> bool:
+        """Give up the role (a controlled shutdown of this broker); returns whether it did."""
+        if not self.is_active or self.controller_epoch is None:
+            return False
+        resigned = self.coordinator.resign_controller(
+            self.broker_id, self.controller_epoch, timeout_ms=self.timeout_ms
+        )
+        self._lose("resigned")
+        return resigned
+
+    def _lose(self, reason: str) -> None:
+        self.role = ControllerRole.LOST
+        self.lost_reason = reason
+        if self.machine is not None:
+            self.machine.active = False
+
+    def _rebuild(self, now_ms: int) -> None:
+        """A fresh machine for this term from a snapshot; reconcile on the next step."""
+        invariant(self.controller_epoch is not None, "rebuild without a controller epoch")
+        snapshot = self.coordinator.snapshot(timeout_ms=self.timeout_ms)
+        machine = ControllerMachine.from_snapshot(
+            snapshot,
+            controller_id=self.broker_id,
+            controller_epoch=self.controller_epoch or 0,
+            now_ms=now_ms,
+            config=self.config,
+            placement_start=self.start_index_source,
+        )
+        machine.on_controller_changed(snapshot.controller)
+        self.machine = machine
+        self._cursor = snapshot.seq
+        self._needs_reconcile = True
+        if not machine.active:
+            self._lose(f"the snapshot names another controller: {snapshot.controller}")
+
+    # ---- one poll -----------------------------------------------------------------------
+
+    def poll(self, now_ms: int | None = None) -> list[StateChange]:
+        """Read the feed, handle pending controller requests and periodic work; return the
+        state-change records of the writes applied. Does nothing unless ACTIVE."""
+        if not self.is_active:
+            return []
+        now = self.clock_ms() if now_ms is None else now_ms
+        records: list[StateChange] = []
+        try:
+            self._read_feed(now, records)
+            if self._needs_reconcile and self.is_active:
+                self._needs_reconcile = False
+                self._apply(self._machine().on_become_controller(now), now, records)
+            if self.is_active:
+                self._check_still_controller()
+            if self.is_active:
+                self._handle_requests(now, records)
+            if self.is_active:
+                self._apply(self._machine().on_tick(now), now, records)
+        except SessionExpiredError as e:
+            self._lose(f"session lost: {e}")
+        return records
+
+    def _machine(self) -> ControllerMachine:
+        if self.machine is None:
+            unreachable("an active controller service has a machine")
+        return self.machine
+
+    def _read_feed(self, now_ms: int, records: list[StateChange]) -> None:
+        for _ in range(FEED_BATCHES_PER_POLL_MAX):
+            try:
+                batch = self.coordinator.changes_since(self._cursor, timeout_ms=self.timeout_ms)
+            except MustResyncError:
+                self._rebuild(now_ms)
+                continue
+            if not batch.changes:
+                self._cursor = batch.next_seq
+                return
+            for change in batch.changes:
+                output = self._machine().on_change(change, now_ms)
+                if not self._machine().active:
+                    self._lose(f"the feed names another controller term (seq {change.seq})")
+                    return
+                self._apply(output, now_ms, records)
+                if not self.is_active:
+                    return
+            self._cursor = batch.next_seq
+
+    def _check_still_controller(self) -> None:
+        active = self.coordinator.current_controller(timeout_ms=self.timeout_ms)
+        if active is None or (active.controller_id, active.controller_epoch) != (
+            self.broker_id,
+            self.controller_epoch,
+        ):
+            self._lose(f"the active controller is now {active}")
+
+    def _handle_requests(self, now_ms: int, records: list[StateChange]) -> None:
+        pending = self.coordinator.pending_admin_requests(
+            CONTROLLER_TARGET, timeout_ms=self.timeout_ms
+        )
+        for request in pending:
+            if not self.is_active:
+                return
+            self._apply(self._machine().on_admin_request(request, now_ms), now_ms, records)
+
+    # ---- applying writes ------------------------------------------------------------------
+
+    def _apply(
+        self, output: ControllerOutput, now_ms: int, records: list[StateChange], depth: int = 0
+    ) -> None:
+        failed: set[int] = set()
+        for write in output.writes:
+            if not self.is_active:
+                return
+            if write.group in failed:
+                continue
+            if not self._apply_one(write, now_ms, records, depth):
+                failed.add(write.group)
+
+    def _apply_one(
+        self, write: ControllerWrite, now_ms: int, records: list[StateChange], depth: int
+    ) -> bool:
+        """Apply one write; False when it failed (the rest of its group is skipped)."""
+        epoch = self.controller_epoch or 0
+        c = self.coordinator
+        t = self.timeout_ms
+        if isinstance(write, CasPartitionWrite):
+            return self._apply_cas(write, now_ms, records, depth)
+        try:
+            if isinstance(write, CreateTopicWrite):
+                assignment = c.create_topic(
+                    write.topic,
+                    write.replica_assignment,
+                    controller_epoch=epoch,
+                    initial_states=write.initial_states,
+                    timeout_ms=t,
+                )
+                self._machine().on_topic_written(assignment)
+            elif isinstance(write, AddPartitionsWrite):
+                assignment = c.add_partitions(
+                    write.topic,
+                    write.new_replica_assignment,
+                    controller_epoch=epoch,
+                    initial_states=write.initial_states,
+                    timeout_ms=t,
+                )
+                self._machine().on_topic_written(assignment)
+            elif isinstance(write, DeleteTopicWrite):
+                c.delete_topic(write.topic, controller_epoch=epoch, timeout_ms=t)
+            elif isinstance(write, SubmitRequestWrite):
+                c.submit_admin_request(write.target, write.payload, timeout_ms=t)
+            elif isinstance(write, CompleteRequestWrite):
+                c.complete_admin_request(
+                    write.request_id, outcome=write.outcome, message=write.message, timeout_ms=t
+                )
+        except FencedControllerError as e:
+            self._lose(f"fenced: {e}")
+            return False
+        except _STRUCTURAL_ERRORS as e:
+            self._refused(write, e, now_ms, records)
+            return False
+        records.extend(write.state_changes)
+        return True
+
+    def _apply_cas(
+        self, write: CasPartitionWrite, now_ms: int, records: list[StateChange], depth: int
+    ) -> bool:
+        tp = write.topic_partition
+        result = self.coordinator.compare_and_set_partition_state(
+            tp.topic,
+            tp.partition,
+            write.expected_partition_epoch,
+            write.state,
+            controller_epoch=self.controller_epoch or 0,
+            timeout_ms=self.timeout_ms,
+        )
+        if result.ok:
+            invariant(
+                result.state is not None
+                and result.state.partition_epoch == write.state.partition_epoch,
+                f"{tp}: the store stamped {result.state}, the machine expected {write.state}",
+            )
+            records.extend(write.state_changes)
+            return True
+        if result.status is CasStatus.FENCED_CONTROLLER:
+            self._lose(
+                f"fenced writing {tp}: controller epoch {self.controller_epoch} is not the "
+                f"active one ({result.active_controller_epoch})"
+            )
+            return False
+        if depth < CONFLICT_RETRIES_MAX:
+            retry = self._machine().on_cas_conflict(write, result.state, now_ms)
+            self._apply(retry, now_ms, records, depth + 1)
+        return False
+
+    def _refused(
+        self, write: ControllerWrite, error: Exception, now_ms: int, records: list[StateChange]
+    ) -> None:
+        """The store refused a structural write: the view was wrong, so rebuild it, then
+        complete the request with the store's reason."""
+        self._rebuild(now_ms)
+        request = write.cause.request
+        if request is None or not self.is_active:
+            return
+        code = getattr(error, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+        output = self._machine().reject_request(request, code, str(error), now_ms)
+        self._apply(output, now_ms, records)

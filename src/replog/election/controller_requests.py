@@ -1,0 +1,445 @@
+"""The controller machine's admin-request handlers: create/delete topic, add partitions,
+reassign (start or cancel), preferred election, AlterPartition; plus the new-partition helpers
+(collision check, placement over the active brokers, first registrations).
+
+Each handler returns the request's writes, its effects first and its completion last, all in one
+group (see ``controller_writes``): the store's effect is durable before the request completes.
+Topic-level records (a refused create or delete) are filed under partition 0 of the topic, since
+a state-change record always names a partition.
+
+Delete topic queues a CloseReplica(delete) for every replica's broker after the deletion, so a
+broker that is down meanwhile finds it queued when it returns (the seeds' persistent queues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from replog.coord import types as ct
+from replog.election.alter_partition import (
+    AlterPartitionRequest,
+    IsrMember,
+    handle_alter_partition,
+    response_error,
+)
+from replog.election.controller_writes import (
+    AddPartitionsWrite,
+    ControllerWrite,
+    CreateTopicWrite,
+    DeleteTopicWrite,
+    SubmitRequestWrite,
+    WriteCause,
+    format_alter_partition_result,
+    partition_state,
+)
+from replog.election.partition_change import create_partition
+from replog.election.placement import (
+    InconsistentRackError,
+    InvalidReplicationFactorError,
+    assign_replicas,
+)
+from replog.election.reassignment import cancel_reassignment, next_reassignment_step
+from replog.election.state import (
+    LeaderRecoveryState,
+    PartitionRegistration,
+    TopicPartition,
+    format_ids,
+)
+from replog.election.state_change import Actor, StateChange, StateChangeKind, handled_request
+from replog.errors import ErrorCode
+from replog.topics import collision_key
+
+if TYPE_CHECKING:
+    from replog.election.controller import ControllerMachine
+
+__all__ = ["alter_partition", "handle", "reject", "start_reassignment"]
+
+
+def _topic_record(
+    machine: ControllerMachine,
+    topic: str,
+    kind: StateChangeKind,
+    error: ErrorCode,
+    detail: str,
+    now_ms: int,
+) -> StateChange:
+    return handled_request(
+        kind,
+        TopicPartition(topic, 0),
+        requester=Actor.admin(),
+        handler=machine.actor,
+        registration=None,
+        requested_ms=now_ms,
+        now_ms=now_ms,
+        error=error,
+        detail=detail,
+    )
+
+
+def reject(
+    machine: ControllerMachine,
+    request: ct.AdminRequest,
+    error: ErrorCode,
+    message: str,
+    now_ms: int,
+) -> list[ControllerWrite]:
+    """Complete ``request`` with ``error`` and a REJECTED record."""
+    topic = getattr(request.payload, "topic", "")
+    partition = getattr(request.payload, "partition", 0)
+    record = handled_request(
+        StateChangeKind.UPDATE_PARTITION
+        if not isinstance(request.payload, ct.CreateTopic)
+        else StateChangeKind.CREATE_PARTITION,
+        TopicPartition(topic or "-", max(partition, 0)),
+        requester=Actor.admin(),
+        handler=machine.actor,
+        registration=None,
+        requested_ms=now_ms,
+        now_ms=now_ms,
+        error=error,
+        detail=f"{request.kind.value} request {request.request_id}: {message}",
+    )
+    return [machine.complete(request, machine.new_group(), error, message, [record])]
+
+
+def handle(
+    machine: ControllerMachine, request: ct.AdminRequest, now_ms: int
+) -> list[ControllerWrite]:
+    """Dispatch one queued request to its handler."""
+    payload = request.payload
+    if isinstance(payload, ct.AlterPartition):
+        return alter_partition(machine, request, payload, now_ms)
+    if isinstance(payload, ct.CreateTopic):
+        return _create_topic(machine, request, payload, now_ms)
+    if isinstance(payload, ct.DeleteTopic):
+        return _delete_topic(machine, request, payload, now_ms)
+    if isinstance(payload, ct.AddPartitions):
+        return _add_partitions(machine, request, payload, now_ms)
+    if isinstance(payload, ct.ReassignPartition):
+        return start_reassignment(machine, request, payload, now_ms)
+    if isinstance(payload, ct.PreferredElection):
+        return _preferred_election(machine, request, payload, now_ms)
+    message = f"{request.kind.value} is a broker request, not one for the controller"
+    return reject(machine, request, ErrorCode.INVALID_REQUEST, message, now_ms)
+
+
+def _placement(
+    machine: ControllerMachine,
+    given: tuple[tuple[int, ...], ...],
+    partition_count: int,
+    replication_factor: int,
+    first_partition: int,
+) -> dict[int, tuple[int, ...]] | tuple[ErrorCode, str]:
+    """The explicit assignment (numbered from ``first_partition``) or a placement."""
+    if given:
+        if len(given) != partition_count:
+            return (
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{len(given)} replica lists for {partition_count} partitions",
+            )
+        return {first_partition + i: replicas for i, replicas in enumerate(given)}
+    try:
+        return place(machine, partition_count, replication_factor, first_partition)
+    except InvalidReplicationFactorError as e:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, str(e)
+    except InconsistentRackError as e:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)
+
+
+def _create_topic(
+    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.CreateTopic, now_ms: int
+) -> list[ControllerWrite]:
+    topic = payload.topic
+    kind = StateChangeKind.CREATE_PARTITION
+    group = machine.new_group()
+    existing = topic_exists(machine, topic)
+    if existing is not None:
+        message = f"topic {topic!r} exists" if existing == topic else f"collides with {existing!r}"
+        record = _topic_record(
+            machine, topic, kind, ErrorCode.TOPIC_ALREADY_EXISTS, message, now_ms
+        )
+        return [machine.complete(request, group, ErrorCode.TOPIC_ALREADY_EXISTS, message, [record])]
+    placed = _placement(
+        machine,
+        payload.replica_assignment,
+        payload.partition_count,
+        payload.replication_factor,
+        0,
+    )
+    if isinstance(placed, tuple):
+        error, message = placed
+        record = _topic_record(machine, topic, kind, error, message, now_ms)
+        return [machine.complete(request, group, error, message, [record])]
+    registrations, records, error, message = new_partitions(machine, request, topic, placed, now_ms)
+    if error is not ErrorCode.NONE:
+        return [machine.complete(request, group, error, message, records)]
+    record_topic(machine, topic, 0, registrations)
+    write = CreateTopicWrite(
+        group=group,
+        cause=WriteCause(request=request),
+        topic=topic,
+        replica_assignment=tuple(r.replicas for r in registrations),
+        initial_states=tuple(partition_state(r) for r in registrations),
+        state_changes=tuple(records),
+    )
+    summary = " ".join(f"{p}={format_ids(r.replicas)}" for p, r in enumerate(registrations))
+    return [write, machine.complete(request, group, ErrorCode.NONE, summary)]
+
+
+def _add_partitions(
+    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AddPartitions, now_ms: int
+) -> list[ControllerWrite]:
+    topic = payload.topic
+    known = machine.topics.get(topic)
+    group = machine.new_group()
+    kind = StateChangeKind.CREATE_PARTITION
+    if known is None:
+        error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}"
+        record = _topic_record(machine, topic, kind, error, message, now_ms)
+        return [machine.complete(request, group, error, message, [record])]
+    current = known.partition_count
+    if payload.partition_count <= current:
+        error = ErrorCode.INVALID_PARTITIONS
+        message = f"topic {topic!r} has {current} partitions; asked for {payload.partition_count}"
+        record = _topic_record(machine, topic, kind, error, message, now_ms)
+        return [machine.complete(request, group, error, message, [record])]
+    added = payload.partition_count - current
+    rf = len(known.replicas[0]) if known.replicas else 1
+    placed = _placement(machine, payload.replica_assignment, added, rf, current)
+    if isinstance(placed, tuple):
+        error, message = placed
+        record = _topic_record(machine, topic, kind, error, message, now_ms)
+        return [machine.complete(request, group, error, message, [record])]
+    registrations, records, error, message = new_partitions(machine, request, topic, placed, now_ms)
+    if error is not ErrorCode.NONE:
+        return [machine.complete(request, group, error, message, records)]
+    record_topic(machine, topic, current, registrations)
+    write = AddPartitionsWrite(
+        group=group,
+        cause=WriteCause(request=request),
+        topic=topic,
+        new_replica_assignment=tuple(r.replicas for r in registrations),
+        initial_states=tuple(partition_state(r) for r in registrations),
+        state_changes=tuple(records),
+    )
+    message = f"{topic} now has {payload.partition_count} partitions"
+    return [write, machine.complete(request, group, ErrorCode.NONE, message)]
+
+
+def _delete_topic(
+    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.DeleteTopic, now_ms: int
+) -> list[ControllerWrite]:
+    topic = payload.topic
+    group = machine.new_group()
+    cause = WriteCause(request=request)
+    if topic not in machine.topics:
+        error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}"
+        kind = StateChangeKind.STOP_REPLICA
+        record = _topic_record(machine, topic, kind, error, message, now_ms)
+        return [machine.complete(request, group, error, message, [record])]
+    closes: list[ControllerWrite] = []
+    for tp, registration in sorted(machine.partitions.items()):
+        if tp.topic != topic:
+            continue
+        for broker in registration.replicas:
+            close = ct.CloseReplica(
+                topic=topic, partition=tp.partition, leader_epoch=registration.leader_epoch
+            )
+            record = StateChange(
+                kind=StateChangeKind.STOP_REPLICA,
+                topic_partition=tp,
+                requester=machine.actor,
+                target=Actor.broker(broker),
+                leader_epoch=registration.leader_epoch,
+                partition_epoch=registration.partition_epoch,
+                requested_ms=now_ms,
+                detail="delete=true; topic deleted",
+            )
+            closes.append(
+                SubmitRequestWrite(
+                    group=group, cause=cause, target=broker, payload=close, state_changes=(record,)
+                )
+            )
+    machine.forget_topic(topic)
+    deletion = DeleteTopicWrite(group=group, cause=cause, topic=topic)
+    message = f"deleted {topic}"
+    return [deletion, *closes, machine.complete(request, group, ErrorCode.NONE, message)]
+
+
+def _preferred_election(
+    machine: ControllerMachine,
+    request: ct.AdminRequest,
+    payload: ct.PreferredElection,
+    now_ms: int,
+) -> list[ControllerWrite]:
+    if payload.partitions:
+        tps = [TopicPartition(t, p) for t, p in payload.partitions]
+    else:
+        tps = sorted(machine.partitions)
+    group = machine.new_group()
+    writes, results, rejected = machine.preferred_election(
+        tps, now_ms, requester=Actor.admin(), cause=WriteCause(request=request), group=group
+    )
+    failures = [
+        code
+        for code in results.values()
+        if code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+    ]
+    outcome = failures[0] if failures else ErrorCode.NONE
+    message = " ".join(f"{tp}={code.name}" for tp, code in results.items())
+    return [*writes, machine.complete(request, group, outcome, message, rejected)]
+
+
+def alter_partition(
+    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AlterPartition, now_ms: int
+) -> list[ControllerWrite]:
+    """A leader's ISR proposal, validated in the reference's order; the completion carries
+    the error and the resulting (or current) leader epoch, partition epoch and ISR."""
+    tp = TopicPartition(payload.topic, payload.partition)
+    current = machine.partitions.get(tp)
+    proposal = AlterPartitionRequest(
+        topic_partition=tp,
+        broker_id=payload.leader_id,
+        leader_epoch=payload.leader_epoch,
+        partition_epoch=payload.partition_epoch,
+        new_isr=tuple(IsrMember(b, e) for b, e in payload.new_isr),
+        leader_recovery_state=LeaderRecoveryState(int(payload.leader_recovery_state)),
+        broker_epoch=payload.leader_broker_epoch,
+        requested_ms=now_ms,
+    )
+    decision = handle_alter_partition(
+        proposal,
+        current,
+        machine.cluster,
+        policy=machine.policy(tp),
+        now_ms=now_ms,
+        controller=machine.actor,
+        complete_reassignment=False,
+    )
+    group = machine.new_group()
+    cause = WriteCause(request=request)
+    error = response_error(proposal, decision)
+    writes: list[ControllerWrite] = []
+    if decision.ok and current is not None:
+        writes.extend(machine.cas_writes(tp, decision, cause, group))
+    result = machine.partitions.get(tp)
+    message = format_alter_partition_result(result)
+    records = [] if writes else decision.state_changes
+    return [*writes, machine.complete(request, group, error, message, records)]
+
+
+def start_reassignment(
+    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.ReassignPartition, now_ms: int
+) -> list[ControllerWrite]:
+    """Start (or cancel, target None) a reassignment; the request completes once the
+    START record is written, and ``on_tick`` drives the rest."""
+    tp = TopicPartition(payload.topic, payload.partition)
+    current = machine.partitions.get(tp)
+    group = machine.new_group()
+    cause = WriteCause(request=request)
+    if current is None:
+        return _reject_tp(machine, request, tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, now_ms)
+    if payload.target_replicas is None:
+        decision = cancel_reassignment(
+            tp, current, machine.cluster, policy=machine.policy(tp), now_ms=now_ms,
+            requester=Actor.admin(),
+        )  # fmt: skip
+    else:
+        target = payload.target_replicas
+        if current.is_reassigning and current.target_replicas == target:
+            return [machine.complete(request, group, ErrorCode.NONE, "reassignment in progress")]
+        decision = next_reassignment_step(
+            tp, current, target, machine.cluster, caught_up=(),
+            policy=machine.policy(tp), now_ms=now_ms, requester=Actor.admin(),
+        ).decision  # fmt: skip
+    if not decision.ok:
+        detail = decision.state_changes[0].detail if decision.state_changes else ""
+        return [machine.complete(request, group, decision.error, detail, decision.state_changes)]
+    writes = machine.cas_writes(tp, decision, cause, group)
+    message = machine.partitions[tp].describe()
+    return [*writes, machine.complete(request, group, ErrorCode.NONE, message)]
+
+
+def _reject_tp(
+    machine: ControllerMachine,
+    request: ct.AdminRequest,
+    tp: TopicPartition,
+    error: ErrorCode,
+    now_ms: int,
+) -> list[ControllerWrite]:
+    record = handled_request(
+        StateChangeKind.UPDATE_PARTITION,
+        tp,
+        requester=Actor.admin(),
+        handler=machine.actor,
+        registration=None,
+        requested_ms=now_ms,
+        now_ms=now_ms,
+        error=error,
+        detail=f"{request.kind.value} request {request.request_id}",
+    )
+    return [
+        machine.complete(request, machine.new_group(), error, f"unknown partition {tp}", [record])
+    ]
+
+
+def topic_exists(machine: ControllerMachine, topic: str) -> str | None:
+    """The existing topic ``topic`` would collide with ('.' and '_' are the same), if any."""
+    key = collision_key(topic)
+    return next((t for t in machine.topics if collision_key(t) == key), None)
+
+
+def place(
+    machine: ControllerMachine, partition_count: int, replication_factor: int, first_partition: int
+) -> dict[int, tuple[int, ...]]:
+    """Replicas for new partitions over the live, unfenced brokers (raises
+    InvalidReplicationFactorError / InconsistentRackError)."""
+    brokers = [reg for _, reg in sorted(machine.cluster.brokers.items()) if reg.is_active]
+    start_index, shift = machine.placement_start(max(len(brokers), 1))
+    return assign_replicas(
+        brokers,
+        partition_count,
+        replication_factor,
+        start_index=start_index,
+        replica_shift=shift,
+        first_partition=first_partition,
+    )
+
+
+def new_partitions(
+    machine: ControllerMachine,
+    request: ct.AdminRequest,
+    topic: str,
+    assignment: Mapping[int, tuple[int, ...]],
+    now_ms: int,
+) -> tuple[list[PartitionRegistration], list[StateChange], ErrorCode, str]:
+    """First registrations of new partitions (``create_partition``), or the first error."""
+    registrations: list[PartitionRegistration] = []
+    records: list[StateChange] = []
+    for p, replicas in sorted(assignment.items()):
+        decision = create_partition(
+            TopicPartition(topic, p), replicas, machine.cluster, now_ms=now_ms,
+            requester=machine.actor,
+        )  # fmt: skip
+        if not decision.ok:
+            message = f"partition {p} replicas {format_ids(replicas)}: {decision.error.name}"
+            return [], decision.state_changes, decision.error, message
+        registrations.append(decision.registration)
+        records.extend(decision.state_changes)
+    return registrations, records, ErrorCode.NONE, ""
+
+
+def record_topic(
+    machine: ControllerMachine,
+    topic: str,
+    first_partition: int,
+    registrations: list[PartitionRegistration],
+) -> None:
+    """Add new partitions (and the topic) to the view, ahead of the store's echo."""
+    known = machine.topics.get(topic)
+    replicas = (() if known is None else known.replicas) + tuple(r.replicas for r in registrations)
+    topic_id = "" if known is None else known.topic_id
+    machine.topics[topic] = ct.TopicAssignment(topic=topic, topic_id=topic_id, replicas=replicas)
+    for i, registration in enumerate(registrations):
+        machine.partitions[TopicPartition(topic, first_partition + i)] = registration

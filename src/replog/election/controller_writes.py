@@ -1,0 +1,253 @@
+"""What the controller machine asks its driver to do: the coordinator writes, as values.
+
+The machine (``replog.election.controller``) never touches the store. Each input returns a
+``ControllerOutput``: an ordered list of writes plus nothing else. The driver applies the writes
+in order, each with the active controller epoch, and reports back what the store said.
+
+Every write carries a ``group`` and a ``cause``. Writes of one group stand or fall together: a
+group is one decision (one partition's CAS, or an admin request's effects followed by its
+completion). When a write of a group fails, the driver skips the rest of that group and asks the
+machine to decide again from the cause (``ControllerMachine.on_cas_conflict``), so a request is
+never completed on the strength of a write that did not happen.
+
+``state_changes`` on a write are the state-change records (seed 000 §7) that become true when
+the write is applied; the driver reports them only then.
+
+This module also holds the conversions between the coordinator's values (``PartitionState``,
+``BrokerInfo``) and the election package's (``PartitionRegistration``, ``BrokerRegistration``),
+and the text form of an AlterPartition result, which travels in the admin request's completion
+message (``format_alter_partition_result`` / ``parse_alter_partition_result``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import attrs
+
+from replog.coord import types as ct
+from replog.election.state import (
+    NO_LEADER,
+    BrokerRegistration,
+    LeaderRecoveryState,
+    PartitionRegistration,
+    TopicPartition,
+    format_ids,
+)
+from replog.election.state_change import StateChange
+from replog.errors import ErrorCode
+
+__all__ = [
+    "AddPartitionsWrite",
+    "AlterPartitionResult",
+    "CasPartitionWrite",
+    "CompleteRequestWrite",
+    "ControllerOutput",
+    "ControllerWrite",
+    "CreateTopicWrite",
+    "DeleteTopicWrite",
+    "SubmitRequestWrite",
+    "WriteCause",
+    "broker_registration",
+    "format_alter_partition_result",
+    "parse_alter_partition_result",
+    "partition_state",
+    "registration_of",
+]
+
+
+@attrs.frozen
+class WriteCause:
+    """Why a write was decided, so the machine can decide again after a conflict: an admin
+    request (handled again from scratch), or a partition (reconciled against its new state)."""
+
+    request: ct.AdminRequest | None = None
+    topic_partition: TopicPartition | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CasPartitionWrite:
+    """``compare_and_set_partition_state(topic, partition, expected_partition_epoch, state)``."""
+
+    group: int
+    cause: WriteCause
+    topic_partition: TopicPartition
+    expected_partition_epoch: int
+    state: ct.PartitionState
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class CreateTopicWrite:
+    """``create_topic(topic, replica_assignment, initial_states=...)``."""
+
+    group: int
+    cause: WriteCause
+    topic: str
+    replica_assignment: tuple[tuple[int, ...], ...]
+    initial_states: tuple[ct.PartitionState, ...]
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class AddPartitionsWrite:
+    """``add_partitions(topic, new_replica_assignment, initial_states=...)``."""
+
+    group: int
+    cause: WriteCause
+    topic: str
+    new_replica_assignment: tuple[tuple[int, ...], ...]
+    initial_states: tuple[ct.PartitionState, ...]
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class DeleteTopicWrite:
+    """``delete_topic(topic)``."""
+
+    group: int
+    cause: WriteCause
+    topic: str
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class SubmitRequestWrite:
+    """``submit_admin_request(target, payload)``: a request queued for a broker (the seeds'
+    persistent state-change queue, e.g. CloseReplica for a broker that may be down)."""
+
+    group: int
+    cause: WriteCause
+    target: int
+    payload: ct.AdminPayload
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class CompleteRequestWrite:
+    """``complete_admin_request(request_id, outcome, message)``; always last in its group."""
+
+    group: int
+    cause: WriteCause
+    request_id: int
+    outcome: ErrorCode
+    message: str
+    state_changes: tuple[StateChange, ...] = ()
+
+
+ControllerWrite = (
+    CasPartitionWrite
+    | CreateTopicWrite
+    | AddPartitionsWrite
+    | DeleteTopicWrite
+    | SubmitRequestWrite
+    | CompleteRequestWrite
+)
+
+
+@attrs.frozen
+class ControllerOutput:
+    """The writes one input produced, in the order the driver must apply them."""
+
+    writes: tuple[ControllerWrite, ...] = ()
+
+    def __add__(self, other: ControllerOutput) -> ControllerOutput:
+        return ControllerOutput(self.writes + other.writes)
+
+    @property
+    def state_changes(self) -> list[StateChange]:
+        """Every state-change record of every write (as if all were applied)."""
+        return [c for w in self.writes for c in w.state_changes]
+
+
+# ---- conversions between the coordinator's values and the election package's ----
+
+
+def registration_of(state: ct.PartitionState) -> PartitionRegistration:
+    """The election view of a stored partition state (same fields, same epochs)."""
+    return PartitionRegistration(
+        replicas=state.replicas,
+        isr=state.isr,
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        partition_epoch=state.partition_epoch,
+        leader_recovery_state=LeaderRecoveryState(int(state.leader_recovery_state)),
+        elr=state.elr,
+        last_known_elr=state.last_known_elr,
+        adding_replicas=state.adding_replicas,
+        removing_replicas=state.removing_replicas,
+    )
+
+
+def partition_state(registration: PartitionRegistration) -> ct.PartitionState:
+    """The stored form of a registration (the store re-stamps ``partition_epoch``)."""
+    return ct.PartitionState(
+        replicas=registration.replicas,
+        leader=registration.leader,
+        leader_epoch=registration.leader_epoch,
+        isr=registration.isr,
+        partition_epoch=registration.partition_epoch,
+        elr=registration.elr,
+        last_known_elr=registration.last_known_elr,
+        leader_recovery_state=ct.LeaderRecoveryState(registration.leader_recovery_state.value),
+        adding_replicas=registration.adding_replicas,
+        removing_replicas=registration.removing_replicas,
+    )
+
+
+def broker_registration(info: ct.BrokerInfo) -> BrokerRegistration:
+    """The election view of a live broker: its incarnation epoch is the KIP-903 broker epoch."""
+    return BrokerRegistration(
+        broker_id=info.broker_id,
+        broker_epoch=info.incarnation_epoch,
+        fenced=info.fenced,
+        in_controlled_shutdown=info.in_controlled_shutdown,
+        rack=info.rack,
+    )
+
+
+# ---- the AlterPartition result, carried in the completion message ----
+
+
+@attrs.frozen
+class AlterPartitionResult:
+    """What a leader learns from a completed AlterPartition: the error code and the partition
+    as the controller holds it afterwards (the new state on success, the current one on a
+    rejection; -1 and () when the partition is unknown)."""
+
+    error: ErrorCode
+    leader: int = NO_LEADER
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+_RESULT = re.compile(
+    r"leader=(?P<leader>-?\d+) leader_epoch=(?P<le>-?\d+) partition_epoch=(?P<pe>-?\d+)"
+    r" isr=\[(?P<isr>[\d,]*)\]"
+)
+
+
+def format_alter_partition_result(registration: PartitionRegistration | None) -> str:
+    """``leader=1 leader_epoch=3 partition_epoch=7 isr=[1,2]`` (the completion message)."""
+    if registration is None:
+        return "leader=-1 leader_epoch=-1 partition_epoch=-1 isr=[]"
+    r = registration
+    return (
+        f"leader={r.leader} leader_epoch={r.leader_epoch}"
+        f" partition_epoch={r.partition_epoch} isr={format_ids(r.isr)}"
+    )
+
+
+def parse_alter_partition_result(outcome: ErrorCode, message: str) -> AlterPartitionResult:
+    """Inverse of ``format_alter_partition_result`` plus the completion's outcome. A message
+    without the fields (e.g. a request dropped unhandled) gives the error alone."""
+    match = _RESULT.search(message)
+    if match is None:
+        return AlterPartitionResult(outcome)
+    isr_text = match["isr"]
+    isr: Sequence[int] = tuple(int(b) for b in isr_text.split(",")) if isr_text else ()
+    return AlterPartitionResult(
+        outcome, int(match["leader"]), int(match["le"]), int(match["pe"]), tuple(isr)
+    )

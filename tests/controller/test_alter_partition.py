@@ -1,0 +1,110 @@
+"""AlterPartition from partition leaders through the admin queue: fencing (scenario 18),
+ineligible members (scenarios 16, 17) and the response the leader reads back."""
+
+from __future__ import annotations
+
+from replog.controller import ControllerService, alter_partition_payload, submit_alter_partition
+from replog.coord.contract import Coordinator
+from replog.coord.types import AdminRequestChanged, CreateTopic
+from replog.errors import ErrorCode
+from replog.isr.messages import AlterPartitionRequest, BrokerState
+
+from ._harness import Cluster
+
+CONTROLLER = 100
+
+
+def _cluster(coordinator: Coordinator) -> tuple[Cluster, ControllerService]:
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 3, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    cluster.submit(CreateTopic(topic="t", partition_count=1, replication_factor=3,
+                               replica_assignment=[[1, 2, 3]]))  # fmt: skip
+    cluster.poll(controller)
+    return cluster, controller
+
+
+def test_leader_shrink_and_response(coordinator: Coordinator) -> None:
+    cluster, controller = _cluster(coordinator)
+    request = AlterPartitionRequest(
+        topic="t", partition=0, leader_id=1, leader_epoch=0, partition_epoch=0,
+        new_isr=(BrokerState(1, cluster.brokers[1].incarnation_epoch), BrokerState(2)),
+    )  # fmt: skip
+    queued = submit_alter_partition(coordinator, request)
+    assert queued.payload == alter_partition_payload(request)
+    cluster.poll(controller)
+    response = cluster.response(queued)
+    assert (response.error_code, response.leader_epoch, response.partition_epoch) == (
+        ErrorCode.NONE, 0, 1,
+    )  # fmt: skip
+    assert response.isr == {1, 2} and set(cluster.state("t").isr) == {1, 2}
+    # The new state precedes the completion in the feed, so a leader following it has both.
+    feed = cluster.feed()
+    done = next(i for i, c in enumerate(feed) if isinstance(c, AdminRequestChanged)
+                and c.request.request_id == queued.request_id and c.outcome is ErrorCode.NONE
+                and c.reason.value == "completed")  # fmt: skip
+    assert any(getattr(c, "state", None) == cluster.state("t") for c in feed[:done])
+
+
+def test_fencing_in_the_reference_order(coordinator: Coordinator) -> None:
+    """Scenario 18, after the leader moved 1 -> 2 (leader epoch 1) and 1 came back."""
+    cluster, controller = _cluster(coordinator)
+    cluster.fence(1)
+    cluster.poll(controller)
+    cluster.fence(1, fenced=False)
+    cluster.poll(controller)
+    current = cluster.state("t")
+    assert (current.leader, current.leader_epoch, set(current.isr)) == (2, 1, {2, 3})
+
+    stale_leader = cluster.propose_isr("t", 0, [1, 2, 3], sender=1, leader_epoch=0)
+    stale_version = cluster.propose_isr("t", 0, [2], partition_epoch=current.partition_epoch - 1)
+    not_leader = cluster.propose_isr("t", 0, [2, 3], sender=3)
+    future = cluster.propose_isr("t", 0, [2], leader_epoch=current.leader_epoch + 1)
+    retry = cluster.propose_isr("t", 0, [3, 2], partition_epoch=current.partition_epoch - 1)
+    cluster.poll(controller)
+    assert cluster.outcome(stale_leader) is ErrorCode.FENCED_LEADER_EPOCH
+    assert cluster.outcome(stale_version) is ErrorCode.INVALID_UPDATE_VERSION
+    assert cluster.outcome(not_leader) is ErrorCode.INVALID_REQUEST
+    assert cluster.outcome(future) is ErrorCode.NOT_CONTROLLER
+    same = cluster.response(retry)  # equal to the current state: success with that state
+    assert (same.error_code, same.partition_epoch, same.isr) == (
+        ErrorCode.NONE, current.partition_epoch, {2, 3},
+    )  # fmt: skip
+    rejected = cluster.response(stale_version)  # a rejection carries the current state
+    assert (rejected.leader_epoch, rejected.partition_epoch) == (1, current.partition_epoch)
+    assert cluster.state("t") == current
+
+
+def test_ineligible_members_are_refused(coordinator: Coordinator) -> None:
+    """Scenario 16 (a fenced or shutting-down member) and 17 (a stale broker epoch)."""
+    cluster, controller = _cluster(coordinator)
+    cluster.propose_isr("t", 0, [1, 2])
+    cluster.poll(controller)
+    cluster.fence(3)
+    cluster.poll(controller)
+    fenced = cluster.propose_isr("t", 0, [1, 2, 3])
+    cluster.poll(controller)
+    assert cluster.outcome(fenced) is ErrorCode.INELIGIBLE_REPLICA
+    cluster.fence(3, fenced=False)
+    old_epoch = cluster.brokers[3].incarnation_epoch
+    cluster.expire(3)
+    cluster.register(3)  # a new incarnation
+    cluster.poll(controller)
+    stale = cluster.propose_isr("t", 0, [1, 2, 3], broker_epochs={3: old_epoch})
+    current = cluster.propose_isr(
+        "t", 0, [1, 2, 3], broker_epochs={3: cluster.brokers[3].incarnation_epoch}
+    )
+    cluster.poll(controller)
+    assert cluster.outcome(stale) is ErrorCode.INELIGIBLE_REPLICA
+    assert cluster.outcome(current) is ErrorCode.NONE
+    assert set(cluster.state("t").isr) == {1, 2, 3}
+
+
+def test_unknown_partition(coordinator: Coordinator) -> None:
+    cluster, controller = _cluster(coordinator)
+    from replog.coord.types import AlterPartition
+
+    request = cluster.submit(AlterPartition(topic="t", partition=7, leader_id=1, leader_epoch=0,
+                                            partition_epoch=0, new_isr=[(1, -1)]))  # fmt: skip
+    cluster.poll(controller)
+    assert cluster.response(request).error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

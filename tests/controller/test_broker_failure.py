@@ -1,0 +1,144 @@
+"""Broker failure through the ControllerService: re-election in assignment order (scenario 12),
+the last ISR member lost with and without ELR / unclean election (scenario 13), KIP-966's last
+replica standing (scenario 15), and failures that happen while no controller is active."""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.controller import ControllerConfig, TopicPolicy
+from replog.coord.contract import Coordinator
+from replog.coord.types import NO_LEADER, CreateTopic, LeaderRecoveryState
+from replog.election.state_change import StateChangeKind
+from replog.errors import ErrorCode
+
+from ._harness import Cluster
+
+CONTROLLER = 100
+
+
+def _topic(cluster: Cluster, name: str, replicas: list[int]) -> None:
+    cluster.submit(
+        CreateTopic(topic=name, partition_count=1, replication_factor=len(replicas),
+                    replica_assignment=[replicas])
+    )  # fmt: skip
+
+
+def test_clean_election_follows_assignment_order(coordinator: Coordinator) -> None:
+    """Scenario 12: AR [3,1,2], ISR {1,2}, leader 1; 1 is fenced -> leader 2, ISR {2}."""
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 3, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "s12", [3, 1, 2])
+    cluster.poll(controller)
+    assert (cluster.state("s12").leader, set(cluster.state("s12").isr)) == (3, {1, 2, 3})
+    cluster.fence(3)
+    cluster.poll(controller)
+    cluster.fence(3, fenced=False)  # back, but not in the ISR
+    cluster.poll(controller)
+    before = cluster.state("s12")
+    assert (before.leader, set(before.isr)) == (1, {1, 2})
+
+    cluster.fence(1)
+    changes = cluster.poll(controller)
+    after = cluster.state("s12")
+    assert (after.leader, after.isr) == (2, (2,))
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert after.partition_epoch == before.partition_epoch + 1
+    leaders = [
+        c.target.broker_id for c in changes if c.kind is StateChangeKind.BECOME_LEADER and c.target
+    ]
+    assert leaders == [2]
+    assert all(c.leader_epoch == after.leader_epoch for c in changes)
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_last_isr_member_fenced_without_elr(coordinator: Coordinator, unclean: bool) -> None:
+    """Scenario 13 (legacy, ELR off): ISR stays {1} and the partition goes offline until 1
+    returns; with unclean election, 2 leads RECOVERING and may not grow its ISR until RECOVERED."""
+    policy = TopicPolicy(eligible_leader_replicas=False, unclean_leader_election=unclean)
+    cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s13": policy}))
+    cluster.register(1, 2, 3, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "s13", [1, 2, 3])
+    cluster.poll(controller)
+    cluster.propose_isr("s13", 0, [1])  # the leader shrank its ISR to itself
+    cluster.poll(controller)
+    assert cluster.state("s13").isr == (1,)
+
+    cluster.fence(1)
+    cluster.poll(controller)
+    state = cluster.state("s13")
+    if not unclean:
+        assert (state.leader, state.isr) == (NO_LEADER, (1,))
+        cluster.fence(1, fenced=False)
+        cluster.poll(controller)
+        assert (cluster.state("s13").leader, cluster.state("s13").isr) == (1, (1,))
+        return
+    assert (state.leader, state.isr) == (2, (2,))
+    assert state.leader_recovery_state is LeaderRecoveryState.RECOVERING
+    early = cluster.propose_isr("s13", 0, [2, 3], recovery=LeaderRecoveryState.RECOVERING)
+    cluster.poll(controller)
+    assert cluster.outcome(early) is ErrorCode.INVALID_REQUEST
+    recovered = cluster.propose_isr("s13", 0, [2])
+    cluster.poll(controller)
+    assert cluster.outcome(recovered) is ErrorCode.NONE
+    assert cluster.state("s13").leader_recovery_state is LeaderRecoveryState.RECOVERED
+    grow = cluster.propose_isr("s13", 0, [2, 3])
+    cluster.poll(controller)
+    assert cluster.outcome(grow) is ErrorCode.NONE and set(cluster.state("s13").isr) == {2, 3}
+
+
+def test_last_replica_standing_with_elr(coordinator: Coordinator) -> None:
+    """Scenario 15 (KIP-966, ELR on by default): ISR {0,1,2}, min ISR 2."""
+    policy = TopicPolicy(min_insync_replicas=2)
+    cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s15": policy}))
+    cluster.register(0, 1, 2, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "s15", [0, 1, 2])
+    cluster.poll(controller)
+
+    cluster.fence(0)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (set(state.isr), state.elr) == ({1, 2}, ())  # ISR still >= min ISR
+    cluster.fence(1)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, state.elr) == (2, (2,), (1,))
+    cluster.fence(2)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, set(state.elr)) == (NO_LEADER, (), {1, 2})
+
+    cluster.fence(1, fenced=False)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, state.elr) == (1, (1,), (2,))
+
+
+def test_broker_lost_while_no_controller_is_handled_at_failover(coordinator: Coordinator) -> None:
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 3, CONTROLLER, CONTROLLER + 1)
+    old = cluster.controller(CONTROLLER)
+    _topic(cluster, "t", [1, 2, 3])
+    cluster.poll(old)
+    cluster.expire(CONTROLLER)
+    cluster.expire(1)  # the leader dies while nobody controls
+    new = cluster.controller(CONTROLLER + 1)
+    cluster.poll(new)
+    state = cluster.state("t")
+    assert (state.leader, set(state.isr)) == (2, {2, 3})
+    assert state.leader_epoch == 1
+
+
+def test_controlled_shutdown_moves_leadership(coordinator: Coordinator) -> None:
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 3, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "t", [1, 2, 3])
+    cluster.poll(controller)
+    coordinator.update_broker(1, cluster.brokers[1].incarnation_epoch, in_controlled_shutdown=True)
+    cluster.poll(controller)
+    state = cluster.state("t")
+    assert (state.leader, set(state.isr)) == (2, {2, 3})

@@ -1,0 +1,79 @@
+"""The pure ControllerMachine on its own (no store): built from a snapshot value, it returns
+writes and state-change records; conflicts and an unclean restart (scenario 15 step 3)."""
+
+from __future__ import annotations
+
+from replog.controller import ControllerMachine
+from replog.coord.types import BrokerInfo, MetadataSnapshot, PartitionState, TopicAssignment
+from replog.election.controller_writes import CasPartitionWrite, parse_alter_partition_result
+from replog.election.state_change import Phase, Role, StateChangeKind
+from replog.errors import ErrorCode
+
+
+def _machine(isr: tuple[int, ...] = (1, 2, 3), **state: object) -> ControllerMachine:
+    partition = PartitionState(replicas=(1, 2, 3), leader=isr[0], leader_epoch=4, isr=isr,
+                               partition_epoch=7, **state)  # type: ignore[arg-type]  # fmt: skip
+    snapshot = MetadataSnapshot(
+        seq=10,
+        brokers={
+            b: BrokerInfo(broker_id=b, incarnation_epoch=b, host="h", port=b) for b in (1, 2, 3)
+        },
+        topics={"t": TopicAssignment(topic="t", topic_id="id", replicas=[(1, 2, 3)])},
+        partitions={("t", 0): partition},
+        controller=None,
+        controller_epoch=5,
+    )
+    return ControllerMachine.from_snapshot(snapshot, controller_id=9, controller_epoch=5, now_ms=0)
+
+
+def test_fence_decision_is_a_cas_with_records() -> None:
+    machine = _machine()
+    (write,) = machine.on_broker_fenced(1, now_ms=42).writes
+    assert isinstance(write, CasPartitionWrite)
+    assert write.expected_partition_epoch == 7
+    assert (write.state.leader, write.state.isr, write.state.leader_epoch) == (2, (2, 3), 5)
+    leader = next(c for c in write.state_changes if c.kind is StateChangeKind.BECOME_LEADER)
+    assert str(leader) == "controller 9 requested become-leader for t-0 to broker 2 at epoch 5"
+    assert leader.requested_ms == 42 and leader.phase is Phase.REQUESTED
+    # the machine's view moved on at once; the echo from the feed changes nothing
+    assert machine.on_broker_fenced(1, now_ms=43).writes == ()
+    machine.on_partition_state("t", 0, write.state)
+    assert machine.partitions[write.topic_partition].leader == 2
+
+
+def test_conflict_adopts_the_store_state_and_reconciles() -> None:
+    machine = _machine()
+    (write,) = machine.on_broker_fenced(3, now_ms=1).writes
+    assert isinstance(write, CasPartitionWrite)
+    stored = PartitionState(replicas=(1, 2, 3), leader=1, leader_epoch=4, isr=(1, 3),
+                            partition_epoch=8)  # fmt: skip
+    (retry,) = machine.on_cas_conflict(write, stored, now_ms=2).writes
+    assert isinstance(retry, CasPartitionWrite)
+    assert (retry.expected_partition_epoch, retry.state.isr) == (8, (1,))
+
+
+def test_unclean_restart_leaves_the_elr() -> None:
+    """Scenario 15 step 3: 2 re-registers after an unclean shutdown and leaves the ELR."""
+    machine = _machine(isr=(1,), elr=(2,))
+    machine.on_broker_fenced(1, now_ms=1)
+    new_two = BrokerInfo(broker_id=2, incarnation_epoch=50, host="h", port=2)
+    writes = machine.on_broker_registered(new_two, now_ms=2, unclean_shutdown=True).writes
+    write = writes[-1]  # the old incarnation is handled as gone first, then the restart
+    assert isinstance(write, CasPartitionWrite)
+    assert [w.expected_partition_epoch for w in writes] == list(range(8, 8 + len(writes)))
+    assert 2 not in write.state.elr and 2 not in write.state.isr
+
+
+def test_alter_partition_rejection_record() -> None:
+    from replog.coord.types import AdminRequest, AlterPartition
+
+    machine = _machine()
+    payload = AlterPartition(topic="t", partition=0, leader_id=2, leader_epoch=4,
+                             partition_epoch=7, new_isr=[(2, -1)])  # fmt: skip
+    request = AdminRequest(request_id=1, target=-1, payload=payload, submitted_seq=3)
+    (done,) = machine.on_admin_request(request, now_ms=5).writes
+    assert done.outcome is ErrorCode.INVALID_REQUEST  # type: ignore[union-attr]
+    (record,) = done.state_changes
+    assert record.phase is Phase.REJECTED and record.requester.role is Role.LEADER
+    result = parse_alter_partition_result(done.outcome, done.message)  # type: ignore[union-attr]
+    assert (result.leader, result.leader_epoch, result.partition_epoch) == (1, 4, 7)
