@@ -1,0 +1,528 @@
+"""``Broker``: the runtime around a ``ReplicaManager`` -- sockets, the event loop, the clock,
+worker-thread fsyncs and the coordinator session.
+
+States (seed 002): OFFLINE (not running, or recovering logs) -> FENCED (registered, catching up
+on metadata) -> ONLINE (serving) -> STOPPING (moving leadership away) -> OFFLINE. ``start`` opens
+the ``LogManager`` (logs recover on first use), binds the server, registers with the coordinator
+(a fresh incarnation epoch), loads a metadata snapshot and follows the feed, tries to become
+controller, and serves. ``stop(controlled=True)`` asks the controller to move leadership away
+(``in_controlled_shutdown``) and waits until this broker leads nothing that could move or a
+deadline passes, then flushes, checkpoints and writes the clean-shutdown marker. ``kill`` is a
+crash for tests: sockets closed, nothing flushed or checkpointed, the session left to expire.
+
+Every broker of a process runs on the one asyncio event loop it is started on. Coordinator calls
+are made synchronously on the loop (fast for the in-memory store; a networked backend would want
+``asyncio.to_thread`` here -- see the module's report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import importlib
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from replog.broker.config import BrokerConfig
+from replog.broker.fetcher import ReplicaFetcher
+from replog.broker.handlers import handle_request
+from replog.broker.replica_manager import TP, ReplicaManager
+from replog.broker.server import Response, Server, wait_event
+from replog.controller.alter_partition import alter_partition_payload, alter_partition_response
+from replog.coord import connect
+from replog.coord.contract import Coordinator
+from replog.coord.errors import (
+    BrokerIdInUseError,
+    CoordinatorError,
+    CoordinatorUnavailableError,
+    MustResyncError,
+    SessionExpiredError,
+)
+from replog.coord.types import (
+    CONTROLLER_TARGET,
+    AdminPayload,
+    AdminRequestChanged,
+    AdminRequestChangeReason,
+    ChangeBatch,
+    SessionEvent,
+    SessionState,
+    Subscription,
+)
+from replog.errors import ErrorCode, StorageError
+from replog.isr import AlterPartitionRequest, AlterPartitionResponse, ProduceResult
+from replog.log.log import Log, PendingFlush
+from replog.log.manager import LogManager
+from replog.protocol import RequestHeader
+from replog.protocol.schema import Message
+
+__all__ = ["Broker", "BrokerState"]
+
+_log = logging.getLogger(__name__)
+
+
+class BrokerState(enum.Enum):
+    """The broker lifecycle of seed 002."""
+
+    OFFLINE = "offline"
+    FENCED = "fenced"
+    ONLINE = "online"
+    STOPPING = "stopping"
+
+
+def _run_flushes(pending: list[tuple[TP, PendingFlush]]) -> list[tuple[TP, str]]:
+    failures: list[tuple[TP, str]] = []
+    for tp, flush in pending:
+        try:
+            flush.run()
+        except (OSError, StorageError) as exc:
+            failures.append((tp, f"fsync failed: {exc}"))
+    return failures
+
+
+class Broker:
+    """One broker; see the module docstring. Create, then ``await start()`` on the loop."""
+
+    def __init__(self, config: BrokerConfig, *, coordinator: Coordinator | None = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.state = BrokerState.OFFLINE
+        self.coordinator = coordinator if coordinator is not None else connect(config.coordinator)
+        self.incarnation_epoch = -1
+        self.log_manager: LogManager | None = None
+        self._rm: ReplicaManager | None = None
+        self.storage_lock = asyncio.Lock()
+        self.data_event = asyncio.Event()
+        self._server = Server(
+            self._handle,
+            frame_bytes_max=config.frame_bytes_max,
+            inflight_requests_max=config.inflight_requests_max,
+            connections_max=config.connections_max,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._produce_waiters: dict[tuple[TP, int], asyncio.Future[ProduceResult]] = {}
+        self._admin_waiters: dict[int, asyncio.Future[AdminRequestChanged]] = {}
+        self._alter_inflight = 0
+        self._seen_version = -1
+        self._feed_seq = 0
+        self._wake = asyncio.Event()
+        self._dirty = asyncio.Event()
+        self._subscriptions: list[Subscription] = []
+        self._controller: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._halting = False
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def rm(self) -> ReplicaManager:
+        """The replica manager (exists once started)."""
+        if self._rm is None:
+            raise RuntimeError(f"broker {self.broker_id} is not started")
+        return self._rm
+
+    @property
+    def port(self) -> int:
+        """The bound port (0 before start)."""
+        return self._server.port
+
+    @property
+    def address(self) -> str:
+        """``host:port``."""
+        return f"{self.config.host}:{self.port}"
+
+    @staticmethod
+    def now_ms() -> int:
+        """The runtime clock (monotonic ms); the only clock read of the broker."""
+        return int(time.monotonic() * 1000)
+
+    @property
+    def is_controller(self) -> bool:
+        """True while this broker runs the controller service."""
+        return self._controller is not None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """OFFLINE -> FENCED -> ONLINE; see the module docstring."""
+        if self.state is not BrokerState.OFFLINE:
+            raise RuntimeError(f"broker {self.broker_id} is {self.state.value}")
+        self._loop = asyncio.get_running_loop()
+        self._halting = False
+        config = self.config
+        self.log_manager = LogManager.open(list(config.log_dirs))
+        await self._server.start(config.host, config.port)
+        await self._register()
+        self.state = BrokerState.FENCED
+        self._rm = ReplicaManager(
+            self.broker_id,
+            self.log_manager,
+            config.partition_config(),
+            broker_epoch=self.incarnation_epoch,
+            checkpoint_interval_ms=config.checkpoint_interval_ms,
+        )
+        snapshot = self.coordinator.snapshot()
+        self._feed_seq = snapshot.seq
+        async with self.storage_lock:
+            self.rm.apply_snapshot(snapshot, self.now_ms())
+        loop = self._loop
+
+        def on_batch(batch: ChangeBatch) -> None:
+            del batch
+            loop.call_soon_threadsafe(self._wake.set)
+
+        def on_session(event: SessionEvent) -> None:
+            loop.call_soon_threadsafe(self._on_session_event, event)
+
+        self._subscriptions.append(self.coordinator.subscribe(on_batch))
+        self._subscriptions.append(
+            self.coordinator.add_session_listener(self.broker_id, on_session)
+        )
+        for coro in (
+            self._metadata_loop(),
+            self._heartbeat_loop(),
+            self._tick_loop(),
+            self._flush_loop(),
+            self._controller_loop(),
+        ):
+            self._spawn(coro)
+        self._reconcile_fetchers()
+        self.after_input()
+        self.state = BrokerState.ONLINE
+
+    async def _register(self) -> None:
+        deadline = self.now_ms() + self.config.session_timeout_ms * 3
+        while True:
+            try:
+                info = self.coordinator.register_broker(
+                    self.broker_id,
+                    self.config.host,
+                    self.port,
+                    rack=self.config.rack,
+                    session_timeout_ms=self.config.session_timeout_ms,
+                )
+            except BrokerIdInUseError:
+                if self.now_ms() > deadline:
+                    raise
+                await asyncio.sleep(0.05)  # the old incarnation's session has yet to expire
+                continue
+            self.incarnation_epoch = info.incarnation_epoch
+            return
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def stop(self, *, controlled: bool = True) -> None:
+        """Controlled shutdown (move leaders away, bounded by ``controlled_shutdown_timeout_ms``),
+        then flush, checkpoint, clean-shutdown marker and unregister."""
+        if self.state is BrokerState.OFFLINE:
+            return
+        self.state = BrokerState.STOPPING
+        if controlled:
+            await self._move_leadership_away()
+        await self._halt()
+        if self.log_manager is not None:
+            async with self.storage_lock:
+                try:
+                    self.log_manager.shutdown(self.incarnation_epoch)
+                except StorageError as exc:
+                    _log.error("broker %s: unclean log shutdown: %s", self.broker_id, exc)
+        with contextlib.suppress(CoordinatorError):
+            self.coordinator.unregister_broker(self.broker_id, self.incarnation_epoch)
+        self.state = BrokerState.OFFLINE
+
+    async def kill(self) -> None:
+        """Crash (tests): close every socket, checkpoint nothing, let the session expire."""
+        if self.state is BrokerState.OFFLINE:
+            return
+        self._controller = None  # a crashed controller does not resign; its session expires
+        await self._halt()
+        if self.log_manager is not None:
+            for log in list(self.log_manager.logs.values()):
+                log.abandon()
+            self.log_manager.logs.clear()
+        self.state = BrokerState.OFFLINE
+
+    async def _move_leadership_away(self) -> None:
+        with contextlib.suppress(CoordinatorError):
+            self.coordinator.update_broker(
+                self.broker_id, self.incarnation_epoch, in_controlled_shutdown=True
+            )
+        deadline = self.now_ms() + self.config.controlled_shutdown_timeout_ms
+        while self.now_ms() < deadline:
+            movable = [
+                tp
+                for tp in self.rm.leader_partitions()
+                if len(self.rm.states.get(tp, _NO_STATE).replicas) > 1
+            ]
+            if not movable:
+                return
+            await asyncio.sleep(0.05)
+        _log.warning("broker %s: controlled shutdown deadline passed", self.broker_id)
+
+    async def _halt(self) -> None:
+        self._halting = True
+        for sub in self._subscriptions:
+            with contextlib.suppress(Exception):
+                sub.close()
+        self._subscriptions.clear()
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            with contextlib.suppress(Exception):
+                controller.resign()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks.clear()
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.stop()
+        self._fetchers.clear()
+        await self._server.close()
+        for future in self._produce_waiters.values():
+            future.cancel()
+        for waiter in self._admin_waiters.values():
+            waiter.cancel()
+        self._produce_waiters.clear()
+        self._admin_waiters.clear()
+
+    # ------------------------------------------------------------------ driver plumbing
+
+    def after_input(self) -> None:
+        """Drain the manager's outputs after any input: complete produces, queue AlterPartition
+        requests for the controller, wake long polls and the flusher."""
+        ready = self.rm.take_ready()
+        for tp, result in ready.produce_results:
+            future = self._produce_waiters.pop((tp, result.request_id), None)
+            if future is not None and not future.done():
+                future.set_result(result)
+        for request in ready.alter_partition:
+            if self._alter_inflight < self.config.alter_partition_queue_max:
+                self._alter_inflight += 1
+                self._spawn(self._send_alter_partition(request))
+        if self.rm.data_version != self._seen_version:
+            self._seen_version = self.rm.data_version
+            old, self.data_event = self.data_event, asyncio.Event()
+            old.set()
+            self._dirty.set()
+
+    def produce_waiter(self, tp: TP, request_id: int) -> asyncio.Future[ProduceResult]:
+        """A future completed when the parked acks=all produce ends."""
+        future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        self._produce_waiters[(tp, request_id)] = future
+        return future
+
+    async def _handle(self, header: RequestHeader, body: Message) -> Response:
+        return await handle_request(self, header, body)
+
+    async def flush_logs(self) -> None:
+        """Group commit: fsync every log with unflushed data on a worker thread (holding the
+        storage lock so no truncation races the fsync), then advance recovery points."""
+        async with self.storage_lock:
+            pending = self.rm.begin_flushes()
+            if not pending:
+                return
+            failures = await asyncio.to_thread(_run_flushes, pending)
+            failed = {tp for tp, _ in failures}
+            for tp, reason in failures:
+                self.rm.fail_flush(tp, reason)
+            self.rm.complete_flushes([p for p in pending if p[0] not in failed], self.now_ms())
+            self.after_input()
+
+    async def submit_admin(self, payload: AdminPayload, timeout_ms: int) -> tuple[ErrorCode, str]:
+        """Queue ``payload`` for the controller and wait for its completion (or time out)."""
+        try:
+            change = await self._submit_admin_change(payload, timeout_ms)
+        except CoordinatorError as exc:
+            return ErrorCode.REQUEST_TIMED_OUT, str(exc)
+        if change is None:
+            return ErrorCode.REQUEST_TIMED_OUT, "the controller did not complete the request"
+        return change.outcome, change.message
+
+    async def _submit_admin_change(
+        self, payload: AdminPayload, timeout_ms: int
+    ) -> AdminRequestChanged | None:
+        request = self.coordinator.submit_admin_request(CONTROLLER_TARGET, payload)
+        future: asyncio.Future[AdminRequestChanged] = asyncio.get_running_loop().create_future()
+        self._admin_waiters[request.request_id] = future
+        self._wake.set()
+        try:
+            await asyncio.wait({future}, timeout=max(timeout_ms, 1) / 1000)
+            return future.result() if future.done() and not future.cancelled() else None
+        finally:
+            self._admin_waiters.pop(request.request_id, None)
+
+    # ------------------------------------------------------------------ background loops
+
+    async def _metadata_loop(self) -> None:
+        interval_s = self.config.metadata_poll_interval_ms / 1000
+        while True:
+            await wait_event(self._wake, interval_s)
+            self._wake.clear()
+            try:
+                await self._poll_feed()
+            except CoordinatorError as exc:
+                _log.debug("broker %s: feed unavailable: %s", self.broker_id, exc)
+
+    async def _poll_feed(self) -> None:
+        try:
+            batch = self.coordinator.changes_since(self._feed_seq)
+        except MustResyncError:
+            snapshot = self.coordinator.snapshot()
+            async with self.storage_lock:
+                self.rm.apply_snapshot(snapshot, self.now_ms())
+            self._feed_seq = snapshot.seq
+            batch = ChangeBatch((), snapshot.seq)
+        if batch.changes:
+            async with self.storage_lock:
+                self.rm.apply_changes(batch.changes, self.now_ms())
+            for change in batch.changes:
+                if (
+                    isinstance(change, AdminRequestChanged)
+                    and change.reason is AdminRequestChangeReason.COMPLETED
+                ):
+                    future = self._admin_waiters.get(change.request.request_id)
+                    if future is not None and not future.done():
+                        future.set_result(change)
+        self._feed_seq = batch.next_seq
+        self._reconcile_fetchers()
+        self.after_input()
+        if self._controller is not None:
+            self._poll_controller()
+
+    def _reconcile_fetchers(self) -> None:
+        if self._halting:
+            return
+        wanted = self.rm.follower_leaders() - {self.broker_id}
+        for leader_id in set(self._fetchers) - wanted:
+            fetcher = self._fetchers.pop(leader_id)
+            self._spawn(fetcher.stop())
+        for leader_id in wanted - set(self._fetchers):
+            fetcher = ReplicaFetcher(self, leader_id)
+            self._fetchers[leader_id] = fetcher
+            fetcher.start()
+
+    async def _heartbeat_loop(self) -> None:
+        interval_s = self.config.heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                state = self.coordinator.heartbeat(self.broker_id, self.incarnation_epoch)
+                self._set_session(state)
+            except CoordinatorUnavailableError:
+                self._set_session(SessionState.SUSPENDED)
+            except SessionExpiredError:
+                self._set_session(SessionState.LOST)
+                await self._reregister()
+            except CoordinatorError as exc:
+                _log.debug("broker %s: heartbeat failed: %s", self.broker_id, exc)
+
+    def _on_session_event(self, event: SessionEvent) -> None:
+        if event.incarnation_epoch == self.incarnation_epoch:
+            self._set_session(event.state)
+
+    def _set_session(self, state: SessionState) -> None:
+        if self._rm is not None:
+            self.rm.set_metadata_current(state is SessionState.CONNECTED)
+
+    async def _reregister(self) -> None:
+        """A LOST session: come back as a new incarnation (KIP-903), never the old one."""
+        if self.state is not BrokerState.ONLINE:
+            return
+        self._controller = None
+        await self._register()
+        self.rm.broker_epoch = self.incarnation_epoch
+        for replica in self.rm.partitions.values():
+            replica.broker_epoch = self.incarnation_epoch
+        self.rm.set_metadata_current(True)
+
+    async def _tick_loop(self) -> None:
+        interval_s = self.config.tick_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ms = self.now_ms()
+            self.rm.tick(now_ms)
+            try:
+                self.rm.maybe_checkpoint(now_ms)
+            except StorageError as exc:
+                _log.error("broker %s: checkpoint failed: %s", self.broker_id, exc)
+            self.after_input()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            await self.flush_logs()
+
+    # ------------------------------------------------------------------ controller role
+
+    async def _controller_loop(self) -> None:
+        module = _controller_module()
+        if module is None:
+            return
+        while True:
+            if self._controller is None and self.state is BrokerState.ONLINE:
+                current = self.rm.controller
+                if current is None or current.controller_id == self.broker_id:
+                    self._try_become_controller(module)
+            if self._controller is not None:
+                self._poll_controller()
+            await asyncio.sleep(0.05)
+
+    def _try_become_controller(self, module: Any) -> None:
+        try:
+            service = module.ControllerService(
+                self.coordinator, self.broker_id, self.incarnation_epoch, clock_ms=self.now_ms
+            )
+            if service.try_become_controller():
+                self._controller = service
+        except CoordinatorError as exc:
+            _log.debug("broker %s: controller election failed: %s", self.broker_id, exc)
+
+    def _poll_controller(self) -> None:
+        try:
+            self._controller.poll(self.now_ms())
+        except CoordinatorError as exc:
+            _log.info("broker %s: lost the controller role: %s", self.broker_id, exc)
+            self._controller = None
+
+    async def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
+        """Hand an ISR change to the controller through the admin queue; apply the answer."""
+        try:
+            payload = alter_partition_payload(request, leader_broker_epoch=self.incarnation_epoch)
+            try:
+                change = await self._submit_admin_change(payload, self.config.request_timeout_ms)
+            except CoordinatorError:
+                change = None
+            if change is None:
+                response = AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT)
+            else:
+                response = alter_partition_response(change)
+            self.rm.on_alter_partition_response(request, response, self.now_ms())
+            self.after_input()
+        finally:
+            self._alter_inflight -= 1
+
+    # ------------------------------------------------------------------ tests and tools
+
+    def local_log(self, topic: str, partition: int) -> Log | None:
+        """This broker's log of the partition (tests)."""
+        return None if self._rm is None else self.rm.log(topic, partition)
+
+
+class _NoState:
+    replicas: tuple[int, ...] = ()
+
+
+_NO_STATE = _NoState()
+
+
+def _controller_module() -> Any:
+    try:
+        return importlib.import_module("replog.controller")
+    except ImportError:
+        return None

@@ -1,0 +1,170 @@
+"""``BrokerConfig``: everything one broker needs to start, validated when it is built.
+
+Every queue, buffer and connection count has a maximum here (TigerStyle: a limit on everything),
+and every value is checked eagerly: a bad value raises ``InvalidConfigError`` from the
+constructor or from ``BrokerConfig.from_file``, never at first use. A file is TOML (``.toml``)
+or JSON (anything else) whose keys are the attribute names; ``durability`` is ``"fsync"`` or
+``"replicated"``.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from replog.errors import InvalidConfigError
+from replog.isr.config import DurabilityMode, PartitionConfig
+
+__all__ = ["BrokerConfig"]
+
+
+def _durability(value: object) -> DurabilityMode:
+    if isinstance(value, DurabilityMode):
+        return value
+    try:
+        return DurabilityMode(str(value).lower())
+    except ValueError as exc:
+        raise InvalidConfigError(
+            f"durability must be 'fsync' or 'replicated', got {value!r}"
+        ) from exc
+
+
+def _log_dirs(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidConfigError(f"log_dirs must be a list of paths, got {value!r}")
+    return tuple(value)
+
+
+_POSITIVE = (
+    "session_timeout_ms",
+    "heartbeat_interval_ms",
+    "default_min_insync_replicas",
+    "default_replication_factor",
+    "default_partition_count",
+    "replica_lag_ms_max",
+    "replica_fetch_bytes_max",
+    "replica_fetch_backoff_ms",
+    "request_timeout_ms",
+    "controlled_shutdown_timeout_ms",
+    "frame_bytes_max",
+    "fetch_bytes_max",
+    "inflight_requests_max",
+    "connections_max",
+    "delayed_operations_max",
+    "alter_partition_queue_max",
+    "tick_interval_ms",
+    "checkpoint_interval_ms",
+    "metadata_poll_interval_ms",
+)
+_NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
+
+
+@attrs.frozen(kw_only=True)
+class BrokerConfig:
+    """One broker's settings. Times in ms, sizes in bytes; ``port`` 0 picks a free port."""
+
+    broker_id: int
+    log_dirs: tuple[str, ...] = attrs.field(converter=_log_dirs)
+    host: str = "127.0.0.1"
+    port: int = 0
+    rack: str | None = None
+    coordinator: str = "memory://default"
+    session_timeout_ms: int = 6_000
+    heartbeat_interval_ms: int = 500
+    durability: DurabilityMode = attrs.field(default=DurabilityMode.FSYNC, converter=_durability)
+    default_min_insync_replicas: int = 1
+    default_replication_factor: int = 1
+    default_partition_count: int = 1
+    replica_lag_ms_max: int = 30_000
+    replica_fetch_wait_ms_max: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_bytes_max: int = 1_048_576
+    replica_fetch_backoff_ms: int = 100
+    request_timeout_ms: int = 30_000
+    controlled_shutdown_timeout_ms: int = 10_000
+    #: limits: a request frame, a fetch response, pipelined requests per connection, clients
+    frame_bytes_max: int = 100 * 1024 * 1024
+    fetch_bytes_max: int = 50 * 1024 * 1024
+    inflight_requests_max: int = 16
+    connections_max: int = 1_000
+    #: purgatory size per partition (delayed produces and fetches each)
+    delayed_operations_max: int = 10_000
+    #: AlterPartition requests waiting for the controller
+    alter_partition_queue_max: int = 10_000
+    tick_interval_ms: int = 50
+    checkpoint_interval_ms: int = 5_000
+    metadata_poll_interval_ms: int = 200
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.broker_id, int) or self.broker_id < 0:
+            raise InvalidConfigError(f"broker_id must be an int >= 0, got {self.broker_id!r}")
+        if not self.log_dirs:
+            raise InvalidConfigError("at least one log dir is required")
+        if "://" not in self.coordinator:
+            raise InvalidConfigError(f"coordinator must be a URL, got {self.coordinator!r}")
+        for name in _POSITIVE:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InvalidConfigError(f"{name} must be an int > 0, got {value!r}")
+        for name in _NON_NEGATIVE:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidConfigError(f"{name} must be an int >= 0, got {value!r}")
+        if self.port > 65535:
+            raise InvalidConfigError(f"port must be <= 65535, got {self.port}")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise InvalidConfigError("heartbeat_interval_ms must be below session_timeout_ms")
+        if self.fetch_bytes_max > self.frame_bytes_max:
+            raise InvalidConfigError("fetch_bytes_max must not exceed frame_bytes_max")
+        if self.replica_fetch_bytes_max > self.fetch_bytes_max:
+            raise InvalidConfigError("replica_fetch_bytes_max must not exceed fetch_bytes_max")
+
+    def partition_config(self, min_insync_replicas: int | None = None) -> PartitionConfig:
+        """The ``PartitionConfig`` every partition on this broker runs with."""
+        return PartitionConfig(
+            min_insync_replicas=min_insync_replicas or self.default_min_insync_replicas,
+            replica_lag_ms_max=self.replica_lag_ms_max,
+            durability=self.durability,
+            request_timeout_ms=self.request_timeout_ms,
+            fetch_bytes_max=self.replica_fetch_bytes_max,
+            fetch_min_bytes=self.replica_fetch_min_bytes,
+            fetch_wait_ms_max=self.replica_fetch_wait_ms_max,
+            delayed_operations_max=self.delayed_operations_max,
+        )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        """Build from a dict of attribute names; unknown keys raise ``InvalidConfigError``."""
+        known = {a.name for a in attrs.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise InvalidConfigError(f"unknown broker config keys: {unknown}")
+        try:
+            return cls(**dict(values))
+        except TypeError as exc:  # a missing required key
+            raise InvalidConfigError(f"bad broker config: {exc}") from exc
+
+    @classmethod
+    def from_file(cls, path: str) -> BrokerConfig:
+        """Load a TOML (``*.toml``) or JSON file."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise InvalidConfigError(f"cannot read broker config {path}: {exc}") from exc
+        try:
+            if path.endswith(".toml"):
+                values: Any = tomllib.loads(data.decode("utf-8"))
+            else:
+                values = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidConfigError(f"cannot parse broker config {path}: {exc}") from exc
+        if not isinstance(values, dict):
+            raise InvalidConfigError(f"broker config {path} must be a table/object")
+        return cls.from_mapping(values)

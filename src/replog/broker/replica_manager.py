@@ -1,0 +1,476 @@
+"""``ReplicaManager``: the partitions one broker hosts, as a sans-IO-style core.
+
+Theory of operation. The broker runtime owns sockets, the event loop, threads and the clock; this
+class owns the replication decisions around them. Every input carries ``now_ms``; nothing here
+reads a clock, opens a socket or starts a thread (it does call ``Log``/``LogManager``, which do
+file IO, because storage calls are short and synchronous on the loop -- DESIGN.md §6). A
+deterministic simulator drives it the same way the asyncio runtime does:
+
+- metadata in: ``apply_snapshot`` / ``apply_changes`` take the coordinator feed's plain values
+  and turn them into ``become_leader`` / ``become_follower`` (creating logs on first use) or
+  replica removal;
+- client requests in: ``produce`` (acks 0/1/all; acks=all may wait in the partition's
+  purgatory), ``fetch`` (consumers up to the HW, followers up to the LEO);
+- follower side: ``fetch_requests_for(leader)`` builds one request per source broker covering
+  all partitions it leads for us; ``on_fetch_response`` applies the answer per partition;
+- time: ``tick`` expires delayed operations and shrinks ISRs, ``maybe_checkpoint`` writes the
+  HW / recovery-point / log-start checkpoints;
+- outputs: ``take_ready`` drains AlterPartition requests for the controller channel, produce
+  completions and completed delayed fetches.
+
+While the coordinator session is not CONNECTED (``set_metadata_current(False)``) this broker
+completes no acks=all produce as leader: new ones are refused, parked ones end
+``REQUEST_TIMED_OUT`` (the client retries against fresh metadata).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from replog.coord.types import (
+    BrokerChanged,
+    BrokerInfo,
+    ControllerChanged,
+    ControllerInfo,
+    MetadataChange,
+    MetadataSnapshot,
+    PartitionChanged,
+    PartitionState,
+    TopicAssignment,
+    TopicChanged,
+    TopicChangeReason,
+)
+from replog.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidOffsetError,
+    RecordBatchTooLargeError,
+    StorageError,
+)
+from replog.isr import (
+    Acks,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FollowerAction,
+    FollowerOutcome,
+    Partition,
+    PartitionConfig,
+    ProduceResult,
+    StateChangeSink,
+    discard_state_change,
+)
+from replog.log.log import Log, PendingFlush
+from replog.log.manager import LogManager, TopicPartition
+
+__all__ = ["ManagerReady", "ReplicaManager", "TP"]
+
+TP = tuple[str, int]
+
+
+@attrs.frozen
+class ManagerReady:
+    """What the driver must do after an input: AlterPartition writes to hand to the controller,
+    produce completions and delayed fetch answers (each tagged with its partition)."""
+
+    alter_partition: tuple[AlterPartitionRequest, ...] = ()
+    produce_results: tuple[tuple[TP, ProduceResult], ...] = ()
+    fetch_responses: tuple[tuple[TP, FetchResponse], ...] = ()
+
+
+@attrs.define
+class ReplicaManager:
+    """The replicas hosted by ``broker_id``; see the module docstring."""
+
+    broker_id: int
+    log_manager: LogManager
+    partition_config: PartitionConfig = attrs.field(factory=PartitionConfig)
+    broker_epoch: int = -1
+    checkpoint_interval_ms: int = 5_000
+    state_change_sink: StateChangeSink = discard_state_change
+
+    partitions: dict[TP, Partition] = attrs.field(init=False, factory=dict)
+    #: the metadata image (what Metadata requests answer from)
+    brokers: dict[int, BrokerInfo] = attrs.field(init=False, factory=dict)
+    topics: dict[str, TopicAssignment] = attrs.field(init=False, factory=dict)
+    states: dict[TP, PartitionState] = attrs.field(init=False, factory=dict)
+    controller: ControllerInfo | None = attrs.field(init=False, default=None)
+    metadata_current: bool = attrs.field(init=False, default=True)
+    #: grows on every append, HW move or role change (long-polling drivers wait on it)
+    data_version: int = attrs.field(init=False, default=0)
+    _acks_all: set[tuple[TP, int]] = attrs.field(init=False, factory=set)
+    _next_request_id: int = attrs.field(init=False, default=1)
+    _last_shrink_ms: int = attrs.field(init=False, default=0)
+    _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
+    _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    _held_produce: list[tuple[TP, ProduceResult]] = attrs.field(init=False, factory=list)
+
+    # ------------------------------------------------------------------ metadata
+
+    def apply_snapshot(self, snapshot: MetadataSnapshot, now_ms: int) -> None:
+        """Replace the image with ``snapshot`` and bring every hosted replica in line."""
+        self.brokers = dict(snapshot.brokers)
+        self.controller = snapshot.controller
+        for topic in set(self.topics) - set(snapshot.topics):
+            self._drop_topic(topic, delete=True)
+        self.topics = dict(snapshot.topics)
+        for tp in set(self.partitions) - set(snapshot.partitions):
+            self._remove_replica(tp, delete=True)
+        self._push_eligibility()
+        for (topic, partition), state in sorted(snapshot.partitions.items()):
+            self.apply_partition_state(topic, partition, state, now_ms)
+
+    def apply_changes(self, changes: Iterable[MetadataChange], now_ms: int) -> None:
+        """Apply feed records in order (idempotent: each carries a full new value)."""
+        for change in changes:
+            if isinstance(change, PartitionChanged):
+                self.apply_partition_state(change.topic, change.partition, change.state, now_ms)
+            elif isinstance(change, BrokerChanged):
+                if change.broker is None:
+                    current = self.brokers.get(change.broker_id)
+                    epoch = change.incarnation_epoch
+                    if current is not None and current.incarnation_epoch <= epoch:
+                        del self.brokers[change.broker_id]
+                else:
+                    self.brokers[change.broker_id] = change.broker
+                self._push_eligibility()
+            elif isinstance(change, TopicChanged):
+                name = change.assignment.topic
+                if change.reason is TopicChangeReason.DELETED:
+                    self._drop_topic(name, delete=True)
+                else:
+                    self.topics[name] = change.assignment
+            elif isinstance(change, ControllerChanged):
+                self.controller = change.controller
+
+    def apply_partition_state(
+        self, topic: str, partition: int, state: PartitionState, now_ms: int
+    ) -> None:
+        """Lead, follow or drop this broker's replica of the partition as ``state`` says."""
+        tp = (topic, partition)
+        current = self.states.get(tp)
+        if current is not None and current.partition_epoch > state.partition_epoch:
+            return  # an older state than the one applied (feed replay after a snapshot)
+        self.states[tp] = state
+        if self.broker_id not in state.replicas:
+            self._remove_replica(tp, delete=True)
+            return
+        replica = self._get_or_create(tp)
+        if replica is None:
+            return
+        if state.leader == self.broker_id:
+            replica.become_leader(
+                state.leader_epoch,
+                frozenset(state.isr),
+                state.replicas,
+                now_ms,
+                partition_epoch=state.partition_epoch,
+                adding=frozenset(state.adding_replicas),
+                removing=frozenset(state.removing_replicas),
+                broker_epochs=self._broker_epochs(),
+            )
+            replica.update_replica_eligibility(self._ineligible())
+        else:
+            replica.become_follower(
+                state.leader,
+                state.leader_epoch,
+                now_ms,
+                isr=frozenset(state.isr),
+                assigned=state.replicas,
+                partition_epoch=state.partition_epoch,
+            )
+        self.data_version += 1
+
+    def set_metadata_current(self, current: bool) -> None:
+        """The coordinator session is CONNECTED (True) or SUSPENDED/LOST (False)."""
+        self.metadata_current = current
+
+    def _get_or_create(self, tp: TP) -> Partition | None:
+        replica = self.partitions.get(tp)
+        if replica is not None:
+            return replica
+        try:
+            log = self.log_manager.get_or_create_log(TopicPartition(*tp))
+        except StorageError:
+            return None  # the dir is offline: this replica is not served
+        replica = Partition(
+            topic=tp[0],
+            partition=tp[1],
+            broker_id=self.broker_id,
+            log=log,
+            config=self.partition_config,
+            broker_epoch=self.broker_epoch,
+            state_change_sink=self.state_change_sink,
+        )
+        self.partitions[tp] = replica
+        return replica
+
+    def _remove_replica(self, tp: TP, *, delete: bool) -> None:
+        replica = self.partitions.pop(tp, None)
+        if replica is not None and replica.is_leader:
+            replica.become_follower(-1, replica.leader_epoch + 1)
+            self._collect(tp, replica)
+        if delete:
+            try:
+                self.log_manager.delete_log(TopicPartition(*tp))
+            except StorageError:
+                pass
+        self.data_version += 1
+
+    def _drop_topic(self, topic: str, *, delete: bool) -> None:
+        self.topics.pop(topic, None)
+        for tp in [tp for tp in self.states if tp[0] == topic]:
+            del self.states[tp]
+        for tp in [tp for tp in self.partitions if tp[0] == topic]:
+            self._remove_replica(tp, delete=delete)
+
+    def _broker_epochs(self) -> dict[int, int]:
+        return {b: info.incarnation_epoch for b, info in self.brokers.items()}
+
+    def _ineligible(self) -> frozenset[int]:
+        return frozenset(
+            b for b, info in self.brokers.items() if info.fenced or info.in_controlled_shutdown
+        )
+
+    def _push_eligibility(self) -> None:
+        ineligible, epochs = self._ineligible(), self._broker_epochs()
+        for replica in self.partitions.values():
+            replica.update_replica_eligibility(ineligible, epochs)
+
+    # ------------------------------------------------------------------ queries
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The hosted replica, or None."""
+        return self.partitions.get((topic, partition))
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        """The hosted replica's log, or None."""
+        replica = self.partitions.get((topic, partition))
+        return None if replica is None else _as_log(replica)
+
+    def leader_partitions(self) -> list[TP]:
+        """Partitions this broker currently leads."""
+        return sorted(tp for tp, p in self.partitions.items() if p.is_leader)
+
+    def follower_leaders(self) -> set[int]:
+        """Brokers this broker fetches from."""
+        return {
+            p.leader_id
+            for p in self.partitions.values()
+            if not p.is_leader and p.leader_id >= 0 and p.role.value == "follower"
+        }
+
+    def next_request_id(self) -> int:
+        """A fresh id to tag a produce or fetch with (unique within this manager)."""
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        return request_id
+
+    # ------------------------------------------------------------------ produce
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        acks: int,
+        now_ms: int,
+        *,
+        timeout_ms: int | None = None,
+    ) -> tuple[int, ProduceResult | None]:
+        """Append a producer's batch as leader. Returns ``(request_id, result)``; a None result
+        (acks=all) completes later through ``take_ready``."""
+        tp = (topic, partition)
+        request_id = self.next_request_id()
+        replica = self.partitions.get(tp)
+        if replica is None:
+            return request_id, ProduceResult(request_id, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if acks == Acks.ALL and not self.metadata_current:
+            return request_id, ProduceResult(request_id, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        try:
+            result = replica.append_as_leader(
+                batch, acks, now_ms, request_id=request_id, timeout_ms=timeout_ms
+            )
+        except RecordBatchTooLargeError:
+            result = ProduceResult(request_id, -1, ErrorCode.MESSAGE_TOO_LARGE)
+        except (CorruptRecordError, InvalidOffsetError):
+            result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
+        except StorageError:
+            result = ProduceResult(request_id, -1, ErrorCode.KAFKA_STORAGE_ERROR)
+        self.data_version += 1
+        if result is None:
+            self._acks_all.add((tp, request_id))
+        self._collect(tp, replica)
+        return request_id, result
+
+    # ------------------------------------------------------------------ fetch (leader side)
+
+    def fetch(
+        self, topic: str, partition: int, request: FetchRequest, now_ms: int
+    ) -> FetchResponse:
+        """Serve one partition of a consumer's or follower's fetch at once (the driver does the
+        multi-partition long poll by waiting on ``data_version``)."""
+        tp = (topic, partition)
+        caller_request_id = request.request_id
+        request = attrs.evolve(request, request_id=self.next_request_id(), max_wait_ms=0)
+        replica = self.partitions.get(tp)
+        if replica is None:
+            return FetchResponse(
+                request.request_id,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                request.fetch_offset,
+                replica_id=request.replica_id,
+            )
+        hw_before = replica.high_watermark
+        try:
+            response = replica.on_fetch(request, now_ms)
+        except StorageError:
+            response = FetchResponse(
+                request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
+            )
+        if replica.high_watermark != hw_before:
+            self.data_version += 1
+        self._collect(tp, replica)
+        if response is None:  # max_wait_ms=0 never parks; be defensive all the same
+            response = FetchResponse(request.request_id, ErrorCode.NONE, request.fetch_offset)
+        return attrs.evolve(response, request_id=caller_request_id)
+
+    # ------------------------------------------------------------------ fetch (follower side)
+
+    def fetch_requests_for(self, leader_id: int) -> list[tuple[TP, FetchRequest]]:
+        """One fetch per partition this broker follows on ``leader_id`` (one wire request)."""
+        requests: list[tuple[TP, FetchRequest]] = []
+        for tp, replica in sorted(self.partitions.items()):
+            if replica.is_leader or replica.leader_id != leader_id:
+                continue
+            request = replica.fetch_request()
+            if request is not None:
+                requests.append((tp, request))
+        return requests
+
+    def on_fetch_response(self, tp: TP, response: FetchResponse, now_ms: int) -> FollowerOutcome:
+        """Apply the leader's answer for one partition (truncation by epoch, append, HW)."""
+        replica = self.partitions.get(tp)
+        if replica is None:
+            return FollowerOutcome(FollowerAction.IGNORED)
+        try:
+            outcome = replica.on_fetch_response(response, now_ms)
+        except (StorageError, CorruptRecordError, InvalidOffsetError) as exc:
+            del exc
+            return FollowerOutcome(FollowerAction.FAILED, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+        if outcome.action is not FollowerAction.IGNORED:
+            self.data_version += 1
+        return outcome
+
+    # ------------------------------------------------------------------ ISR changes
+
+    def on_alter_partition_response(
+        self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int
+    ) -> bool:
+        """The controller's answer to an AlterPartition request this manager emitted."""
+        tp = (request.topic, request.partition)
+        replica = self.partitions.get(tp)
+        if replica is None:
+            return False
+        committed = replica.on_alter_partition_response(request, response, now_ms)
+        self.data_version += 1
+        self._collect(tp, replica)
+        return committed
+
+    # ------------------------------------------------------------------ durability
+
+    def begin_flushes(self) -> list[tuple[TP, PendingFlush]]:
+        """Capture a group-commit flush per log with unflushed data (the driver runs each
+        ``PendingFlush.run`` on a worker thread, then calls ``complete_flushes``)."""
+        pending: list[tuple[TP, PendingFlush]] = []
+        for tp, replica in self.partitions.items():
+            log = _as_log(replica)
+            if log is None or log.is_offline:
+                continue
+            flush = log.begin_flush()
+            if flush is not None:
+                pending.append((tp, flush))
+        return pending
+
+    def complete_flushes(self, done: Iterable[tuple[TP, PendingFlush]], now_ms: int) -> None:
+        """Advance recovery points after the fsyncs; leaders may advance their HW (FSYNC)."""
+        for tp, flush in done:
+            replica = self.partitions.get(tp)
+            log = None if replica is None else _as_log(replica)
+            if replica is None or log is None:
+                continue
+            log.complete_flush(flush)
+            if replica.is_leader and replica.on_log_flushed(now_ms):
+                self.data_version += 1
+            self._collect(tp, replica)
+
+    def fail_flush(self, tp: TP, reason: str) -> None:
+        """A worker-thread fsync failed: the log goes offline (never silently continues)."""
+        replica = self.partitions.get(tp)
+        log = None if replica is None else _as_log(replica)
+        if log is not None:
+            log.mark_offline(reason)
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> None:
+        """Expire delayed operations; every half ``replica_lag_ms_max`` try to shrink ISRs."""
+        shrink = now_ms - self._last_shrink_ms >= self.partition_config.isr_expiration_interval_ms
+        if shrink:
+            self._last_shrink_ms = now_ms
+        for tp, replica in self.partitions.items():
+            replica.on_tick(now_ms)
+            if shrink and self.metadata_current:
+                replica.maybe_shrink_isr(now_ms)
+            self._collect(tp, replica)
+
+    def maybe_checkpoint(self, now_ms: int) -> bool:
+        """Write the HW, recovery-point and log-start checkpoints every
+        ``checkpoint_interval_ms``. Returns whether it wrote."""
+        if (
+            self._last_checkpoint_ms is not None
+            and now_ms - self._last_checkpoint_ms < self.checkpoint_interval_ms
+        ):
+            return False
+        self._last_checkpoint_ms = now_ms
+        self.log_manager.checkpoint_high_watermarks()
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+        return True
+
+    # ------------------------------------------------------------------ outputs
+
+    def _collect(self, tp: TP, replica: Partition) -> None:
+        ready = replica.take_ready()
+        if ready.is_empty:
+            return
+        self._out_alter.extend(ready.alter_partition)
+        for result in ready.produce_results:
+            key = (tp, result.request_id)
+            if key in self._acks_all:
+                self._acks_all.discard(key)
+                if result.error_code is ErrorCode.NONE and not self.metadata_current:
+                    result = attrs.evolve(result, error_code=ErrorCode.REQUEST_TIMED_OUT)
+            self._held_produce.append((tp, result))
+        if ready.produce_results or ready.fetch_responses:
+            self.data_version += 1
+
+    def take_ready(self) -> ManagerReady:
+        """Drain AlterPartition requests and produce completions."""
+        ready = ManagerReady(tuple(self._out_alter), tuple(self._held_produce), ())
+        self._out_alter.clear()
+        self._held_produce.clear()
+        return ready
+
+
+def _as_log(replica: Partition) -> Log | None:
+    log = replica.log
+    return log if isinstance(log, Log) else None
+
+
+def hosted_state(states: Mapping[TP, PartitionState], broker_id: int) -> list[TP]:
+    """Partitions whose replicas include ``broker_id`` (for controlled shutdown checks)."""
+    return sorted(tp for tp, s in states.items() if broker_id in s.replicas)

@@ -1,0 +1,202 @@
+"""The asyncio TCP server: one task per client connection, requests answered in order.
+
+Per connection a reader splits the byte stream into frames (``FrameReader`` with the
+configured ``frame_bytes_max``) and queues decoded requests in a queue bounded by
+``inflight_requests_max`` (a client that pipelines more is simply not read: TCP backpressure).
+A processor awaits each handler in turn and writes its response, so a connection's requests are
+processed and answered in order. Record payloads of Fetch responses (``RecordsRef`` holes) go
+out with ``loop.sendfile`` -- ``os.sendfile`` from the segment file where the transport allows,
+a read-and-write fallback elsewhere -- never through a Python copy of the log.
+
+Anything malformed (bad frame size, unknown api key, undecodable body) costs that client its
+connection and nothing else; nothing is ever unpickled from the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from replog.errors import ProtocolError
+from replog.log.log import FetchSlice
+from replog.protocol import (
+    FrameReader,
+    RecordsRef,
+    RequestHeader,
+    UnsupportedVersionError,
+    decode_request,
+    unsupported_version_response,
+)
+from replog.protocol.schema import Message
+
+__all__ = ["CloseConnection", "Handler", "Response", "Server"]
+
+_log = logging.getLogger(__name__)
+_READ_CHUNK_BYTES = 256 * 1024
+
+#: what a handler returns: frame parts to write, or None for no response (acks=0)
+Response = list[bytes | RecordsRef[Any]] | None
+Handler = Callable[[RequestHeader, Message], Awaitable[Response]]
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to drop the client's connection (e.g. acks=0 produce error)."""
+
+
+class Server:
+    """Listens on ``host:port`` and serves every connection with ``handler``."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        frame_bytes_max: int,
+        inflight_requests_max: int,
+        connections_max: int,
+    ) -> None:
+        self._handler = handler
+        self._frame_bytes_max = frame_bytes_max
+        self._inflight_requests_max = inflight_requests_max
+        self._connections_max = connections_max
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        """Bind and start accepting; returns the bound port."""
+        self._server = await asyncio.start_server(self._on_connect, host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    @property
+    def connection_count(self) -> int:
+        """Open client connections."""
+        return len(self._connections)
+
+    async def close(self) -> None:
+        """Stop accepting and drop every connection."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await self._server.wait_closed()
+            self._server = None
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._connections) >= self._connections_max:
+            writer.transport.abort()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self._writers.add(writer)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # a closed or cancelled connection ends quietly
+        except Exception:
+            _log.exception("connection failed; dropping it")
+        finally:
+            self._connections.discard(task)
+            self._writers.discard(writer)
+            writer.transport.abort()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None] = asyncio.Queue(
+            self._inflight_requests_max
+        )
+        processor = asyncio.create_task(self._process(queue, writer))
+        frames = FrameReader(self._frame_bytes_max)
+        try:
+            while not processor.done():
+                data = await reader.read(_READ_CHUNK_BYTES)
+                if not data:
+                    break
+                for frame in frames.feed(data):
+                    try:
+                        await queue.put(
+                            decode_request(frame, frame_bytes_max=self._frame_bytes_max)
+                        )
+                    except UnsupportedVersionError as exc:
+                        answer = unsupported_version_response(exc)
+                        if answer is None:
+                            raise
+                        await queue.put(answer)
+        except ProtocolError as exc:
+            _log.info("closing a connection after a protocol error: %s", exc)
+        finally:
+            # The client is gone (EOF, protocol error) or the server is closing: requests still
+            # queued or in progress have no one to answer to.
+            processor.cancel()
+            try:
+                await processor
+            except (asyncio.CancelledError, ConnectionError):
+                pass
+            except Exception:
+                _log.exception("request processing failed; dropping the connection")
+
+    async def _process(
+        self,
+        queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            if isinstance(item, bytes):
+                writer.write(item)
+                await writer.drain()
+                continue
+            header, body = item
+            try:
+                parts = await self._handler(header, body)
+            except CloseConnection:
+                writer.transport.abort()
+                return
+            if parts is not None:
+                await write_parts(writer, parts)
+
+
+async def write_parts(writer: asyncio.StreamWriter, parts: list[bytes | RecordsRef[Any]]) -> None:
+    """Write a response frame: bytes chunks as they are, record holes with sendfile."""
+    loop = asyncio.get_running_loop()
+    for part in parts:
+        if isinstance(part, bytes):
+            writer.write(part)
+            continue
+        source = part.source
+        if not isinstance(source, FetchSlice):
+            raise ProtocolError("a records hole without a FetchSlice source")
+        await writer.drain()
+        for piece in source.pieces:
+            # A fresh file object per piece: sendfile moves its offset, not the log's.
+            with open(piece.handle.path, "rb") as f:
+                sent = await loop.sendfile(writer.transport, f, piece.position, piece.size_bytes)
+            if sent != piece.size_bytes:
+                raise ConnectionError("segment shorter than the fetch slice; dropping client")
+    await writer.drain()
+
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until ``event`` is set or ``timeout_s`` passes; True if it was set. Cancelling the
+    caller cancels the wait (no leaked waiter tasks)."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=max(timeout_s, 0))
+    finally:
+        waiter.cancel()
+    return event.is_set()

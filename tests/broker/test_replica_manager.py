@@ -1,0 +1,76 @@
+"""ReplicaManager without sockets, threads or clocks: two managers wired by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.broker import BrokerConfig, ReplicaManager
+from replog.coord.types import PartitionState
+from replog.errors import ErrorCode, InvalidConfigError
+from replog.isr import DurabilityMode
+from replog.log.manager import LogManager
+from replog.log.records import encode_batch
+
+
+def _manager(tmp_path: object, broker_id: int) -> ReplicaManager:
+    config = BrokerConfig(broker_id=broker_id, log_dirs=(f"{tmp_path}/b{broker_id}",))
+    logs = LogManager.open(list(config.log_dirs), clock_ms=lambda: 0)
+    return ReplicaManager(broker_id, logs, config.partition_config(), broker_epoch=broker_id)
+
+
+def _flush(rm: ReplicaManager, now_ms: int) -> None:
+    pending = rm.begin_flushes()
+    for _, flush in pending:
+        flush.run()
+    rm.complete_flushes(pending, now_ms)
+
+
+def test_acks_all_completes_after_follower_fetches_and_flushes(tmp_path: object) -> None:
+    leader, follower = _manager(tmp_path, 1), _manager(tmp_path, 2)
+    state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=0, isr=(1, 2))
+    leader.apply_partition_state("t", 0, state, 0)
+    follower.apply_partition_state("t", 0, state, 0)
+    request_id, result = leader.produce("t", 0, encode_batch([b"v"], base_timestamp=0), -1, 1)
+    assert result is None
+    _flush(leader, 2)
+    for now_ms in (3, 4, 5):
+        for tp, request in follower.fetch_requests_for(1):
+            response = leader.fetch(*tp, request, now_ms)
+            follower.on_fetch_response(tp, response, now_ms)
+        _flush(follower, now_ms)
+    ready = leader.take_ready()
+    assert [(tp, r.request_id, r.error_code) for tp, r in ready.produce_results] == [
+        (("t", 0), request_id, ErrorCode.NONE)
+    ]
+    assert follower.log("t", 0) is not None and follower.log("t", 0).log_end_offset == 1  # type: ignore[union-attr]
+
+
+def test_acks_all_refused_while_session_is_not_connected(tmp_path: object) -> None:
+    rm = _manager(tmp_path, 1)
+    rm.apply_partition_state("t", 0, PartitionState.initial((1,)), 0)
+    rm.set_metadata_current(False)
+    _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), -1, 1)
+    assert result is not None and result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_unknown_partition_and_checkpoints(tmp_path: object) -> None:
+    rm = _manager(tmp_path, 1)
+    _, result = rm.produce("nope", 0, b"", 1, 0)
+    assert result is not None and result.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert rm.maybe_checkpoint(0) and not rm.maybe_checkpoint(1)
+
+
+def test_broker_config_validates_and_loads_files(tmp_path: object) -> None:
+    with pytest.raises(InvalidConfigError):
+        BrokerConfig(broker_id=-1, log_dirs=("x",))
+    with pytest.raises(InvalidConfigError):
+        BrokerConfig(broker_id=1, log_dirs=("x",), inflight_requests_max=0)
+    path = f"{tmp_path}/b.toml"
+    with open(path, "w") as f:
+        f.write('broker_id = 3\nlog_dirs = ["/tmp/x"]\ndurability = "replicated"\n')
+    config = BrokerConfig.from_file(path)
+    assert config.broker_id == 3 and config.durability is DurabilityMode.REPLICATED
+    with open(f"{tmp_path}/b.json", "w") as f:
+        f.write('{"broker_id": 1, "log_dirs": ["/tmp/y"], "bogus": 1}')
+    with pytest.raises(InvalidConfigError):
+        BrokerConfig.from_file(f"{tmp_path}/b.json")
