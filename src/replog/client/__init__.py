@@ -1,0 +1,48 @@
+"""replog's clients: producer, consumer and admin, each in an asyncio form (``Async*``) and a
+synchronous form that runs the asyncio one on a background event-loop thread.
+
+They speak the Kafka wire protocol (``replog.protocol``) to replog brokers, and to any broker
+serving the same API versions.
+"""
+
+from __future__ import annotations
+
+from replog.client.accumulator import RecordMetadata
+from replog.client.admin import Admin, AsyncAdmin, PartitionDescription, TopicDescription
+from replog.client.consumer import AsyncConsumer, Consumer, ConsumerConfig
+from replog.client.errors import (
+    BrokerResponseError,
+    BufferFullError,
+    ClientClosedError,
+    ConnectionLostError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    RetriableBrokerResponseError,
+)
+from replog.client.fetching import ConsumerRecord
+from replog.client.partitioner import murmur2, partition_for_key
+from replog.client.producer import AsyncProducer, Producer, ProducerConfig
+
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "BrokerResponseError",
+    "BufferFullError",
+    "ClientClosedError",
+    "ConnectionLostError",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "LogTruncationError",
+    "NoOffsetForPartitionError",
+    "PartitionDescription",
+    "Producer",
+    "ProducerConfig",
+    "RecordMetadata",
+    "RetriableBrokerResponseError",
+    "TopicDescription",
+    "murmur2",
+    "partition_for_key",
+]

@@ -1,0 +1,72 @@
+"""The synchronous facades' engine: one asyncio event loop running in a background thread.
+
+Each sync client (``Producer``, ``Consumer``, ``Admin``) owns one ``LoopThread`` and runs its
+async twin on it; ``run()`` submits a coroutine and blocks for its result. ``stop()`` cancels what
+is left, closes the loop and joins the thread, so a closed client leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["LoopThread"]
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop in a daemon thread, started at construction."""
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop (use only through ``submit``/``run`` from other threads)."""
+        return self._loop
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop; the returned future completes with its outcome."""
+        if self._stopped:
+            coro.close()
+            raise RuntimeError("the client's event loop is stopped")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the loop and block for its result (``TimeoutError`` after
+        ``timeout_s``; the coroutine is then cancelled)."""
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"operation did not finish in {timeout_s} s") from None
+
+    def stop(self) -> None:
+        """Stop the loop (cancelling leftover tasks) and join the thread; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()

@@ -1,0 +1,382 @@
+"""Cluster administration: ``AsyncAdmin`` (asyncio) and ``Admin`` (synchronous facade).
+
+Topic operations use the Kafka APIs replog serves (CreateTopics, DeleteTopics,
+CreatePartitions, Metadata, ListOffsets), sent to the controller the metadata names (another
+broker after NOT_CONTROLLER). Partition reassignment and preferred-leader election are not
+Kafka APIs in replog's served subset: given ``coordinator_url`` (the cluster's coordination
+backend, e.g. ``Cluster.coordinator_url``), the admin queues them for the controller through the
+coordinator's admin queue and returns the queued ``AdminRequest``; the controller carries them
+out asynchronously (watch ``describe_topics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from replog.client._sync import LoopThread
+from replog.client.connection import ClusterClient, now_ms
+from replog.client.errors import BrokerResponseError, ConnectionLostError, error_for_code
+from replog.coord import connect
+from replog.coord.contract import Coordinator
+from replog.coord.types import CONTROLLER_TARGET, AdminRequest, PreferredElection, ReassignPartition
+from replog.errors import ErrorCode, InvalidConfigError, RequestTimeoutError
+from replog.protocol.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from replog.protocol.schema import Message
+
+__all__ = ["Admin", "AsyncAdmin", "PartitionDescription", "TopicDescription"]
+
+TopicPartition = tuple[str, int]
+_CONTROLLER_TRIES = 5
+
+
+@attrs.frozen(kw_only=True)
+class PartitionDescription:
+    """One partition: its leader (-1: none), leader epoch, replicas (assignment order), ISR."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class TopicDescription:
+    """A topic and its partitions, by partition index."""
+
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+
+
+class AsyncAdmin:
+    """Asyncio admin client (see module doc). Create with ``await AsyncAdmin.start(...)``."""
+
+    def __init__(
+        self, client: ClusterClient, coordinator_url: str | None, request_timeout_ms: int
+    ) -> None:
+        self._client = client
+        self._coordinator_url = coordinator_url
+        self._coordinator: Coordinator | None = None
+        self.request_timeout_ms = request_timeout_ms
+
+    @classmethod
+    async def start(
+        cls,
+        bootstrap: str | Sequence[str],
+        *,
+        coordinator_url: str | None = None,
+        request_timeout_ms: int = 30_000,
+        client_id: str = "replog-admin",
+    ) -> AsyncAdmin:
+        """An admin client for the cluster at ``bootstrap``."""
+        client = ClusterClient.from_bootstrap(
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms + 5_000
+        )
+        return cls(client, coordinator_url, request_timeout_ms)
+
+    async def __aenter__(self) -> AsyncAdmin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _to_controller(self, message: Message, response_type: type[Any]) -> Any:
+        """Send to the controller, following NOT_CONTROLLER / lost connections a few times."""
+        last: Exception | None = None
+        for _ in range(_CONTROLLER_TRIES):
+            try:
+                await self._client.refresh_metadata()
+                controller = await self._client.controller()
+                return await self._client.send(controller, message, response_type)
+            except (ConnectionLostError, RequestTimeoutError) as exc:
+                last = exc
+                await asyncio.sleep(0.1)
+        raise last if last is not None else ConnectionLostError("no controller reachable")
+
+    async def create_topics(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: Mapping[str, str] | None = None,
+        *,
+        wait: bool = True,
+    ) -> None:
+        """Create one topic (``config``: topic overrides such as min.insync.replicas); with
+        ``wait``, return only once every partition has a leader in the metadata."""
+        topic = CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            assignments=[],
+            configs=[CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()],
+        )
+        request = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms)
+        for _ in range(_CONTROLLER_TRIES):
+            response: CreateTopicsResponse = await self._to_controller(
+                request, CreateTopicsResponse
+            )
+            codes = [(t.error_code, t.error_message or "") for t in response.topics]
+            if any(c == ErrorCode.NOT_CONTROLLER for c, _ in codes):
+                self._client.metadata.mark_stale()
+                continue
+            for code, message in codes:
+                if code != ErrorCode.NONE:
+                    raise error_for_code(code, f"{name}: {message}")
+            break
+        if wait:
+            await self._wait_for_leaders(name, partitions)
+
+    async def _wait_for_leaders(self, name: str, partitions: int) -> None:
+        deadline = now_ms() + self.request_timeout_ms
+        while True:
+            metadata = await self._client.refresh_metadata([name])
+            if metadata.partition_count(name) == partitions and all(
+                metadata.leader_for(name, p) is not None for p in range(partitions)
+            ):
+                return
+            if now_ms() >= deadline:
+                raise RequestTimeoutError(f"topic {name} has no leader for every partition")
+            await asyncio.sleep(0.05)
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        """Delete topics; raises on the first error (UNKNOWN_TOPIC_OR_PARTITION included)."""
+        request = DeleteTopicsRequest(
+            topics=[], topic_names=list(names), timeout_ms=self.request_timeout_ms
+        )
+        response: DeleteTopicsResponse = await self._to_controller(request, DeleteTopicsResponse)
+        for result in response.responses:
+            if result.error_code != ErrorCode.NONE:
+                raise error_for_code(result.error_code, f"{result.name}: {result.error_message}")
+        self._client.metadata.mark_stale()
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow ``name`` to ``count`` partitions (the broker places the new ones)."""
+        request = CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=name, count=count)],
+            timeout_ms=self.request_timeout_ms,
+            validate_only=False,
+        )
+        response: CreatePartitionsResponse = await self._to_controller(
+            request, CreatePartitionsResponse
+        )
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                raise error_for_code(result.error_code, f"{name}: {result.error_message}")
+        self._client.metadata.mark_stale()
+
+    async def list_topics(self) -> list[str]:
+        """Every topic name, sorted."""
+        metadata = await self._client.refresh_metadata()
+        return sorted(metadata.topics)
+
+    async def describe_topics(
+        self, names: Iterable[str] | None = None
+    ) -> dict[str, TopicDescription]:
+        """Leader, epoch, replicas and ISR of every partition of ``names`` (default: all);
+        an unknown topic raises ``BrokerResponseError``."""
+        wanted = None if names is None else list(names)
+        metadata = await self._client.refresh_metadata(wanted)
+        out: dict[str, TopicDescription] = {}
+        for name in wanted if wanted is not None else sorted(metadata.topics):
+            count = metadata.partition_count(name)
+            if count is None:
+                code = metadata.topic_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise BrokerResponseError(code, f"topic {name!r}")
+            parts = []
+            for index in range(count):
+                info = metadata.partitions[(name, index)]
+                parts.append(
+                    PartitionDescription(
+                        partition=index,
+                        leader=info.leader_id,
+                        leader_epoch=info.leader_epoch,
+                        replicas=info.replicas,
+                        isr=info.isr,
+                        offline_replicas=info.offline_replicas,
+                    )
+                )
+            out[name] = TopicDescription(name=name, partitions=tuple(parts))
+        return out
+
+    async def list_offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
+    ) -> dict[TopicPartition, int]:
+        """Per partition: "latest" (the high watermark), "earliest" (log start), or the first
+        offset with a timestamp >= ``timestamp`` (ms; -1 when none)."""
+        if timestamp == "latest":
+            ts = LATEST_TIMESTAMP
+        elif timestamp == "earliest":
+            ts = EARLIEST_TIMESTAMP
+        elif isinstance(timestamp, int):
+            ts = timestamp
+        else:
+            raise InvalidConfigError(f"timestamp must be 'latest', 'earliest' or ms: {timestamp}")
+        tps = list(partitions)
+        metadata = await self._client.refresh_metadata(sorted({t for t, _ in tps}))
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = metadata.leader_for(*tp)
+            if leader is None:
+                raise BrokerResponseError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]}")
+            groups.setdefault(leader, []).append(tp)
+        out: dict[TopicPartition, int] = {}
+        for leader, group in groups.items():
+            topics: dict[str, list[ListOffsetsPartition]] = {}
+            for t, p in group:
+                topics.setdefault(t, []).append(
+                    ListOffsetsPartition(partition_index=p, timestamp=ts)
+                )
+            request = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            )
+            response = await self._client.send(leader, request, ListOffsetsResponse)
+            for topic in response.topics:
+                for part in topic.partitions:
+                    if part.error_code != ErrorCode.NONE:
+                        raise error_for_code(
+                            part.error_code, f"{topic.name}-{part.partition_index}"
+                        )
+                    out[(topic.name, part.partition_index)] = part.offset
+        return out
+
+    # -- through the coordinator --------------------------------------------------------------
+
+    async def _coordinator_submit(
+        self, payload: ReassignPartition | PreferredElection
+    ) -> AdminRequest:
+        if self._coordinator_url is None:
+            raise InvalidConfigError(
+                "reassignment and preferred election need coordinator_url (not Kafka APIs)"
+            )
+        if self._coordinator is None:
+            self._coordinator = await asyncio.to_thread(connect, self._coordinator_url)
+        coordinator = self._coordinator
+        return await asyncio.to_thread(
+            coordinator.submit_admin_request,
+            CONTROLLER_TARGET,
+            payload,
+            timeout_ms=self.request_timeout_ms,
+        )
+
+    async def reassign_partition(
+        self, topic: str, partition: int, replicas: Sequence[int] | None
+    ) -> AdminRequest:
+        """Queue moving ``topic-partition`` to ``replicas`` (None cancels a running one)."""
+        target = None if replicas is None else tuple(replicas)
+        return await self._coordinator_submit(
+            ReassignPartition(topic=topic, partition=partition, target_replicas=target)
+        )
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> AdminRequest:
+        """Queue a preferred-leader election for ``partitions`` (None: all)."""
+        return await self._coordinator_submit(PreferredElection(partitions=tuple(partitions or ())))
+
+    async def close(self) -> None:
+        """Close connections (and the coordinator handle)."""
+        await self._client.close()
+        coordinator, self._coordinator = self._coordinator, None
+        if coordinator is not None:
+            with contextlib.suppress(Exception):
+                coordinator.close()
+
+
+class Admin:
+    """The synchronous admin client: an ``AsyncAdmin`` on a background event loop."""
+
+    def __init__(self, bootstrap: str | Sequence[str], **options: Any) -> None:
+        self._loop = LoopThread("replog-admin")
+        try:
+            self._admin = self._loop.run(AsyncAdmin.start(bootstrap, **options))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def create_topics(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: Mapping[str, str] | None = None,
+        *,
+        wait: bool = True,
+    ) -> None:
+        """See ``AsyncAdmin.create_topics``."""
+        self._loop.run(
+            self._admin.create_topics(name, partitions, replication_factor, config, wait=wait)
+        )
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        """See ``AsyncAdmin.delete_topics``."""
+        self._loop.run(self._admin.delete_topics(list(names)))
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """See ``AsyncAdmin.create_partitions``."""
+        self._loop.run(self._admin.create_partitions(name, count))
+
+    def list_topics(self) -> list[str]:
+        """See ``AsyncAdmin.list_topics``."""
+        return self._loop.run(self._admin.list_topics())
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
+        """See ``AsyncAdmin.describe_topics``."""
+        return self._loop.run(self._admin.describe_topics(None if names is None else list(names)))
+
+    def list_offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
+    ) -> dict[TopicPartition, int]:
+        """See ``AsyncAdmin.list_offsets``."""
+        return self._loop.run(self._admin.list_offsets(list(partitions), timestamp))
+
+    def reassign_partition(
+        self, topic: str, partition: int, replicas: Sequence[int] | None
+    ) -> AdminRequest:
+        """See ``AsyncAdmin.reassign_partition``."""
+        return self._loop.run(self._admin.reassign_partition(topic, partition, replicas))
+
+    def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> AdminRequest:
+        """See ``AsyncAdmin.elect_preferred_leaders``."""
+        tps = None if partitions is None else list(partitions)
+        return self._loop.run(self._admin.elect_preferred_leaders(tps))
+
+    def close(self) -> None:
+        """Close connections and stop the loop thread. Idempotent."""
+        try:
+            with contextlib.suppress(RuntimeError):
+                self._loop.run(self._admin.close())
+        finally:
+            self._loop.stop()

@@ -1,0 +1,124 @@
+"""Errors the clients raise, on top of ``replog.errors``.
+
+A broker answers with Kafka error codes; ``error_for_code`` turns one into an exception of the
+replog tree. Retriable codes (``ErrorCode.retriable``, Kafka's classification) become
+``RetriableError`` subclasses, so callers and the producer's retry loop classify by type alone.
+"""
+
+from __future__ import annotations
+
+from replog.errors import (
+    ErrorCode,
+    NotLeaderError,
+    ReplogError,
+    RequestTimeoutError,
+    RetriableError,
+)
+
+__all__ = [
+    "BrokerResponseError",
+    "BufferFullError",
+    "ClientClosedError",
+    "ConnectionLostError",
+    "LogTruncationError",
+    "NoOffsetForPartitionError",
+    "RetriableBrokerResponseError",
+    "error_for_code",
+    "is_retriable",
+]
+
+
+class BrokerResponseError(ReplogError):
+    """A broker answered with a non-retriable error code."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        name = _code_name(code)
+        super().__init__(f"{name} ({code}){': ' + message if message else ''}")
+        self.error_code = code
+
+
+class RetriableBrokerResponseError(RetriableError):
+    """A broker answered with a retriable error code (e.g. NOT_ENOUGH_REPLICAS)."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        name = _code_name(code)
+        super().__init__(f"{name} ({code}){': ' + message if message else ''}")
+        self.error_code = code
+
+
+class ConnectionLostError(RetriableError):
+    """The connection to a broker failed or closed with requests outstanding."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class ClientClosedError(ReplogError):
+    """The client was closed; no further requests are accepted."""
+
+
+class BufferFullError(ReplogError):
+    """The producer's buffer holds ``buffer_bytes_max`` of unsent records; the new record would
+    exceed it. Wait for deliveries (``flush()``) or raise the limit."""
+
+    def __init__(self, needed_bytes: int, buffered_bytes: int, buffer_bytes_max: int) -> None:
+        super().__init__(
+            f"producer buffer full: {buffered_bytes} of {buffer_bytes_max} bytes used, "
+            f"record needs {needed_bytes}"
+        )
+        self.needed_bytes = needed_bytes
+        self.buffered_bytes = buffered_bytes
+        self.buffer_bytes_max = buffer_bytes_max
+
+
+class NoOffsetForPartitionError(ReplogError):
+    """A partition has no position and the consumer's ``auto_reset`` is "none"."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        super().__init__(f"no offset for {topic}-{partition} and auto_reset='none'")
+        self.topic = topic
+        self.partition = partition
+
+
+class LogTruncationError(ReplogError):
+    """The consumer read records that the partition's current leader does not have (KIP-320):
+    after an unclean election the log was truncated below the consumer's position.
+
+    ``divergent_offsets`` maps (topic, partition) to ``(position, end_offset)``: the consumer's
+    position and the first offset past the last record both logs agree on (-1: unknown). Records
+    in ``[end_offset, position)`` that the consumer returned are gone from the log. The consumer
+    does not move; ``seek()`` to continue.
+    """
+
+    def __init__(self, divergent_offsets: dict[tuple[str, int], tuple[int, int]]) -> None:
+        parts = ", ".join(
+            f"{t}-{p}: position {pos}, log ends at {end}"
+            for (t, p), (pos, end) in sorted(divergent_offsets.items())
+        )
+        super().__init__(f"log truncation detected ({parts})")
+        self.divergent_offsets = divergent_offsets
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "UNKNOWN_ERROR_CODE"
+
+
+def is_retriable(code: int) -> bool:
+    """Kafka's classification of ``code``; unknown codes are not retriable."""
+    try:
+        return ErrorCode(code).retriable
+    except ValueError:
+        return False
+
+
+def error_for_code(code: int, message: str = "") -> ReplogError:
+    """The exception for a non-zero broker error code."""
+    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return NotLeaderError()
+    if code == ErrorCode.REQUEST_TIMED_OUT:
+        return RequestTimeoutError(message or "request timed out on the broker")
+    if is_retriable(code):
+        return RetriableBrokerResponseError(code, message)
+    return BrokerResponseError(code, message)

@@ -1,0 +1,442 @@
+"""The producer: ``AsyncProducer`` (asyncio) and ``Producer`` (synchronous facade).
+
+``send()`` puts a record in the ``RecordAccumulator`` and returns a future of its
+``RecordMetadata``; a sender task drains ready batches, groups them by partition leader into
+Produce requests and completes the futures from the answers.
+
+Delivery rules:
+
+- ``acks``: 0 (no answer; offsets are -1; errors are invisible), 1 (the leader appended it), or
+  "all"/-1 (the whole ISR has it; the broker refuses it while the ISR is under
+  min.insync.replicas).
+- Retries happen only for retriable errors (``ErrorCode.retriable``, lost connections, request
+  timeouts), at most ``retries`` times per batch, ``retry_backoff_ms`` apart; NOT_LEADER,
+  FENCED/UNKNOWN_LEADER_EPOCH and a lost connection first refresh metadata. Anything else fails
+  the batch's futures at once.
+- Ordering: by default one batch per partition is in flight (``in_flight_per_partition_max=1``),
+  so a retried batch is resent before anything that follows it and order is kept. With a higher
+  limit a retry can land after a later batch.
+- **Duplicates**: replog's producer is not idempotent. If a Produce was appended but its answer
+  was lost (connection dropped, timeout), the retry appends the records again: Kafka's classic
+  at-least-once delivery. Set ``retries=0`` for at-most-once.
+- Memory: at most ``buffer_bytes_max`` of records wait in the producer; beyond that ``send``
+  raises ``BufferFullError`` at once (Kafka would block for max.block.ms).
+- Partitioning: see ``partitioner`` (murmur2 for keys as Kafka's Java client, round-robin for
+  keyless records).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from replog.client._sync import LoopThread
+from replog.client.accumulator import (
+    PendingRecord,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordMetadata,
+    TopicPartition,
+)
+from replog.client.connection import ClusterClient, now_ms
+from replog.client.errors import (
+    BrokerResponseError,
+    ClientClosedError,
+    ConnectionLostError,
+    error_for_code,
+    is_retriable,
+)
+from replog.client.partitioner import DefaultPartitioner
+from replog.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    ProtocolError,
+    ReplogError,
+    RequestTimeoutError,
+    RetriableError,
+)
+from replog.log.compression import Compression
+from replog.protocol.messages import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
+
+__all__ = ["AsyncProducer", "Producer", "ProducerConfig", "RecordMetadata"]
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+def _acks(value: int | str) -> int:
+    if value in ("all", -1, "-1"):
+        return -1
+    if value in (0, 1, "0", "1"):
+        return int(value)
+    raise InvalidConfigError(f"acks must be 0, 1 or 'all' (-1), not {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ProducerConfig:
+    """Producer settings; Kafka's names in snake_case with units last."""
+
+    acks: int = attrs.field(default=-1, converter=_acks)
+    linger_ms: int = 5
+    batch_bytes_max: int = 16_384
+    buffer_bytes_max: int = 32 * 1024 * 1024
+    retries: int = 5
+    retry_backoff_ms: int = 100
+    request_timeout_ms: int = 30_000
+    metadata_wait_ms: int = 10_000
+    in_flight_per_partition_max: int = 1
+    compression: Compression = Compression.NONE
+    client_id: str = "replog-producer"
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("linger_ms", "retries", "retry_backoff_ms"):
+            if getattr(self, name) < 0:
+                raise InvalidConfigError(f"{name} must be >= 0")
+        for name in ("batch_bytes_max", "buffer_bytes_max", "in_flight_per_partition_max"):
+            if getattr(self, name) < 1:
+                raise InvalidConfigError(f"{name} must be >= 1")
+        if self.request_timeout_ms < 1:
+            raise InvalidConfigError("request_timeout_ms must be >= 1")
+
+
+def classify(error: BaseException) -> bool:
+    """Whether a failed Produce may be retried: retriable broker codes, lost connections and
+    timeouts yes; everything else (bad records, too large, unknown codes) no."""
+    return isinstance(error, RetriableError)
+
+
+class AsyncProducer:
+    """The asyncio producer (see module doc). Create with ``await AsyncProducer.start(...)``."""
+
+    def __init__(self, client: ClusterClient, config: ProducerConfig) -> None:
+        self.config = config
+        self._client = client
+        self._accumulator = RecordAccumulator(
+            batch_bytes_max=config.batch_bytes_max,
+            linger_ms=config.linger_ms,
+            buffer_bytes_max=config.buffer_bytes_max,
+        )
+        self._partitioner = DefaultPartitioner()
+        self._in_flight: dict[TopicPartition, int] = {}
+        self._in_flight_batches: set[ProducerBatch] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._sender: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, bootstrap: str | Sequence[str], **config: Any) -> AsyncProducer:
+        """A running producer for the cluster at ``bootstrap``; ``config``: ``ProducerConfig``."""
+        cfg = ProducerConfig(**config)
+        client = ClusterClient.from_bootstrap(
+            bootstrap, client_id=cfg.client_id, request_timeout_ms=cfg.request_timeout_ms + 5_000
+        )
+        producer = cls(client, cfg)
+        producer._sender = asyncio.get_running_loop().create_task(producer._run_sender())
+        return producer
+
+    async def __aenter__(self) -> AsyncProducer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _partition_count(self, topic: str) -> int:
+        deadline = now_ms() + self.config.metadata_wait_ms
+        await self._client.refresh_metadata_if_needed()
+        while True:
+            count = self._client.metadata.partition_count(topic)
+            if count:
+                return count
+            if now_ms() >= deadline:
+                code = self._client.metadata.topic_errors.get(
+                    topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                raise BrokerResponseError(code, f"no metadata for topic {topic!r}")
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            with contextlib.suppress(ConnectionLostError, RequestTimeoutError):
+                await self._client.refresh_metadata([topic])
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; the returned future completes when it is acknowledged (or fails).
+        Raises at once for a closed producer, a full buffer or an unknown topic."""
+        if self._closing:
+            raise ClientClosedError("producer is closed")
+        if partition is None:
+            count = await self._partition_count(topic)
+            partition = self._partitioner.partition(topic, key, count)
+        elif partition < 0:
+            raise ValueError(f"partition {partition} must be >= 0")
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        record = PendingRecord(
+            key=key,
+            value=value,
+            headers=tuple(headers or ()),
+            timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            future=future,
+        )
+        batch = self._accumulator.append((topic, partition), record, now_ms())
+        if batch.size_bytes >= self.config.batch_bytes_max or self.config.linger_ms == 0:
+            self._wakeup.set()
+        elif len(batch.records) == 1:
+            self._wakeup.set()  # the sender learns the new linger deadline
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+    ) -> RecordMetadata:
+        """``send`` and await the acknowledgement."""
+        return await (await self.send(topic, value, key, headers, partition))
+
+    async def flush(self) -> None:
+        """Send everything queued now and wait until each record is acknowledged or failed."""
+        futures = [r.future for b in self._accumulator.batches() for r in b.records]
+        futures += [r.future for b in self._in_flight_batches for r in b.records]
+        if not futures:
+            return
+        self._accumulator.flushing = True
+        self._wakeup.set()
+        try:
+            await asyncio.gather(*futures, return_exceptions=True)
+        finally:
+            self._accumulator.flushing = False
+
+    async def close(self, *, flush: bool = True) -> None:
+        """Flush (unless ``flush=False``: queued records fail with ``ClientClosedError``), stop
+        the sender and close connections. Idempotent."""
+        if self._sender is None:
+            return
+        if flush and not self._closing:
+            await self.flush()
+        self._closing = True
+        self._accumulator.fail_all(ClientClosedError("producer closed before sending"))
+        sender, self._sender = self._sender, None
+        sender.cancel()
+        for task in [sender, *self._tasks]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for batch in list(self._in_flight_batches):
+            batch.fail(ClientClosedError("producer closed with the batch in flight"))
+        await self._client.close()
+
+    # -- the sender ---------------------------------------------------------------------------
+
+    async def _run_sender(self) -> None:
+        while True:
+            blocked = {
+                tp
+                for tp, count in self._in_flight.items()
+                if count >= self.config.in_flight_per_partition_max
+            }
+            delay_ms = self._accumulator.next_ready_delay_ms(now_ms(), blocked)
+            self._wakeup.clear()
+            if delay_ms is None or delay_ms > 0:
+                with contextlib.suppress(TimeoutError):
+                    timeout = None if delay_ms is None else delay_ms / 1000
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+            else:
+                await asyncio.sleep(0)  # let sends and answers in between sends
+            try:
+                await self._drain_ready()
+            except (ConnectionLostError, RequestTimeoutError, ProtocolError):
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+    async def _drain_ready(self) -> None:
+        ready = [
+            tp
+            for tp in self._accumulator.ready(now_ms())
+            if self._in_flight.get(tp, 0) < self.config.in_flight_per_partition_max
+        ]
+        if not ready:
+            return
+        metadata = await self._client.refresh_metadata_if_needed()
+        by_leader: dict[int, list[ProducerBatch]] = {}
+        leaderless = False
+        for tp in ready:
+            leader = metadata.leader_for(*tp)
+            if leader is None:
+                leaderless = True
+                continue
+            batch = self._accumulator.pop(tp)
+            self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+            self._in_flight_batches.add(batch)
+            by_leader.setdefault(leader, []).append(batch)
+        for leader, batches in by_leader.items():
+            task = asyncio.get_running_loop().create_task(self._produce(leader, batches))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if leaderless:
+            metadata.mark_stale()
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            self._wakeup.set()
+
+    def _request_for(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        topics: dict[str, list[PartitionProduceData]] = {}
+        for batch in batches:
+            records = batch.encode(self.config.compression)
+            topics.setdefault(batch.topic, []).append(
+                PartitionProduceData(index=batch.partition, records=records)
+            )
+        return ProduceRequest(
+            acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()],
+        )
+
+    async def _produce(self, leader: int, batches: list[ProducerBatch]) -> None:
+        try:
+            request = self._request_for(batches)
+            if self.config.acks == 0:
+                await self._client.send_no_response(leader, request)
+                for batch in batches:
+                    self._finish(batch, None, base_offset=-1)
+                return
+            response = await self._client.send(
+                leader,
+                request,
+                ProduceResponse,
+                timeout_ms=self.config.request_timeout_ms + 5_000,
+            )
+        except ReplogError as exc:
+            for batch in batches:
+                self._finish(batch, exc)
+            return
+        except ValueError as exc:  # a record that cannot be encoded
+            for batch in batches:
+                self._finish(batch, exc)
+            return
+        self._on_response(response, batches)
+
+    def _on_response(self, response: ProduceResponse, batches: list[ProducerBatch]) -> None:
+        results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for batch in batches:
+            result = results.get(batch.tp)
+            if result is None:
+                self._finish(batch, ProtocolError(f"no Produce result for {batch.tp}"))
+            elif result.error_code != ErrorCode.NONE:
+                self._client.metadata.on_partition_error(result.error_code)
+                error = error_for_code(result.error_code, result.error_message or "")
+                self._finish(batch, error)
+            else:
+                self._finish(
+                    batch, None, base_offset=result.base_offset, append_ms=result.log_append_time_ms
+                )
+
+    def _finish(
+        self,
+        batch: ProducerBatch,
+        error: BaseException | None,
+        *,
+        base_offset: int = -1,
+        append_ms: int = -1,
+    ) -> None:
+        """One attempt of ``batch`` ended: complete, retry, or fail it."""
+        self._in_flight[batch.tp] -= 1
+        if self._in_flight[batch.tp] == 0:
+            del self._in_flight[batch.tp]
+        self._in_flight_batches.discard(batch)
+        if error is None:
+            batch.complete(base_offset, append_ms)
+            self._accumulator.release(batch)
+        elif classify(error) and batch.attempts < self.config.retries and not self._closing:
+            if is_retriable(getattr(error, "error_code", ErrorCode.NETWORK_EXCEPTION)):
+                self._client.metadata.mark_stale()
+            self._accumulator.reenqueue(batch, now_ms() + self.config.retry_backoff_ms)
+        else:
+            batch.fail(error)
+            self._accumulator.release(batch)
+        self._wakeup.set()
+
+
+class Producer:
+    """The synchronous producer: an ``AsyncProducer`` on a background event loop.
+
+    ``send`` returns a ``concurrent.futures.Future[RecordMetadata]``; ``close()`` flushes, stops
+    the loop and joins its thread. Usable as a context manager.
+    """
+
+    def __init__(self, bootstrap: str | Sequence[str], **config: Any) -> None:
+        self._loop = LoopThread("replog-producer")
+        try:
+            self._producer = self._loop.run(AsyncProducer.start(bootstrap, **config))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def _send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        inner = await self._producer.send(topic, value, key, headers, partition, timestamp_ms)
+        outer: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+
+        def copy(done: asyncio.Future[RecordMetadata]) -> None:
+            if done.cancelled():
+                outer.cancel()
+            elif (exc := done.exception()) is not None:
+                outer.set_exception(exc)
+            else:
+                outer.set_result(done.result())
+
+        inner.add_done_callback(copy)
+        return outer
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue one record (see ``AsyncProducer.send``); ``future.result()`` waits for its
+        acknowledgement."""
+        return self._loop.run(self._send(topic, value, key, headers, partition, timestamp_ms))
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every record sent so far is acknowledged or failed."""
+        self._loop.run(self._producer.flush(), timeout_s)
+
+    def close(self, timeout_s: float | None = None, *, flush: bool = True) -> None:
+        """Flush (by default), close connections, stop the loop thread. Idempotent."""
+        try:
+            with contextlib.suppress(RuntimeError):
+                self._loop.run(self._producer.close(flush=flush), timeout_s)
+        finally:
+            self._loop.stop()
