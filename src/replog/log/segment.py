@@ -69,9 +69,8 @@ class BatchMeta(NamedTuple):
     size_bytes: int
 
 
-@attrs.frozen
-class BatchPosition:
-    """Where a batch sits in a segment file."""
+class BatchPosition(NamedTuple):
+    """Where a batch sits in a segment file (a tuple: made for every batch a scan passes)."""
 
     base_offset: int
     last_offset: int
@@ -278,8 +277,15 @@ class LogSegment:
     def _scan(self, position: int) -> Iterator[BatchPosition]:
         """Batches from ``position`` to the end of the file, reading headers in chunks."""
         end = self.size_bytes
+        # The index puts the target within about index_interval_bytes of ``position``, so start
+        # with a read of that size and grow it only when the scan goes on (a full-log scan).
+        chunk_bytes = min(
+            max(self.config.index_interval_bytes + 2 * RECORD_BATCH_OVERHEAD, 4096),
+            _SCAN_CHUNK_BYTES,
+        )
         while position + LOG_OVERHEAD <= end:
-            chunk = self.log_file.pread(position, min(_SCAN_CHUNK_BYTES, end - position))
+            chunk = self.log_file.pread(position, min(chunk_bytes, end - position))
+            chunk_bytes = min(chunk_bytes * 2, _SCAN_CHUNK_BYTES)
             cursor = 0
             while cursor + RECORD_BATCH_OVERHEAD <= len(chunk):
                 base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, cursor)
