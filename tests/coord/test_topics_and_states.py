@@ -73,3 +73,14 @@ def test_replica_assignment_is_normalised() -> None:
     assert validate_replica_assignment([[1, 2], (3,)]) == ((1, 2), (3,))
     with pytest.raises(InvalidReplicaAssignmentError):
         validate_replica_assignment("12")  # type: ignore[arg-type]
+
+
+def test_codec_round_trips_every_admin_payload_including_alter_partition() -> None:
+    """Both networked backends store admin payloads through one allow-listed codec."""
+    from replog.coord import codec
+    from replog.coord.types import AlterPartition
+
+    payload = AlterPartition(
+        topic="t", partition=0, leader_id=1, leader_epoch=0, partition_epoch=0, new_isr=((1, -1),)
+    )
+    assert codec.loads(codec.dumps(payload)) == payload

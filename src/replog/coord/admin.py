@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from replog.coord import records
 from replog.coord.errors import AdminQueueFullError
 from replog.coord.types import (
     CONTROLLER_TARGET,
     AddPartitions,
     AdminPayload,
     AdminRequest,
-    AdminRequestChanged,
-    AdminRequestChangeReason,
     AlterPartition,
     CloseReplica,
     CreateTopic,
@@ -30,7 +29,7 @@ from replog.coord.types import (
 from replog.errors import ErrorCode
 from replog.topics import validate_topic_name
 
-__all__ = ["AdminQueues", "superseded_requests", "validate_admin_request"]
+__all__ = ["AdminQueues", "requests_to_drop", "superseded_requests", "validate_admin_request"]
 
 WriteFn = Callable[[Callable[[int], Sequence[MetadataChange]]], int]
 """A backend's "append one atomic write to the feed" function: builds records from the seq."""
@@ -76,6 +75,20 @@ def superseded_requests(pending: Sequence[AdminRequest]) -> list[AdminRequest]:
     ]
 
 
+def requests_to_drop(
+    pending: Sequence[AdminRequest], target: int, limit: int
+) -> list[AdminRequest]:
+    """What submitting one more request to a queue holding ``pending`` must drop: nothing
+    below ``limit``, else the superseded requests, or ``AdminQueueFullError`` if dropping them
+    still leaves no room."""
+    if len(pending) < limit:
+        return []
+    dropped = superseded_requests(pending)
+    if len(pending) - len(dropped) >= limit:
+        raise AdminQueueFullError(target, limit)
+    return dropped
+
+
 def _close_rank(request: AdminRequest) -> tuple[int, int]:
     payload = request.payload
     epoch = payload.leader_epoch if isinstance(payload, CloseReplica) else -1
@@ -95,11 +108,7 @@ class AdminQueues:
         """Queue a request, dropping superseded ones if the queue is full (one atomic write)."""
         validate_admin_request(target, payload)
         queue = self._queues.setdefault(target, {})
-        dropped: list[AdminRequest] = []
-        if len(queue) >= self._limit:
-            dropped = superseded_requests(list(queue.values()))
-            if len(queue) - len(dropped) >= self._limit:
-                raise AdminQueueFullError(target, self._limit)
+        dropped = requests_to_drop(list(queue.values()), target, self._limit)
         request_id = self._next_id
         self._next_id += 1
         made: list[AdminRequest] = []
@@ -109,22 +118,7 @@ class AdminQueues:
                 request_id=request_id, target=target, payload=payload, submitted_seq=seq
             )
             made.append(request)
-            records: list[MetadataChange] = [
-                AdminRequestChanged(
-                    seq=seq,
-                    reason=AdminRequestChangeReason.COMPLETED,
-                    request=old,
-                    outcome=ErrorCode.OPERATION_NOT_ATTEMPTED,
-                    message=f"superseded: queue for target {target} was full",
-                )
-                for old in dropped
-            ]
-            records.append(
-                AdminRequestChanged(
-                    seq=seq, reason=AdminRequestChangeReason.SUBMITTED, request=request
-                )
-            )
-            return records
+            return records.admin_submitted(seq, request, dropped)
 
         write(build)
         for old in dropped:
@@ -144,15 +138,5 @@ class AdminQueues:
         if target is None:
             return False
         request = self._queues[target].pop(request_id)
-        write(
-            lambda seq: [
-                AdminRequestChanged(
-                    seq=seq,
-                    reason=AdminRequestChangeReason.COMPLETED,
-                    request=request,
-                    outcome=outcome,
-                    message=message,
-                )
-            ]
-        )
+        write(lambda seq: records.admin_completed(seq, request, outcome, message))
         return True

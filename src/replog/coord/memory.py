@@ -24,15 +24,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
+from replog.coord import records, rules
 from replog.coord.admin import AdminQueues
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
     DEFAULT_TIMEOUT_MS,
     MAX_CHANGES_PER_BATCH,
     Coordinator,
-    new_partition_states,
     validate_partition_state,
-    validate_replica_assignment,
 )
 from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import (
@@ -41,34 +40,27 @@ from replog.coord.errors import (
     CoordinatorUnavailableError,
     FencedControllerError,
     SessionExpiredError,
-    TopicExistsError,
     UnknownTopicError,
 )
 from replog.coord.feed import FeedLog, ManualClock, TimedLock, monotonic_ms
+from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
     AdminPayload,
     AdminRequest,
-    BrokerChanged,
     BrokerChangeReason,
     BrokerInfo,
     CasResult,
-    CasStatus,
     ChangeBatch,
-    ControllerChanged,
     ControllerInfo,
     MetadataChange,
     MetadataSnapshot,
-    PartitionChanged,
     PartitionState,
     SessionEvent,
     SessionState,
     Subscription,
     TopicAssignment,
-    TopicChanged,
-    TopicChangeReason,
 )
 from replog.errors import ErrorCode
-from replog.topics import collision_key, validate_topic_name
 
 __all__ = ["FEED_RETENTION_MAX", "ManualClock", "MemoryCoordinator", "monotonic_ms"]
 
@@ -123,7 +115,7 @@ class MemoryCoordinator(Coordinator):
         self._admin = AdminQueues(admin_queue_limit)
         self._tokens = itertools.count(1)
         self._feed_subs: dict[int, _FeedSubscriber] = {}
-        self._session_listeners: dict[int, dict[int, Callable[[SessionEvent], None]]] = {}
+        self._session_listeners = SessionListeners()
 
     # ---- plumbing ----
 
@@ -158,8 +150,8 @@ class MemoryCoordinator(Coordinator):
 
     def _emit_session(self, session: _Session, state: SessionState) -> None:
         session.state = state
-        event = SessionEvent(session.broker.broker_id, session.broker.incarnation_epoch, state)
-        for callback in list(self._session_listeners.get(event.broker_id, {}).values()):
+        event = session_event(session.broker.broker_id, session.broker.incarnation_epoch, state)
+        for callback in self._session_listeners.callbacks(event.broker_id):
             self._dispatcher.enqueue(functools.partial(callback, event))
 
     # ---- sessions ----
@@ -182,30 +174,21 @@ class MemoryCoordinator(Coordinator):
         )
         if was_controller:
             self._controller = None
-
-        def build(seq: int) -> list[MetadataChange]:
-            records: list[MetadataChange] = [
-                BrokerChanged(
-                    seq=seq,
-                    reason=reason,
-                    broker_id=broker_id,
-                    incarnation_epoch=broker.incarnation_epoch,
-                    broker=None,
-                )
-            ]
-            if was_controller:
-                records.append(ControllerChanged(seq=seq, controller=None))
-            return records
-
-        self._write(build)
+        self._write(
+            lambda seq: records.broker_gone(
+                seq, reason, broker_id, broker.incarnation_epoch, was_controller=was_controller
+            )
+        )
         self._emit_session(session, SessionState.LOST)
 
     def _session_for(self, broker_id: int, incarnation_epoch: int) -> _Session:
         """The incarnation's session, usable for a call acting as that broker."""
         session = self._sessions.get(broker_id)
-        if session is None or session.broker.incarnation_epoch != incarnation_epoch:
-            current = None if session is None else session.broker.incarnation_epoch
-            raise SessionExpiredError(broker_id, incarnation_epoch, current)
+        rules.check_incarnation(
+            broker_id, incarnation_epoch, None if session is None else session.broker
+        )
+        if session is None:  # pragma: no cover - check_incarnation raised
+            raise SessionExpiredError(broker_id, incarnation_epoch, None)
         if session.state is SessionState.SUSPENDED:
             raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
         return session
@@ -277,8 +260,7 @@ class MemoryCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
-        if broker_id < 0 or session_timeout_ms <= 0:
-            raise ValueError(f"bad broker id {broker_id} or session timeout {session_timeout_ms}")
+        rules.check_registration(broker_id, session_timeout_ms)
         with self._op(timeout_ms):
             held = self._sessions.get(broker_id)
             if held is not None:
@@ -292,17 +274,7 @@ class MemoryCoordinator(Coordinator):
             )
             session = _Session(broker, session_timeout_ms, self.clock() + session_timeout_ms)
             self._sessions[broker_id] = session
-            self._write(
-                lambda seq: [
-                    BrokerChanged(
-                        seq=seq,
-                        reason=BrokerChangeReason.REGISTERED,
-                        broker_id=broker_id,
-                        incarnation_epoch=broker.incarnation_epoch,
-                        broker=broker,
-                    )
-                ]
-            )
+            self._write(lambda seq: records.broker_registered(seq, broker))
             self._emit_session(session, SessionState.CONNECTED)
             return broker
 
@@ -327,29 +299,10 @@ class MemoryCoordinator(Coordinator):
         """See ``Coordinator.update_broker``."""
         with self._op(timeout_ms):
             session = self._session_for(broker_id, incarnation_epoch)
-            old = session.broker
-            new = attrs.evolve(
-                old,
-                fenced=old.fenced if fenced is None else fenced,
-                in_controlled_shutdown=(
-                    old.in_controlled_shutdown
-                    if in_controlled_shutdown is None
-                    else in_controlled_shutdown
-                ),
-            )
-            if new != old:
+            new = rules.updated_broker(session.broker, fenced, in_controlled_shutdown)
+            if new != session.broker:
                 session.broker = new
-                self._write(
-                    lambda seq: [
-                        BrokerChanged(
-                            seq=seq,
-                            reason=BrokerChangeReason.UPDATED,
-                            broker_id=broker_id,
-                            incarnation_epoch=incarnation_epoch,
-                            broker=new,
-                        )
-                    ]
-                )
+                self._write(lambda seq: records.broker_updated(seq, new))
             return new
 
     def unregister_broker(
@@ -386,14 +339,7 @@ class MemoryCoordinator(Coordinator):
     ) -> Subscription:
         """See ``Coordinator.add_session_listener``."""
         with self._op(None):
-            token = next(self._tokens)
-            self._session_listeners.setdefault(broker_id, {})[token] = callback
-
-        def cancel() -> None:
-            with self._lock.held(self._default_timeout_ms):
-                self._session_listeners.get(broker_id, {}).pop(token, None)
-
-        return Subscription(cancel)
+            return self._session_listeners.add(broker_id, callback)
 
     # ---- controller ----
 
@@ -408,7 +354,7 @@ class MemoryCoordinator(Coordinator):
             self._controller_epoch += 1
             controller = ControllerInfo(broker_id, self._controller_epoch, incarnation_epoch)
             self._controller = controller
-            self._write(lambda seq: [ControllerChanged(seq=seq, controller=controller)])
+            self._write(lambda seq: records.controller_changed(seq, controller))
             return controller
 
     def resign_controller(
@@ -417,14 +363,11 @@ class MemoryCoordinator(Coordinator):
         """See ``Coordinator.resign_controller``."""
         with self._op(timeout_ms):
             current = self._controller
-            if current is None or (current.controller_id, current.controller_epoch) != (
-                broker_id,
-                controller_epoch,
-            ):
+            if current is None or not rules.holds_controller(current, broker_id, controller_epoch):
                 return False
             self._session_for(broker_id, current.incarnation_epoch)
             self._controller = None
-            self._write(lambda seq: [ControllerChanged(seq=seq, controller=None)])
+            self._write(lambda seq: records.controller_changed(seq, None))
             return True
 
     def current_controller(self, *, timeout_ms: int | None = None) -> ControllerInfo | None:
@@ -434,11 +377,7 @@ class MemoryCoordinator(Coordinator):
 
     def _check_controller(self, controller_epoch: int) -> None:
         """Raise unless ``controller_epoch`` is the active controller's and it is reachable."""
-        active = self._controller
-        if active is None or active.controller_epoch != controller_epoch:
-            raise FencedControllerError(
-                controller_epoch, None if active is None else active.controller_epoch
-            )
+        active = rules.check_controller_epoch(self._controller, controller_epoch)
         self._session_for(active.controller_id, active.incarnation_epoch)
 
     # ---- topics and partitions ----
@@ -447,14 +386,6 @@ class MemoryCoordinator(Coordinator):
         info = self._topics[topic]
         replicas = [self._partitions[(topic, p)].replicas for p in range(info.partition_count)]
         return TopicAssignment(topic=topic, topic_id=info.topic_id, replicas=replicas)
-
-    def _partition_records(
-        self, topic: str, first: int, states: list[PartitionState], seq: int
-    ) -> list[MetadataChange]:
-        return [
-            PartitionChanged(seq=seq, topic=topic, partition=first + i, state=s)
-            for i, s in enumerate(states)
-        ]
 
     def create_topic(
         self,
@@ -466,27 +397,17 @@ class MemoryCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic``."""
-        validate_topic_name(topic)
-        assignment = validate_replica_assignment(replica_assignment)
-        states = new_partition_states(assignment, initial_states)
+        assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
         with self._op(timeout_ms):
             self._check_controller(controller_epoch)
-            key = collision_key(topic)
-            for existing in self._topics:
-                if collision_key(existing) == key:
-                    raise TopicExistsError(topic, existing)
+            rules.check_topic_free(topic, self._topics)
             result = TopicAssignment(
                 topic=topic, topic_id=f"memory-{self._log.next_seq}", replicas=assignment
             )
             self._topics[topic] = _Topic(result.topic_id, len(assignment))
             for p, state in enumerate(states):
                 self._partitions[(topic, p)] = state
-            self._write(
-                lambda seq: [
-                    TopicChanged(seq=seq, reason=TopicChangeReason.CREATED, assignment=result),
-                    *self._partition_records(topic, 0, states, seq),
-                ]
-            )
+            self._write(lambda seq: records.topic_created(seq, result, states))
             return result
 
     def delete_topic(
@@ -501,11 +422,7 @@ class MemoryCoordinator(Coordinator):
             for p in range(removed.partition_count):
                 del self._partitions[(topic, p)]
             del self._topics[topic]
-            self._write(
-                lambda seq: [
-                    TopicChanged(seq=seq, reason=TopicChangeReason.DELETED, assignment=removed)
-                ]
-            )
+            self._write(lambda seq: records.topic_deleted(seq, removed))
             return removed
 
     def add_partitions(
@@ -518,8 +435,7 @@ class MemoryCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.add_partitions``."""
-        assignment = validate_replica_assignment(new_replica_assignment)
-        states = new_partition_states(assignment, initial_states)
+        _, states = rules.new_partitions(new_replica_assignment, initial_states)
         with self._op(timeout_ms):
             self._check_controller(controller_epoch)
             info = self._topics.get(topic)
@@ -530,14 +446,7 @@ class MemoryCoordinator(Coordinator):
                 self._partitions[(topic, first + i)] = state
             info.partition_count += len(states)
             result = self._assignment(topic)
-            self._write(
-                lambda seq: [
-                    TopicChanged(
-                        seq=seq, reason=TopicChangeReason.PARTITIONS_ADDED, assignment=result
-                    ),
-                    *self._partition_records(topic, first, states, seq),
-                ]
-            )
+            self._write(lambda seq: records.partitions_added(seq, result, first, states))
             return result
 
     def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
@@ -573,22 +482,14 @@ class MemoryCoordinator(Coordinator):
             try:
                 self._check_controller(controller_epoch)
             except FencedControllerError as e:
-                return CasResult(
-                    status=CasStatus.FENCED_CONTROLLER,
-                    active_controller_epoch=e.active_controller_epoch,
-                )
+                return rules.cas_fenced(e)
             current = self._partitions.get((topic, partition))
-            if current is None:
-                return CasResult(status=CasStatus.UNKNOWN_PARTITION)
-            if current.partition_epoch != expected_partition_epoch:
-                return CasResult(status=CasStatus.VERSION_MISMATCH, state=current)
-            validate_partition_state(new_state, current)
-            stored = attrs.evolve(new_state, partition_epoch=expected_partition_epoch + 1)
+            stored = rules.cas_decision(current, expected_partition_epoch, new_state)
+            if isinstance(stored, CasResult):
+                return stored
             self._partitions[(topic, partition)] = stored
-            seq = self._write(
-                lambda s: [PartitionChanged(seq=s, topic=topic, partition=partition, state=stored)]
-            )
-            return CasResult(status=CasStatus.OK, state=stored, seq=seq)
+            seq = self._write(lambda s: records.partition_changed(s, topic, partition, stored))
+            return rules.cas_ok(stored, seq)
 
     # ---- feed ----
 
@@ -600,8 +501,7 @@ class MemoryCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> ChangeBatch:
         """See ``Coordinator.changes_since``."""
-        if seq < 0 or max_changes < 1:
-            raise ValueError(f"bad seq {seq} or max_changes {max_changes}")
+        rules.check_feed_read(seq, max_changes)
         with self._op(timeout_ms):
             return self._log.read(seq, max_changes)
 

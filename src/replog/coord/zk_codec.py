@@ -1,4 +1,5 @@
-"""JSON encodings of the ZooKeeper backend's znodes.
+"""The ZooKeeper backend's znode layout and the Kafka-shaped JSON of its broker, partition
+state, controller and topic znodes.
 
 Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
 
@@ -17,111 +18,90 @@ Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
     /replog/gone/<id>-<incarnation>          marker: the end of that session is in the feed
     /admin/queues/<target>/<request_id:010d> a queued AdminRequest (target "controller" = -1)
 
-Feed records and admin requests use a generic tagged encoding of the ``attrs`` values in
-``replog.coord.types``: ``{"_t": class name, field: value}``, enums as ``{"_e": enum, "v": value}``,
-tuples as lists (decoded back to tuples).
+Feed records and admin requests are stored in the encoding shared with the etcd backend,
+``replog.coord.codec``.
 """
 
 from __future__ import annotations
 
-import enum
 import json
+from collections.abc import Sequence
 from typing import Any
 
-import attrs
-
-from replog.coord import types as _types
 from replog.coord.types import (
-    AdminRequest,
+    CONTROLLER_TARGET,
     BrokerInfo,
     ControllerInfo,
     LeaderRecoveryState,
-    MetadataChange,
     PartitionState,
 )
-from replog.errors import ErrorCode, invariant
 
 __all__ = [
-    "decode_admin_request",
+    "CONTROLLER",
+    "EPOCH",
+    "GONE",
+    "IDS",
+    "QUEUES",
+    "TOPICS",
     "decode_broker",
     "decode_controller",
-    "decode_records",
+    "decode_epoch",
     "decode_state",
-    "encode_admin_request",
     "encode_broker",
     "encode_controller",
-    "encode_json",
-    "encode_records",
+    "encode_epoch",
     "encode_state",
+    "encode_topic",
+    "queue_dir",
+    "state_path",
 ]
 
-_CLASSES: dict[str, type] = {
-    name: obj
-    for name, obj in vars(_types).items()
-    if isinstance(obj, type) and attrs.has(obj) and obj.__module__ == _types.__name__
-}
-_ENUMS: dict[str, type[enum.Enum]] = {
-    name: obj
-    for name, obj in vars(_types).items()
-    if isinstance(obj, type) and issubclass(obj, enum.Enum) and obj.__module__ == _types.__name__
-}
-_ENUMS["ErrorCode"] = ErrorCode
+IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+EPOCH = "/controller_epoch"
+GONE = "/replog/gone"
+QUEUES = "/admin/queues"
 
 
-def _dump(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return {"_e": type(value).__name__, "v": value.value}
-    if attrs.has(type(value)):
-        out: dict[str, Any] = {"_t": type(value).__name__}
-        for field in attrs.fields(type(value)):
-            out[field.name] = _dump(getattr(value, field.name))
-        return out
-    if isinstance(value, (tuple, list)):
-        return [_dump(v) for v in value]
-    if isinstance(value, dict):
-        return {"_m": [[_dump(k), _dump(v)] for k, v in value.items()]}
-    invariant(value is None or isinstance(value, (int, str, bool)), f"cannot encode {value!r}")
-    return value
+def queue_dir(target: int) -> str:
+    """The admin queue directory of ``target``."""
+    return f"{QUEUES}/{'controller' if target == CONTROLLER_TARGET else target}"
 
 
-def _load(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_load(v) for v in value)
-    if isinstance(value, dict):
-        if "_e" in value:
-            return _ENUMS[value["_e"]](value["v"])
-        if "_m" in value:
-            return {_load(k): _load(v) for k, v in value["_m"]}
-        cls = _CLASSES[value["_t"]]
-        kwargs = {k: _load(v) for k, v in value.items() if k != "_t"}
-        return cls(**kwargs)
-    return value
+def state_path(topic: str, partition: int) -> str:
+    """A partition's state znode."""
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
 
 
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
-def encode_records(records: list[MetadataChange]) -> bytes:
-    """One feed node's content."""
-    return _json([_dump(r) for r in records])
+def encode_epoch(epoch: int, holder: Sequence[int] | None) -> bytes:
+    """/controller_epoch: the last epoch and the [id, incarnation] holding it (None: vacant)."""
+    return _json({"epoch": epoch, "holder": None if holder is None else list(holder)})
 
 
-def decode_records(data: bytes) -> list[MetadataChange]:
-    """The records of one feed node."""
-    return [_load(r) for r in json.loads(data)]
+def decode_epoch(data: bytes) -> tuple[int, list[int] | None]:
+    """Parse /controller_epoch: (epoch, holder); an empty node is epoch 0."""
+    if not data:
+        return 0, None
+    obj = json.loads(data)
+    return int(obj["epoch"]), obj.get("holder")
 
 
-def encode_admin_request(request: AdminRequest) -> bytes:
-    """A queued admin request's node content."""
-    return _json(_dump(request))
-
-
-def decode_admin_request(data: bytes) -> AdminRequest:
-    """Parse a queued admin request."""
-    request = _load(json.loads(data))
-    invariant(isinstance(request, AdminRequest), "an admin queue node holds an AdminRequest")
-    return request  # type: ignore[no-any-return]
+def encode_topic(topic_id: str, replicas: Sequence[Sequence[int]]) -> bytes:
+    """/brokers/topics/<t> in Kafka's shape."""
+    return _json(
+        {
+            "version": 3,
+            "topic_id": topic_id,
+            "partitions": {str(p): list(r) for p, r in enumerate(replicas)},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
 
 
 def encode_broker(broker: BrokerInfo) -> bytes:
@@ -207,8 +187,3 @@ def decode_controller(data: bytes) -> ControllerInfo:
     """Parse /controller."""
     obj = json.loads(data)
     return ControllerInfo(int(obj["brokerid"]), int(obj["epoch"]), int(obj["broker_epoch"]))
-
-
-def encode_json(obj: Any) -> bytes:
-    """Compact JSON bytes (topic and epoch nodes)."""
-    return _json(obj)

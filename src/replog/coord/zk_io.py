@@ -19,9 +19,9 @@ import attrs
 import kazoo.exceptions as kze
 from kazoo.handlers.threading import KazooTimeoutError
 
+from replog.coord import codec
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.coord.types import MetadataChange
-from replog.coord.zk_codec import encode_records
 from replog.errors import RequestTimeoutError
 
 __all__ = ["HEAD", "CHANGES", "Op", "Plan", "change_path", "kazoo_errors", "ZkIo"]
@@ -160,7 +160,7 @@ class ZkIo:
             for op in plan.ops:
                 self._apply(tx, op)
             tx.set_data(self.p(HEAD), str(seq + 1).encode(), version=head[1].version)
-            tx.create(self.p(change_path(seq)), encode_records(plan.records))
+            tx.create(self.p(change_path(seq)), codec.dumps_bytes(plan.records))
             results = self.wait(tx.commit_async(), deadline)
             failures = [r for r in results if isinstance(r, Exception)]
             if not failures:

@@ -1,8 +1,13 @@
 """The ZooKeeper coordinator (kazoo): the ``Coordinator`` contract on Kafka's znode layout.
 
-Layout and encodings: ``replog.coord.zk_codec``. Writes: ``replog.coord.zk_io`` (every
+Layout and encodings: ``replog.coord.zk_codec`` (feed records and admin requests:
+``replog.coord.codec``). Writes: ``replog.coord.zk_io`` (every
 feed-visible write is one multi-op that also advances the feed head, so the change feed is a
 persistent, contiguous log ``/replog/changes/c-<seq>`` written atomically with the change).
+
+The handle is split by responsibility: broker sessions in ``replog.coord.zk_sessions``, the
+change feed in ``replog.coord.zk_feed``, admin queues in ``replog.coord.zk_admin``; controller,
+topics and partition states here.
 
 Sessions. The handle keeps one kazoo client ("main") for reads, admin queues and the feed, and
 opens one kazoo client per registered broker: its ZooKeeper session *is* the broker's session,
@@ -26,8 +31,6 @@ as in the memory backend: the real session keeps pinging. ``expire_session`` is 
 
 from __future__ import annotations
 
-import functools
-import itertools
 import json
 import logging
 import queue
@@ -38,138 +41,70 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from replog.coord.admin import superseded_requests, validate_admin_request
+from replog.coord import records, rules
+from replog.coord.admin import validate_admin_request
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
     DEFAULT_TIMEOUT_MS,
     MAX_CHANGES_PER_BATCH,
     Coordinator,
-    new_partition_states,
     validate_partition_state,
-    validate_replica_assignment,
 )
 from replog.coord.errors import (
-    AdminQueueFullError,
-    BrokerIdInUseError,
     CoordinatorClosedError,
     CoordinatorUnavailableError,
     FencedControllerError,
-    MustResyncError,
     SessionExpiredError,
-    TopicExistsError,
     UnknownTopicError,
 )
+from replog.coord.sessions import SessionListeners
 from replog.coord.types import (
-    CONTROLLER_TARGET,
     AdminPayload,
     AdminRequest,
-    AdminRequestChanged,
-    AdminRequestChangeReason,
-    BrokerChanged,
-    BrokerChangeReason,
     BrokerInfo,
     CasResult,
-    CasStatus,
     ChangeBatch,
-    ControllerChanged,
     ControllerInfo,
-    MetadataChange,
     MetadataSnapshot,
-    PartitionChanged,
     PartitionState,
-    SessionEvent,
     SessionState,
     Subscription,
     TopicAssignment,
-    TopicChanged,
-    TopicChangeReason,
 )
+from replog.coord.zk_admin import ZkAdminQueues
 from replog.coord.zk_codec import (
-    decode_admin_request,
+    CONTROLLER,
+    EPOCH,
+    GONE,
+    IDS,
+    QUEUES,
+    TOPICS,
     decode_broker,
     decode_controller,
-    decode_records,
+    decode_epoch,
     decode_state,
-    encode_admin_request,
-    encode_broker,
     encode_controller,
-    encode_json,
+    encode_epoch,
     encode_state,
+    encode_topic,
+    state_path,
 )
-from replog.coord.zk_io import CHANGES, HEAD, Op, Plan, ZkIo, change_path, kazoo_errors
+from replog.coord.zk_feed import ZkFeed
+from replog.coord.zk_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zk_sessions import ZkSession, ZkSessionsMixin, stop_client
 from replog.errors import ErrorCode, InvalidConfigError
-from replog.topics import collision_key, validate_topic_name
 
 __all__ = ["ZooKeeperCoordinator"]
 
 _log = logging.getLogger(__name__)
 
-IDS = "/brokers/ids"
-TOPICS = "/brokers/topics"
-CONTROLLER = "/controller"
-EPOCH = "/controller_epoch"
-GONE = "/replog/gone"
-QUEUES = "/admin/queues"
 _LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, QUEUES)
 
 
-def _queue_dir(target: int) -> str:
-    return f"{QUEUES}/{'controller' if target == CONTROLLER_TARGET else target}"
-
-
-def _state_path(topic: str, partition: int) -> str:
-    return f"{TOPICS}/{topic}/partitions/{partition}/state"
-
-
-def _epoch_value(data: bytes) -> tuple[int, list[int] | None]:
-    if not data:
-        return 0, None
-    obj = json.loads(data)
-    return int(obj["epoch"]), obj.get("holder")
-
-
-@attrs.define(eq=False)
-class _Session:
-    """One broker session held by this handle (its own kazoo client)."""
-
-    broker_id: int
-    client: Any
-    incarnation_epoch: int = 0
-    kazoo_suspended: bool = False
-    fault_suspended: bool = False
-    expiring: bool = False
-    lost: bool = False
-    ended: bool = False
-    last_emitted: SessionState | None = None
-
-    @property
-    def state(self) -> SessionState:
-        if self.ended:
-            return SessionState.LOST
-        if self.lost or self.kazoo_suspended or self.fault_suspended:
-            return SessionState.SUSPENDED
-        return SessionState.CONNECTED
-
-
-@attrs.define(eq=False)
-class _FeedSub:
-    callback: Callable[[ChangeBatch], None]
-    cursor: int
-
-
-def _stop_client(client: Any) -> None:
-    try:
-        client.stop()
-        client.close()
-    except Exception:
-        _log.debug("stopping a kazoo client failed", exc_info=True)
-
-
-class ZooKeeperCoordinator(Coordinator):
+class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
     """The contract on ZooKeeper; see the module docstring. Open with ``connect`` or
     ``from_url`` (``zookeeper://host:port[,host:port]/chroot``)."""
 
@@ -186,15 +121,13 @@ class ZooKeeperCoordinator(Coordinator):
         self._io = ZkIo(root)
         self._main = main
         self._default_timeout_ms = default_timeout_ms
-        self._admin_limit = admin_queue_limit
         self._lock = threading.Lock()
         self._closed = False
-        self._sessions: dict[int, _Session] = {}
-        self._listeners: dict[int, dict[int, Callable[[SessionEvent], None]]] = {}
-        self._subs: dict[int, _FeedSub] = {}
-        self._tokens = itertools.count(1)
-        self._watching = False
+        self._sessions: dict[int, ZkSession] = {}
+        self._listeners = SessionListeners()
         self._events: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._feed = ZkFeed(self._io, main, self._events.put, default_timeout_ms)
+        self._admin = ZkAdminQueues(self._io, main, admin_queue_limit)
         self._worker = threading.Thread(target=self._run_worker, daemon=True, name="zk-coord")
         self._worker.start()
         main.add_listener(self._main_listener)
@@ -221,7 +154,7 @@ class ZooKeeperCoordinator(Coordinator):
                 main.start(timeout=default_timeout_ms / 1000)
                 ZkIo(root).ensure(main, _LAYOUT, deadline)
             except BaseException:
-                _stop_client(main)
+                stop_client(main)
                 raise
         return cls(
             hosts,
@@ -261,134 +194,8 @@ class ZooKeeperCoordinator(Coordinator):
                 _log.exception("ZooKeeper coordinator listener failed; continuing")
 
     def _main_listener(self, state: str) -> None:
-        if state == KazooState.CONNECTED and self._subs:
-            self._events.put(self._pump)
-
-    def _emit(self, session: _Session, state: SessionState) -> None:
-        """Deliver a session transition (worker thread), skipping repeats."""
-        if session.last_emitted is state or session.last_emitted is SessionState.LOST:
-            return
-        session.last_emitted = state
-        event = SessionEvent(session.broker_id, session.incarnation_epoch, state)
-        for callback in list(self._listeners.get(session.broker_id, {}).values()):
-            try:
-                callback(event)
-            except Exception:
-                _log.exception("session listener raised; continuing")
-
-    def _kazoo_listener(self, session: _Session) -> Callable[[str], None]:
-        def listener(state: str) -> None:
-            with self._lock:
-                if session.ended or session.lost or session.incarnation_epoch == 0:
-                    if state == KazooState.LOST and session.incarnation_epoch and not session.ended:
-                        session.lost = True
-                    return
-                if state == KazooState.LOST:
-                    session.lost = True
-                    self._events.put(functools.partial(self._session_lost, session))
-                    return
-                if state == KazooState.SUSPENDED and session.expiring:
-                    return
-                session.kazoo_suspended = state == KazooState.SUSPENDED
-                now = session.state
-            self._events.put(functools.partial(self._emit, session, now))
-
-        return listener
-
-    def _session_lost(self, session: _Session) -> None:
-        """The session expired (worker thread): record it in the feed, then report LOST."""
-        if session.ended:
-            return
-        try:
-            with kazoo_errors():
-                self._record_expiry(session, time.monotonic() + self._default_timeout_ms / 1000)
-        except Exception:
-            _log.exception("could not record the expiry of broker %d", session.broker_id)
-        self._end(session)
-        _stop_client(session.client)
-
-    def _end(self, session: _Session) -> None:
-        with self._lock:
-            session.ended = True
-            if self._sessions.get(session.broker_id) is session:
-                del self._sessions[session.broker_id]
-        self._events.put(functools.partial(self._emit, session, SessionState.LOST))
-
-    def _record_expiry(self, session: _Session, deadline: float) -> None:
-        broker_id, inc = session.broker_id, session.incarnation_epoch
-        marker = f"{GONE}/{broker_id}-{inc}"
-        io, c = self._io, self._main
-
-        def prepare(seq: int) -> Plan[None]:
-            if io.get(c, marker, deadline) is not None:
-                return Plan(None, write=False)
-            if io.get(c, f"{IDS}/{broker_id}", deadline) is not None:
-                return Plan(None, write=False)  # re-registered (that record supersedes) or alive
-            records: list[MetadataChange] = [
-                BrokerChanged(
-                    seq=seq,
-                    reason=BrokerChangeReason.EXPIRED,
-                    broker_id=broker_id,
-                    incarnation_epoch=inc,
-                    broker=None,
-                )
-            ]
-            ops: list[Op] = [("create", marker, b"", False)]
-            ops += self._vacate_if_holder(c, broker_id, inc, seq, records, deadline)
-            return Plan(None, ops, records)
-
-        io.transact(c, prepare, deadline)
-
-    def _vacate_if_holder(
-        self,
-        c: Any,
-        broker_id: int,
-        inc: int,
-        seq: int,
-        records: list[MetadataChange],
-        deadline: float,
-    ) -> list[Op]:
-        """Ops (and a ControllerChanged(None)) ending the role if this incarnation holds it."""
-        ops: list[Op] = []
-        got = self._io.get(c, CONTROLLER, deadline)
-        epoch_node = self._io.get(c, EPOCH, deadline)
-        if epoch_node is None:
-            raise CoordinatorUnavailableError("the ZooKeeper layout is missing /controller_epoch")
-        epoch, holder = _epoch_value(epoch_node[0])
-        if got is not None:
-            ctl = decode_controller(got[0])
-            if (ctl.controller_id, ctl.incarnation_epoch) != (broker_id, inc):
-                return ops
-            ops.append(("delete", CONTROLLER, got[1].version))
-        elif holder != [broker_id, inc]:
-            return ops
-        ops.append(
-            ("set", EPOCH, encode_json({"epoch": epoch, "holder": None}), epoch_node[1].version)
-        )
-        records.append(ControllerChanged(seq=seq, controller=None))
-        return ops
-
-    def _held(self, broker_id: int) -> _Session | None:
-        with self._lock:
-            session = self._sessions.get(broker_id)
-        return None if session is None or session.ended else session
-
-    def _store_incarnation(self, broker_id: int, deadline: float) -> int | None:
-        got = self._io.get(self._main, f"{IDS}/{broker_id}", deadline)
-        return None if got is None else decode_broker(broker_id, got[0]).incarnation_epoch
-
-    def _session_for(self, broker_id: int, inc: int, deadline: float) -> _Session:
-        session = self._held(broker_id)
-        if session is None or session.incarnation_epoch != inc:
-            current = (
-                session.incarnation_epoch
-                if session is not None
-                else self._store_incarnation(broker_id, deadline)
-            )
-            raise SessionExpiredError(broker_id, inc, current)
-        if session.state is SessionState.SUSPENDED:
-            raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
-        return session
+        if state == KazooState.CONNECTED:
+            self._feed.on_connected()
 
     # ---- lifecycle ----
 
@@ -404,6 +211,7 @@ class ZooKeeperCoordinator(Coordinator):
             if self._closed:
                 return
             self._closed = True
+            self._feed.closed = True
             sessions = list(self._sessions.values())
         for session in sessions:
             try:
@@ -417,164 +225,15 @@ class ZooKeeperCoordinator(Coordinator):
             except Exception:
                 _log.debug("unregistering broker %d at close failed", session.broker_id)
             self._end(session)
-            _stop_client(session.client)
-        self._subs.clear()
+            stop_client(session.client)
+        self._feed.close()
         self._events.put(None)
         if threading.current_thread() is not self._worker:
             self._worker.join(timeout=10)
         self._listeners.clear()
-        _stop_client(self._main)
+        stop_client(self._main)
 
     # ---- brokers ----
-
-    def register_broker(
-        self,
-        broker_id: int,
-        host: str,
-        port: int,
-        *,
-        rack: str | None = None,
-        session_timeout_ms: int,
-        timeout_ms: int | None = None,
-    ) -> BrokerInfo:
-        """See ``Coordinator.register_broker``. Opens a kazoo client whose session is the
-        broker's, with ``session_timeout_ms`` (the server clamps it to its min/max)."""
-        if broker_id < 0 or session_timeout_ms <= 0:
-            raise ValueError(f"bad broker id {broker_id} or session timeout {session_timeout_ms}")
-        deadline = self._deadline(timeout_ms)
-        held = self._held(broker_id)
-        if held is not None and not held.lost:
-            raise BrokerIdInUseError(broker_id, held.incarnation_epoch)
-        client = KazooClient(hosts=self._hosts, timeout=session_timeout_ms / 1000)
-        session = _Session(broker_id, client)
-        client.add_listener(self._kazoo_listener(session))
-        io, path = self._io, f"{IDS}/{broker_id}"
-
-        def prepare(seq: int) -> Plan[BrokerInfo]:
-            current = io.get(client, path, deadline)
-            if current is not None:
-                raise BrokerIdInUseError(
-                    broker_id, decode_broker(broker_id, current[0]).incarnation_epoch
-                )
-            broker = BrokerInfo(
-                broker_id=broker_id, incarnation_epoch=seq, host=host, port=port, rack=rack
-            )
-            record = BrokerChanged(
-                seq=seq,
-                reason=BrokerChangeReason.REGISTERED,
-                broker_id=broker_id,
-                incarnation_epoch=seq,
-                broker=broker,
-            )
-            return Plan(broker, [("create", path, encode_broker(broker), True)], [record])
-
-        try:
-            with kazoo_errors():
-                client.start(timeout=max(deadline - time.monotonic(), 0.001))
-                broker = io.transact(client, prepare, deadline)
-        except BaseException:
-            _stop_client(client)
-            raise
-        with self._lock:
-            session.incarnation_epoch = broker.incarnation_epoch
-            self._sessions[broker_id] = session
-        self._events.put(functools.partial(self._emit, session, SessionState.CONNECTED))
-        return broker
-
-    def heartbeat(
-        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
-    ) -> SessionState:
-        """See ``Coordinator.heartbeat``: kazoo pings by itself, so this only checks."""
-        deadline = self._deadline(timeout_ms)
-        with kazoo_errors():
-            return self._session_for(broker_id, incarnation_epoch, deadline).state
-
-    def update_broker(
-        self,
-        broker_id: int,
-        incarnation_epoch: int,
-        *,
-        fenced: bool | None = None,
-        in_controlled_shutdown: bool | None = None,
-        timeout_ms: int | None = None,
-    ) -> BrokerInfo:
-        """See ``Coordinator.update_broker``."""
-        deadline = self._deadline(timeout_ms)
-        io, path = self._io, f"{IDS}/{broker_id}"
-        with kazoo_errors():
-            client = self._session_for(broker_id, incarnation_epoch, deadline).client
-
-            def prepare(seq: int) -> Plan[BrokerInfo]:
-                got = io.get(client, path, deadline)
-                old = None if got is None else decode_broker(broker_id, got[0])
-                if got is None or old is None or old.incarnation_epoch != incarnation_epoch:
-                    current = None if old is None else old.incarnation_epoch
-                    raise SessionExpiredError(broker_id, incarnation_epoch, current)
-                new = attrs.evolve(
-                    old,
-                    fenced=old.fenced if fenced is None else fenced,
-                    in_controlled_shutdown=(
-                        old.in_controlled_shutdown
-                        if in_controlled_shutdown is None
-                        else in_controlled_shutdown
-                    ),
-                )
-                if new == old:
-                    return Plan(new, write=False)
-                record = BrokerChanged(
-                    seq=seq,
-                    reason=BrokerChangeReason.UPDATED,
-                    broker_id=broker_id,
-                    incarnation_epoch=incarnation_epoch,
-                    broker=new,
-                )
-                return Plan(new, [("set", path, encode_broker(new), got[1].version)], [record])
-
-            return io.transact(client, prepare, deadline)
-
-    def _unregister(self, client: Any, broker_id: int, inc: int, deadline: float) -> bool:
-        io, path = self._io, f"{IDS}/{broker_id}"
-
-        def prepare(seq: int) -> Plan[bool]:
-            got = io.get(client, path, deadline)
-            if got is None or decode_broker(broker_id, got[0]).incarnation_epoch != inc:
-                return Plan(False, write=False)
-            records: list[MetadataChange] = [
-                BrokerChanged(
-                    seq=seq,
-                    reason=BrokerChangeReason.UNREGISTERED,
-                    broker_id=broker_id,
-                    incarnation_epoch=inc,
-                    broker=None,
-                )
-            ]
-            ops: list[Op] = [
-                ("delete", path, got[1].version),
-                ("create", f"{GONE}/{broker_id}-{inc}", b"", False),
-            ]
-            ops += self._vacate_if_holder(client, broker_id, inc, seq, records, deadline)
-            return Plan(True, ops, records)
-
-        return io.transact(client, prepare, deadline)
-
-    def unregister_broker(
-        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
-    ) -> bool:
-        """See ``Coordinator.unregister_broker`` (also works for a session another handle
-        holds: the ephemeral is deleted and that session later sees nothing but a gap)."""
-        deadline = self._deadline(timeout_ms)
-        session = self._held(broker_id)
-        if session is not None and session.incarnation_epoch != incarnation_epoch:
-            return False
-        if session is not None and session.state is SessionState.SUSPENDED:
-            raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
-        client = self._main if session is None else session.client
-        with kazoo_errors():
-            done = self._unregister(client, broker_id, incarnation_epoch, deadline)
-        if done and session is not None:
-            self._end(session)
-            _stop_client(session.client)
-        return done
 
     def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
         """See ``Coordinator.get_broker``."""
@@ -594,28 +253,6 @@ class ZooKeeperCoordinator(Coordinator):
         with kazoo_errors():
             return self._brokers(deadline)
 
-    def session_state(self, broker_id: int) -> SessionState:
-        """See ``Coordinator.session_state``."""
-        if self._closed:
-            raise CoordinatorClosedError("the ZooKeeper coordinator is closed")
-        session = self._held(broker_id)
-        return SessionState.LOST if session is None else session.state
-
-    def add_session_listener(
-        self, broker_id: int, callback: Callable[[SessionEvent], None]
-    ) -> Subscription:
-        """See ``Coordinator.add_session_listener`` (callbacks run on the worker thread)."""
-        self._deadline(None)
-        token = next(self._tokens)
-        with self._lock:
-            self._listeners.setdefault(broker_id, {})[token] = callback
-
-        def cancel() -> None:
-            with self._lock:
-                self._listeners.get(broker_id, {}).pop(token, None)
-
-        return Subscription(cancel)
-
     # ---- controller ----
 
     def elect_controller(
@@ -634,27 +271,21 @@ class ZooKeeperCoordinator(Coordinator):
                     return Plan(decode_controller(got[0]), write=False)
                 me = io.get(client, f"{IDS}/{broker_id}", deadline)
                 mine = None if me is None else decode_broker(broker_id, me[0])
-                if me is None or mine is None or mine.incarnation_epoch != incarnation_epoch:
-                    current = None if mine is None else mine.incarnation_epoch
-                    raise SessionExpiredError(broker_id, incarnation_epoch, current)
+                rules.check_incarnation(broker_id, incarnation_epoch, mine)
+                if me is None:  # pragma: no cover - check_incarnation raised
+                    raise SessionExpiredError(broker_id, incarnation_epoch, None)
                 epoch_node = self._epoch_node(client, deadline)
-                epoch, _ = _epoch_value(epoch_node[0])
+                epoch, _ = decode_epoch(epoch_node[0])
                 new = ControllerInfo(broker_id, epoch + 1, incarnation_epoch)
-                holder = {"epoch": epoch + 1, "holder": [broker_id, incarnation_epoch]}
+                holder = encode_epoch(epoch + 1, [broker_id, incarnation_epoch])
                 ops: list[Op] = [
                     ("check", f"{IDS}/{broker_id}", me[1].version),
                     ("create", CONTROLLER, encode_controller(new), True),
-                    ("set", EPOCH, encode_json(holder), epoch_node[1].version),
+                    ("set", EPOCH, holder, epoch_node[1].version),
                 ]
-                return Plan(new, ops, [ControllerChanged(seq=seq, controller=new)])
+                return Plan(new, ops, records.controller_changed(seq, new))
 
             return io.transact(client, prepare, deadline)
-
-    def _epoch_node(self, client: Any, deadline: float) -> tuple[bytes, Any]:
-        got = self._io.get(client, EPOCH, deadline)
-        if got is None:
-            raise CoordinatorUnavailableError("the ZooKeeper layout is missing /controller_epoch")
-        return got
 
     def resign_controller(
         self, broker_id: int, controller_epoch: int, *, timeout_ms: int | None = None
@@ -667,7 +298,7 @@ class ZooKeeperCoordinator(Coordinator):
             if got is None:
                 return False
             ctl = decode_controller(got[0])
-            if (ctl.controller_id, ctl.controller_epoch) != (broker_id, controller_epoch):
+            if not rules.holds_controller(ctl, broker_id, controller_epoch):
                 return False
             client = self._client_of(ctl)
 
@@ -676,17 +307,12 @@ class ZooKeeperCoordinator(Coordinator):
                 if now is None or decode_controller(now[0]) != ctl:
                     return Plan(False, write=False)
                 epoch_node = self._epoch_node(client, deadline)
-                epoch, _ = _epoch_value(epoch_node[0])
+                epoch, _ = decode_epoch(epoch_node[0])
                 ops: list[Op] = [
                     ("delete", CONTROLLER, now[1].version),
-                    (
-                        "set",
-                        EPOCH,
-                        encode_json({"epoch": epoch, "holder": None}),
-                        epoch_node[1].version,
-                    ),
+                    ("set", EPOCH, encode_epoch(epoch, None), epoch_node[1].version),
                 ]
-                return Plan(True, ops, [ControllerChanged(seq=seq, controller=None)])
+                return Plan(True, ops, records.controller_changed(seq, None))
 
             return io.transact(client, prepare, deadline)
 
@@ -721,11 +347,11 @@ class ZooKeeperCoordinator(Coordinator):
         """Checks that make a write conditional on ``controller_epoch`` being the active
         controller's; raises ``FencedControllerError`` if it is not now."""
         got = self._io.get(client, CONTROLLER, deadline)
-        active = None if got is None else decode_controller(got[0])
-        if got is None or active is None or active.controller_epoch != controller_epoch:
-            raise FencedControllerError(
-                controller_epoch, None if active is None else active.controller_epoch
-            )
+        active = rules.check_controller_epoch(
+            None if got is None else decode_controller(got[0]), controller_epoch
+        )
+        if got is None:  # pragma: no cover - check_controller_epoch raised
+            raise FencedControllerError(controller_epoch, None)
         self._client_of(active)  # SUSPENDED check
         epoch_node = self._epoch_node(client, deadline)
         return [("check", CONTROLLER, got[1].version), ("check", EPOCH, epoch_node[1].version)]
@@ -741,7 +367,7 @@ class ZooKeeperCoordinator(Coordinator):
             return None
         obj = json.loads(got[0])
         count = len(obj["partitions"])
-        nodes = self._io.gets(client, [_state_path(topic, p) for p in range(count)], deadline)
+        nodes = self._io.gets(client, [state_path(topic, p) for p in range(count)], deadline)
         states = []
         for node in nodes:
             if node is None:
@@ -751,18 +377,6 @@ class ZooKeeperCoordinator(Coordinator):
             topic=topic, topic_id=obj["topic_id"], replicas=[s.replicas for s, _ in states]
         )
         return assignment, got[1], states
-
-    @staticmethod
-    def _topic_json(topic_id: str, replicas: Sequence[Sequence[int]]) -> bytes:
-        return encode_json(
-            {
-                "version": 3,
-                "topic_id": topic_id,
-                "partitions": {str(p): list(r) for p, r in enumerate(replicas)},
-                "adding_replicas": {},
-                "removing_replicas": {},
-            }
-        )
 
     @staticmethod
     def _partition_ops(
@@ -785,9 +399,7 @@ class ZooKeeperCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic``."""
-        validate_topic_name(topic)
-        assignment = validate_replica_assignment(replica_assignment)
-        states = new_partition_states(assignment, initial_states)
+        assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
         deadline = self._deadline(timeout_ms)
         io = self._io
         with kazoo_errors():
@@ -795,25 +407,15 @@ class ZooKeeperCoordinator(Coordinator):
 
             def prepare(seq: int) -> Plan[TopicAssignment]:
                 ops = self._fence(client, controller_epoch, deadline)
-                key = collision_key(topic)
-                for existing in io.children(client, TOPICS, deadline):
-                    if collision_key(existing) == key:
-                        raise TopicExistsError(topic, existing)
+                rules.check_topic_free(topic, io.children(client, TOPICS, deadline))
                 result = TopicAssignment(
                     topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment
                 )
                 base = f"{TOPICS}/{topic}"
-                ops.append(("create", base, self._topic_json(result.topic_id, assignment), False))
+                ops.append(("create", base, encode_topic(result.topic_id, assignment), False))
                 ops.append(("create", f"{base}/partitions", b"", False))
                 ops += self._partition_ops(topic, 0, states, controller_epoch)
-                records: list[MetadataChange] = [
-                    TopicChanged(seq=seq, reason=TopicChangeReason.CREATED, assignment=result)
-                ]
-                records += [
-                    PartitionChanged(seq=seq, topic=topic, partition=p, state=s)
-                    for p, s in enumerate(states)
-                ]
-                return Plan(result, ops, records)
+                return Plan(result, ops, records.topic_created(seq, result, states))
 
             return io.transact(client, prepare, deadline)
 
@@ -838,8 +440,7 @@ class ZooKeeperCoordinator(Coordinator):
                     ops.append(("delete", f"{base}/partitions/{p}", -1))
                 ops.append(("delete", f"{base}/partitions", -1))
                 ops.append(("delete", base, topic_stat.version))
-                record = TopicChanged(seq=seq, reason=TopicChangeReason.DELETED, assignment=removed)
-                return Plan(removed, ops, [record])
+                return Plan(removed, ops, records.topic_deleted(seq, removed))
 
             return io.transact(client, prepare, deadline)
 
@@ -853,8 +454,7 @@ class ZooKeeperCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.add_partitions``."""
-        assignment = validate_replica_assignment(new_replica_assignment)
-        states = new_partition_states(assignment, initial_states)
+        _, states = rules.new_partitions(new_replica_assignment, initial_states)
         deadline = self._deadline(timeout_ms)
         io = self._io
         with kazoo_errors():
@@ -867,20 +467,11 @@ class ZooKeeperCoordinator(Coordinator):
                     raise UnknownTopicError(topic)
                 current, topic_stat, _ = read
                 first = current.partition_count
-                result = attrs.evolve(current, replicas=(*current.replicas, *assignment))
-                data = self._topic_json(result.topic_id, result.replicas)
+                result = rules.grown_assignment(current, states)
+                data = encode_topic(result.topic_id, result.replicas)
                 ops.append(("set", f"{TOPICS}/{topic}", data, topic_stat.version))
                 ops += self._partition_ops(topic, first, states, controller_epoch)
-                records: list[MetadataChange] = [
-                    TopicChanged(
-                        seq=seq, reason=TopicChangeReason.PARTITIONS_ADDED, assignment=result
-                    )
-                ]
-                records += [
-                    PartitionChanged(seq=seq, topic=topic, partition=first + i, state=s)
-                    for i, s in enumerate(states)
-                ]
-                return Plan(result, ops, records)
+                return Plan(result, ops, records.partitions_added(seq, result, first, states))
 
             return io.transact(client, prepare, deadline)
 
@@ -905,7 +496,7 @@ class ZooKeeperCoordinator(Coordinator):
         if partition < 0:
             return None
         with kazoo_errors():
-            got = self._io.get(self._main, _state_path(topic, partition), deadline)
+            got = self._io.get(self._main, state_path(topic, partition), deadline)
         return None if got is None else decode_state(got[0], got[1].version)
 
     def compare_and_set_partition_state(
@@ -922,7 +513,7 @@ class ZooKeeperCoordinator(Coordinator):
         the state znode, checked against the controller nodes, in one multi-op."""
         validate_partition_state(new_state)
         deadline = self._deadline(timeout_ms)
-        io, path = self._io, _state_path(topic, partition)
+        io, path = self._io, state_path(topic, partition)
         with kazoo_errors():
             client = self._controller_client(controller_epoch, deadline)
 
@@ -930,53 +521,20 @@ class ZooKeeperCoordinator(Coordinator):
                 try:
                     ops = self._fence(client, controller_epoch, deadline)
                 except FencedControllerError as e:
-                    fenced = CasResult(
-                        status=CasStatus.FENCED_CONTROLLER,
-                        active_controller_epoch=e.active_controller_epoch,
-                    )
-                    return Plan(fenced, write=False)
+                    return Plan(rules.cas_fenced(e), write=False)
                 got = io.get(client, path, deadline) if partition >= 0 else None
-                if got is None:
-                    return Plan(CasResult(status=CasStatus.UNKNOWN_PARTITION), write=False)
-                current = decode_state(got[0], got[1].version)
-                if current.partition_epoch != expected_partition_epoch:
-                    mismatch = CasResult(status=CasStatus.VERSION_MISMATCH, state=current)
-                    return Plan(mismatch, write=False)
-                validate_partition_state(new_state, current)
-                stored = attrs.evolve(new_state, partition_epoch=expected_partition_epoch + 1)
+                current = None if got is None else decode_state(got[0], got[1].version)
+                stored = rules.cas_decision(current, expected_partition_epoch, new_state)
+                if isinstance(stored, CasResult):
+                    return Plan(stored, write=False)
                 data = encode_state(stored, controller_epoch)
                 ops.append(("set", path, data, expected_partition_epoch))
-                record = PartitionChanged(seq=seq, topic=topic, partition=partition, state=stored)
-                return Plan(CasResult(status=CasStatus.OK, state=stored, seq=seq), ops, [record])
+                done = records.partition_changed(seq, topic, partition, stored)
+                return Plan(rules.cas_ok(stored, seq), ops, done)
 
             return io.transact(client, prepare, deadline)
 
     # ---- the change feed ----
-
-    def _feed_bounds(self, deadline: float) -> tuple[int, int, Any]:
-        """(trimmed_before, head, stat of the changes node)."""
-        trimmed = self._io.get(self._main, CHANGES, deadline)
-        head = self._io.get(self._main, HEAD, deadline)
-        if trimmed is None or head is None:
-            raise CoordinatorUnavailableError("the ZooKeeper feed layout is missing")
-        return int(trimmed[0] or b"0"), int(head[0] or b"1"), trimmed[1]
-
-    def _read_feed(self, seq: int, max_changes: int, deadline: float) -> ChangeBatch:
-        trimmed, head, _ = self._feed_bounds(deadline)
-        if seq < trimmed:
-            raise MustResyncError(seq, trimmed)
-        first = max(seq, 1)
-        seqs = list(range(first, min(head, first + max_changes)))
-        nodes = self._io.gets(self._main, [change_path(s) for s in seqs], deadline)
-        changes: list[MetadataChange] = []
-        for node in nodes:
-            if node is None:
-                trimmed, _, _ = self._feed_bounds(deadline)
-                raise MustResyncError(seq, trimmed)
-            changes += decode_records(node[0])
-            if len(changes) >= max_changes:
-                break
-        return ChangeBatch(tuple(changes), changes[-1].seq + 1 if changes else seq)
 
     def changes_since(
         self,
@@ -986,11 +544,10 @@ class ZooKeeperCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> ChangeBatch:
         """See ``Coordinator.changes_since``."""
-        if seq < 0 or max_changes < 1:
-            raise ValueError(f"bad seq {seq} or max_changes {max_changes}")
+        rules.check_feed_read(seq, max_changes)
         deadline = self._deadline(timeout_ms)
         with kazoo_errors():
-            return self._read_feed(seq, max_changes, deadline)
+            return self._feed.read(seq, max_changes, deadline)
 
     def snapshot(self, *, timeout_ms: int | None = None) -> MetadataSnapshot:
         """See ``Coordinator.snapshot``: reads everything between two reads of the feed head
@@ -1010,7 +567,7 @@ class ZooKeeperCoordinator(Coordinator):
                         for p, (state, _) in enumerate(read[2]):
                             partitions[(topic, p)] = state
                 got = io.get(c, CONTROLLER, deadline)
-                epoch, _ = _epoch_value(self._epoch_node(c, deadline)[0])
+                epoch, _ = decode_epoch(self._epoch_node(c, deadline)[0])
                 after = io.get(c, HEAD, deadline)
                 if (
                     before is not None
@@ -1026,83 +583,20 @@ class ZooKeeperCoordinator(Coordinator):
                         controller_epoch=epoch,
                     )
 
-    def _pump(self) -> None:
-        """Push new feed records to every subscriber (worker thread)."""
-        if self._closed:
-            return
-        deadline = time.monotonic() + self._default_timeout_ms / 1000
-        for token, sub in list(self._subs.items()):
-            while token in self._subs:
-                try:
-                    with kazoo_errors():
-                        batch = self._read_feed(sub.cursor, MAX_CHANGES_PER_BATCH, deadline)
-                except MustResyncError:
-                    with kazoo_errors():
-                        _, head, _ = self._feed_bounds(deadline)
-                    sub.cursor = head
-                    sub.callback(ChangeBatch((), head, resync_required=True))
-                    break
-                if not batch.changes:
-                    break
-                sub.cursor = batch.next_seq
-                sub.callback(batch)
-
-    def _on_head(self, data: bytes | None, stat: Any, event: Any = None) -> bool:
-        if self._closed:
-            return False
-        self._events.put(self._pump)
-        return True
-
     def subscribe(
         self, callback: Callable[[ChangeBatch], None], *, from_seq: int | None = None
     ) -> Subscription:
         """See ``Coordinator.subscribe``: a data watch on the feed head wakes the worker,
         which reads from each subscriber's cursor."""
-        deadline = self._deadline(None)
-        with kazoo_errors():
-            cursor = self._feed_bounds(deadline)[1] if from_seq is None else from_seq
-        token = next(self._tokens)
-        self._subs[token] = _FeedSub(callback, cursor)
-        with self._lock:
-            start_watch, self._watching = not self._watching, True
-        if start_watch:
-            self._main.DataWatch(self._io.p(HEAD), self._on_head)
-        self._events.put(self._pump)
-
-        def cancel() -> None:
-            self._subs.pop(token, None)
-
-        return Subscription(cancel)
+        return self._feed.subscribe(callback, from_seq, self._deadline(None))
 
     def trim_history(self, before_seq: int, *, timeout_ms: int | None = None) -> int:
         """See ``Coordinator.trim_history`` (this backend trims only when asked)."""
         deadline = self._deadline(timeout_ms)
-        io, c = self._io, self._main
         with kazoo_errors():
-            while True:
-                trimmed, head, stat = self._feed_bounds(deadline)
-                new = max(trimmed, min(before_seq, head))
-                if new == trimmed:
-                    return trimmed
-                try:
-                    io.wait(
-                        c.set_async(io.p(CHANGES), str(new).encode(), version=stat.version),
-                        deadline,
-                    )
-                except Exception as e:  # BadVersion: someone else trimmed; re-read
-                    if type(e).__name__ != "BadVersionError":
-                        raise
-                    continue
-                io.delete_many(c, [change_path(s) for s in range(max(trimmed, 1), new)], deadline)
-                return new
+            return self._feed.trim(before_seq, deadline)
 
     # ---- admin queue ----
-
-    def _pending(self, client: Any, target: int, deadline: float) -> list[tuple[AdminRequest, Any]]:
-        qdir = _queue_dir(target)
-        names = self._io.children(client, qdir, deadline)
-        got = self._io.gets(client, [f"{qdir}/{n}" for n in names], deadline)
-        return [(decode_admin_request(g[0]), g[1]) for g in got if g is not None]
 
     def submit_admin_request(
         self, target: int, payload: AdminPayload, *, timeout_ms: int | None = None
@@ -1111,44 +605,8 @@ class ZooKeeperCoordinator(Coordinator):
         ``/admin/queues/<target>/<request_id>``; the request id is the submission's seq."""
         validate_admin_request(target, payload)
         deadline = self._deadline(timeout_ms)
-        io, c, qdir = self._io, self._main, _queue_dir(target)
         with kazoo_errors():
-            io.ensure(c, [qdir], deadline)
-
-            def prepare(seq: int) -> Plan[AdminRequest]:
-                pending = self._pending(c, target, deadline)
-                dropped: list[AdminRequest] = []
-                if len(pending) >= self._admin_limit:
-                    dropped = superseded_requests([r for r, _ in pending])
-                    if len(pending) - len(dropped) >= self._admin_limit:
-                        raise AdminQueueFullError(target, self._admin_limit)
-                versions = {r.request_id: stat.version for r, stat in pending}
-                request = AdminRequest(
-                    request_id=seq, target=target, payload=payload, submitted_seq=seq
-                )
-                ops: list[Op] = [
-                    ("delete", f"{qdir}/{old.request_id:010d}", versions[old.request_id])
-                    for old in dropped
-                ]
-                ops.append(("create", f"{qdir}/{seq:010d}", encode_admin_request(request), False))
-                records: list[MetadataChange] = [
-                    AdminRequestChanged(
-                        seq=seq,
-                        reason=AdminRequestChangeReason.COMPLETED,
-                        request=old,
-                        outcome=ErrorCode.OPERATION_NOT_ATTEMPTED,
-                        message=f"superseded: queue for target {target} was full",
-                    )
-                    for old in dropped
-                ]
-                records.append(
-                    AdminRequestChanged(
-                        seq=seq, reason=AdminRequestChangeReason.SUBMITTED, request=request
-                    )
-                )
-                return Plan(request, ops, records)
-
-            return io.transact(c, prepare, deadline)
+            return self._admin.submit(target, payload, deadline)
 
     def pending_admin_requests(
         self, target: int, *, timeout_ms: int | None = None
@@ -1156,7 +614,7 @@ class ZooKeeperCoordinator(Coordinator):
         """See ``Coordinator.pending_admin_requests``."""
         deadline = self._deadline(timeout_ms)
         with kazoo_errors():
-            return [r for r, _ in self._pending(self._main, target, deadline)]
+            return self._admin.pending(target, deadline)
 
     def complete_admin_request(
         self,
@@ -1168,79 +626,5 @@ class ZooKeeperCoordinator(Coordinator):
     ) -> bool:
         """See ``Coordinator.complete_admin_request``."""
         deadline = self._deadline(timeout_ms)
-        io, c = self._io, self._main
         with kazoo_errors():
-            dirs = io.children(c, QUEUES, deadline)
-            paths = [f"{QUEUES}/{d}/{request_id:010d}" for d in dirs]
-            found = [p for p, g in zip(paths, io.gets(c, paths, deadline), strict=True) if g]
-            if not found:
-                return False
-            path = found[0]
-
-            def prepare(seq: int) -> Plan[bool]:
-                got = io.get(c, path, deadline)
-                if got is None:
-                    return Plan(False, write=False)
-                record = AdminRequestChanged(
-                    seq=seq,
-                    reason=AdminRequestChangeReason.COMPLETED,
-                    request=decode_admin_request(got[0]),
-                    outcome=outcome,
-                    message=message,
-                )
-                return Plan(True, [("delete", path, got[1].version)], [record])
-
-            return io.transact(c, prepare, deadline)
-
-    # ---- SessionFaults (tests) ----
-
-    def expire_session(self, broker_id: int) -> None:
-        """Expire the broker's session now: a twin client on the same session id and password
-        connects and closes it (the server deletes its ephemerals); LOST follows."""
-        session = self._held(broker_id)
-        if session is None:
-            return
-        client_id = session.client.client_id
-        if client_id is None:
-            return
-        with self._lock:
-            session.expiring = True
-        twin = KazooClient(hosts=self._hosts, client_id=client_id, timeout=10.0)
-        with kazoo_errors():
-            try:
-                twin.start(timeout=self._default_timeout_ms / 1000)
-            finally:
-                _stop_client(twin)
-
-    def suspend_session(self, broker_id: int) -> None:
-        """Simulated SUSPENDED (calls as this broker raise ``CoordinatorUnavailableError``);
-        the real session stays alive."""
-        session = self._held(broker_id)
-        if session is None:
-            return
-        with self._lock:
-            if session.state is not SessionState.CONNECTED:
-                return
-            session.fault_suspended = True
-        self._events.put(functools.partial(self._emit, session, SessionState.SUSPENDED))
-
-    def resume_session(self, broker_id: int) -> None:
-        """End a simulated SUSPENDED (CONNECTED again unless the session was lost)."""
-        session = self._held(broker_id)
-        if session is None:
-            return
-        with self._lock:
-            if not session.fault_suspended:
-                return
-            session.fault_suspended = False
-            now = session.state
-        if now is SessionState.CONNECTED:
-            self._events.put(functools.partial(self._emit, session, now))
-
-    def broker_client_id(self, broker_id: int) -> tuple[int, bytes] | None:
-        """The (session id, password) of the broker's session held here (fault tests)."""
-        session = self._held(broker_id)
-        if session is None:
-            return None
-        client_id: tuple[int, bytes] | None = session.client.client_id
-        return client_id
+            return self._admin.complete(request_id, outcome, message, deadline)

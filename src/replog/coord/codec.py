@@ -1,11 +1,11 @@
-"""JSON encoding of the coordination values the etcd backend stores (brokers, topics, partition
-states, controller, admin requests, feed records).
+"""The one JSON encoding of the coordination values the ZooKeeper and etcd backends store
+(feed records, admin requests, and etcd's brokers, partition states and controller).
 
-An attrs value becomes ``{"@": "<class name>", <field>: <encoded value>, ...}``, an enum
-``{"@e": "<class name>", "v": <value>}``, a tuple a list; everything else is a JSON scalar.
-Decoding turns every list back into a tuple (all sequences in these values are tuples) and
-rebuilds classes by name from a closed table, so a stored value can never name an arbitrary
-class.
+An attrs value becomes ``{"@": "<class name>", <field>: <encoded value>, ...}`` (fields in
+declaration order), an enum ``{"@e": "<class name>", "v": <value>}``, a tuple a list; everything
+else is a JSON scalar. Text is compact (no spaces). Decoding turns every list back into a tuple
+(all sequences in these values are tuples) and rebuilds classes by name from a closed table
+built from ``replog.coord.types``, so a stored value can never name an arbitrary class.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import attrs
 from replog.coord import types as t
 from replog.errors import ErrorCode
 
-__all__ = ["decode", "dumps", "encode", "loads"]
+__all__ = ["CLASSES", "ENUMS", "decode", "dumps", "dumps_bytes", "encode", "loads"]
 
-_CLASSES: dict[str, type[Any]] = {
+CLASSES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
         t.BrokerInfo,
@@ -44,7 +44,9 @@ _CLASSES: dict[str, type[Any]] = {
         t.AdminRequestChanged,
     )
 }
-_ENUMS: dict[str, type[enum.Enum]] = {
+"""The attrs classes a stored value may hold, by name (the names are the stored format)."""
+
+ENUMS: dict[str, type[enum.Enum]] = {
     cls.__name__: cls
     for cls in (
         t.LeaderRecoveryState,
@@ -54,6 +56,7 @@ _ENUMS: dict[str, type[enum.Enum]] = {
         ErrorCode,
     )
 }
+"""The enums a stored value may hold, by name."""
 
 
 def encode(value: Any) -> Any:
@@ -69,7 +72,7 @@ def encode(value: Any) -> Any:
         return [encode(v) for v in value]
     if value is None or isinstance(value, (bool, int, str)):
         return value
-    raise TypeError(f"cannot encode {type(value).__name__} for etcd")
+    raise TypeError(f"cannot encode {type(value).__name__} for the store")
 
 
 def decode(data: Any) -> Any:
@@ -78,8 +81,8 @@ def decode(data: Any) -> Any:
         return tuple(decode(v) for v in data)
     if isinstance(data, dict):
         if "@e" in data:
-            return _ENUMS[data["@e"]](data["v"])
-        cls = _CLASSES[data["@"]]
+            return ENUMS[data["@e"]](data["v"])
+        cls = CLASSES[data["@"]]
         return cls(**{k: decode(v) for k, v in data.items() if k != "@"})
     return data
 
@@ -87,6 +90,11 @@ def decode(data: Any) -> Any:
 def dumps(value: Any) -> str:
     """``encode`` as compact JSON text."""
     return json.dumps(encode(value), separators=(",", ":"))
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """``dumps`` as UTF-8 bytes (znode data)."""
+    return dumps(value).encode()
 
 
 def loads(text: str | bytes) -> Any:

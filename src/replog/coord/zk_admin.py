@@ -1,0 +1,83 @@
+"""The ZooKeeper backend's admin request queues: a persistent node
+``/admin/queues/<target>/<request_id:010d>`` per queued request; the request id is the seq of
+its submission. The queue rules (checks, what a full queue drops) are ``replog.coord.admin``'s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replog.coord import codec, records
+from replog.coord.admin import requests_to_drop
+from replog.coord.types import AdminPayload, AdminRequest
+from replog.coord.zk_codec import QUEUES, queue_dir
+from replog.coord.zk_io import Op, Plan, ZkIo
+from replog.errors import ErrorCode, invariant
+
+__all__ = ["ZkAdminQueues"]
+
+
+def _decode(data: bytes) -> AdminRequest:
+    request = codec.loads(data)
+    invariant(isinstance(request, AdminRequest), "an admin queue node holds an AdminRequest")
+    return request  # type: ignore[no-any-return]
+
+
+class ZkAdminQueues:
+    """The queues under the chroot of ``io``, read and written with the ``main`` client
+    (calls run inside the caller's ``kazoo_errors``)."""
+
+    def __init__(self, io: ZkIo, main: Any, limit: int) -> None:
+        self._io = io
+        self._main = main
+        self._limit = limit
+
+    def _pending(self, target: int, deadline: float) -> list[tuple[AdminRequest, Any]]:
+        qdir = queue_dir(target)
+        names = self._io.children(self._main, qdir, deadline)
+        got = self._io.gets(self._main, [f"{qdir}/{n}" for n in names], deadline)
+        return [(_decode(g[0]), g[1]) for g in got if g is not None]
+
+    def pending(self, target: int, deadline: float) -> list[AdminRequest]:
+        """The target's queued requests, oldest first."""
+        return [r for r, _ in self._pending(target, deadline)]
+
+    def submit(self, target: int, payload: AdminPayload, deadline: float) -> AdminRequest:
+        """Queue a request (checked by the caller with ``validate_admin_request``), dropping
+        superseded ones if the queue is full, in one multi-op."""
+        io, c, qdir = self._io, self._main, queue_dir(target)
+        io.ensure(c, [qdir], deadline)
+
+        def prepare(seq: int) -> Plan[AdminRequest]:
+            pending = self._pending(target, deadline)
+            dropped = requests_to_drop([r for r, _ in pending], target, self._limit)
+            versions = {r.request_id: stat.version for r, stat in pending}
+            request = AdminRequest(
+                request_id=seq, target=target, payload=payload, submitted_seq=seq
+            )
+            ops: list[Op] = [
+                ("delete", f"{qdir}/{old.request_id:010d}", versions[old.request_id])
+                for old in dropped
+            ]
+            ops.append(("create", f"{qdir}/{seq:010d}", codec.dumps_bytes(request), False))
+            return Plan(request, ops, records.admin_submitted(seq, request, dropped))
+
+        return io.transact(c, prepare, deadline)
+
+    def complete(self, request_id: int, outcome: ErrorCode, message: str, deadline: float) -> bool:
+        """Remove a queued request and record its outcome; False if it is not queued."""
+        io, c = self._io, self._main
+        dirs = io.children(c, QUEUES, deadline)
+        paths = [f"{QUEUES}/{d}/{request_id:010d}" for d in dirs]
+        found = [p for p, g in zip(paths, io.gets(c, paths, deadline), strict=True) if g]
+        if not found:
+            return False
+        path = found[0]
+
+        def prepare(seq: int) -> Plan[bool]:
+            got = io.get(c, path, deadline)
+            if got is None:
+                return Plan(False, write=False)
+            done = records.admin_completed(seq, _decode(got[0]), outcome, message)
+            return Plan(True, [("delete", path, got[1].version)], done)
+
+        return io.transact(c, prepare, deadline)
