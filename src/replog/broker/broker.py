@@ -11,8 +11,13 @@ deadline passes, then flushes, checkpoints and writes the clean-shutdown marker.
 crash for tests: sockets closed, nothing flushed or checkpointed, the session left to expire.
 
 Every broker of a process runs on the one asyncio event loop it is started on. Coordinator calls
-are made synchronously on the loop (fast for the in-memory store; a networked backend would want
-``asyncio.to_thread`` here -- see the module's report).
+(``Coordinator`` is synchronous and thread-safe) run on worker threads through ``_coord``, so
+ZooKeeper or etcd latency never blocks the loop; the controller service, which is not meant for
+concurrent use, is driven under ``_controller_lock``.
+
+Teardown is bounded: ``_halt`` stops fetchers and the server first (no new inputs), then cancels
+and awaits every task it spawned -- repeatedly, since a task may spawn another while it ends --
+so no task outlives the broker and nothing waits on a controller that is already gone.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ import enum
 import importlib
 import logging
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from replog.broker.config import BrokerConfig
 from replog.broker.fetcher import ReplicaFetcher
@@ -61,6 +66,7 @@ from replog.protocol.schema import Message
 __all__ = ["Broker", "BrokerState"]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class BrokerState(enum.Enum):
@@ -103,6 +109,8 @@ class Broker:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._retiring_fetchers: set[ReplicaFetcher] = set()
+        self._controller_lock = asyncio.Lock()
         self._produce_waiters: dict[tuple[TP, int], asyncio.Future[ProduceResult]] = {}
         self._admin_waiters: dict[int, asyncio.Future[AdminRequestChanged]] = {}
         self._alter_inflight = 0
@@ -152,9 +160,22 @@ class Broker:
             raise RuntimeError(f"broker {self.broker_id} is {self.state.value}")
         self._loop = asyncio.get_running_loop()
         self._halting = False
+        self._alter_inflight = 0
+        self.log_manager = LogManager.open(list(self.config.log_dirs))
+        try:
+            await self._start_serving()
+        except BaseException:
+            await self._halt()
+            self._abandon_logs()
+            raise
+        self.state = BrokerState.ONLINE
+
+    async def _start_serving(self) -> None:
         config = self.config
-        self.log_manager = LogManager.open(list(config.log_dirs))
-        await self._server.start(config.host, config.port)
+        assert self.log_manager is not None
+        # Bind now (registration needs the port) but accept connections only once the replica
+        # manager exists: a request must never find the broker half started.
+        await self._server.start(config.host, config.port, serving=False)
         await self._register()
         self.state = BrokerState.FENCED
         self._rm = ReplicaManager(
@@ -164,11 +185,11 @@ class Broker:
             broker_epoch=self.incarnation_epoch,
             checkpoint_interval_ms=config.checkpoint_interval_ms,
         )
-        snapshot = self.coordinator.snapshot()
+        snapshot = await self._coord(self.coordinator.snapshot)
         self._feed_seq = snapshot.seq
         async with self.storage_lock:
             self.rm.apply_snapshot(snapshot, self.now_ms())
-        loop = self._loop
+        loop = asyncio.get_running_loop()
 
         def on_batch(batch: ChangeBatch) -> None:
             del batch
@@ -177,9 +198,9 @@ class Broker:
         def on_session(event: SessionEvent) -> None:
             loop.call_soon_threadsafe(self._on_session_event, event)
 
-        self._subscriptions.append(self.coordinator.subscribe(on_batch))
+        self._subscriptions.append(await self._coord(self.coordinator.subscribe, on_batch))
         self._subscriptions.append(
-            self.coordinator.add_session_listener(self.broker_id, on_session)
+            await self._coord(self.coordinator.add_session_listener, self.broker_id, on_session)
         )
         for coro in (
             self._metadata_loop(),
@@ -191,13 +212,24 @@ class Broker:
             self._spawn(coro)
         self._reconcile_fetchers()
         self.after_input()
-        self.state = BrokerState.ONLINE
+        await self._server.start_serving()
+
+    async def _coord(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a (synchronous, thread-safe) coordinator call on a worker thread."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _abandon_logs(self) -> None:
+        if self.log_manager is not None:
+            for log in list(self.log_manager.logs.values()):
+                log.abandon()
+            self.log_manager.logs.clear()
 
     async def _register(self) -> None:
         deadline = self.now_ms() + self.config.session_timeout_ms * 3
         while True:
             try:
-                info = self.coordinator.register_broker(
+                info = await self._coord(
+                    self.coordinator.register_broker,
                     self.broker_id,
                     self.config.host,
                     self.port,
@@ -213,7 +245,15 @@ class Broker:
             return
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._tasks.remove(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("broker %s: task failed", self.broker_id, exc_info=task.exception())
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown (move leaders away, bounded by ``controlled_shutdown_timeout_ms``),
@@ -231,7 +271,9 @@ class Broker:
                 except StorageError as exc:
                     _log.error("broker %s: unclean log shutdown: %s", self.broker_id, exc)
         with contextlib.suppress(CoordinatorError):
-            self.coordinator.unregister_broker(self.broker_id, self.incarnation_epoch)
+            await self._coord(
+                self.coordinator.unregister_broker, self.broker_id, self.incarnation_epoch
+            )
         self.state = BrokerState.OFFLINE
 
     async def kill(self) -> None:
@@ -240,16 +282,16 @@ class Broker:
             return
         self._controller = None  # a crashed controller does not resign; its session expires
         await self._halt()
-        if self.log_manager is not None:
-            for log in list(self.log_manager.logs.values()):
-                log.abandon()
-            self.log_manager.logs.clear()
+        self._abandon_logs()
         self.state = BrokerState.OFFLINE
 
     async def _move_leadership_away(self) -> None:
         with contextlib.suppress(CoordinatorError):
-            self.coordinator.update_broker(
-                self.broker_id, self.incarnation_epoch, in_controlled_shutdown=True
+            await self._coord(
+                self.coordinator.update_broker,
+                self.broker_id,
+                self.incarnation_epoch,
+                in_controlled_shutdown=True,
             )
         deadline = self.now_ms() + self.config.controlled_shutdown_timeout_ms
         while self.now_ms() < deadline:
@@ -264,31 +306,38 @@ class Broker:
         _log.warning("broker %s: controlled shutdown deadline passed", self.broker_id)
 
     async def _halt(self) -> None:
+        """End every input (feed, fetchers, clients), then every task this broker spawned."""
         self._halting = True
-        for sub in self._subscriptions:
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for sub in subscriptions:
             with contextlib.suppress(Exception):
-                sub.close()
-        self._subscriptions.clear()
-        controller, self._controller = self._controller, None
-        if controller is not None:
-            with contextlib.suppress(Exception):
-                controller.resign()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks.clear()
-        for fetcher in list(self._fetchers.values()):
-            await fetcher.stop()
+                await self._coord(sub.close)
+        async with self._controller_lock:
+            controller, self._controller = self._controller, None
+            if controller is not None:
+                with contextlib.suppress(Exception):
+                    await self._coord(controller.resign)
+        fetchers = list(self._fetchers.values()) + list(self._retiring_fetchers)
         self._fetchers.clear()
+        self._retiring_fetchers.clear()
+        for fetcher in fetchers:
+            fetcher.cancel()
+        for fetcher in fetchers:
+            await fetcher.stop()
         await self._server.close()
+        # Waiters first: a task parked on one (an AlterPartition waiting for a controller that
+        # is gone) must not keep the halt waiting for its timeout.
         for future in self._produce_waiters.values():
             future.cancel()
         for waiter in self._admin_waiters.values():
             waiter.cancel()
         self._produce_waiters.clear()
         self._admin_waiters.clear()
+        while self._tasks:
+            tasks, self._tasks = self._tasks, []
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # ------------------------------------------------------------------ driver plumbing
 
@@ -346,7 +395,9 @@ class Broker:
     async def _submit_admin_change(
         self, payload: AdminPayload, timeout_ms: int
     ) -> AdminRequestChanged | None:
-        request = self.coordinator.submit_admin_request(CONTROLLER_TARGET, payload)
+        request = await self._coord(
+            self.coordinator.submit_admin_request, CONTROLLER_TARGET, payload
+        )
         future: asyncio.Future[AdminRequestChanged] = asyncio.get_running_loop().create_future()
         self._admin_waiters[request.request_id] = future
         self._wake.set()
@@ -370,9 +421,9 @@ class Broker:
 
     async def _poll_feed(self) -> None:
         try:
-            batch = self.coordinator.changes_since(self._feed_seq)
+            batch = await self._coord(self.coordinator.changes_since, self._feed_seq)
         except MustResyncError:
-            snapshot = self.coordinator.snapshot()
+            snapshot = await self._coord(self.coordinator.snapshot)
             async with self.storage_lock:
                 self.rm.apply_snapshot(snapshot, self.now_ms())
             self._feed_seq = snapshot.seq
@@ -392,26 +443,38 @@ class Broker:
         self._reconcile_fetchers()
         self.after_input()
         if self._controller is not None:
-            self._poll_controller()
+            await self._poll_controller()
 
     def _reconcile_fetchers(self) -> None:
         if self._halting:
             return
         wanted = self.rm.follower_leaders() - {self.broker_id}
         for leader_id in set(self._fetchers) - wanted:
+            # Cancel now (a stop task cancelled before it ran would leave the fetcher running);
+            # the retiring set lets ``_halt`` await it even if its stop task never runs.
             fetcher = self._fetchers.pop(leader_id)
-            self._spawn(fetcher.stop())
+            fetcher.cancel()
+            self._retiring_fetchers.add(fetcher)
+            self._spawn(self._retire_fetcher(fetcher))
         for leader_id in wanted - set(self._fetchers):
             fetcher = ReplicaFetcher(self, leader_id)
             self._fetchers[leader_id] = fetcher
             fetcher.start()
+
+    async def _retire_fetcher(self, fetcher: ReplicaFetcher) -> None:
+        try:
+            await fetcher.stop()
+        finally:
+            self._retiring_fetchers.discard(fetcher)
 
     async def _heartbeat_loop(self) -> None:
         interval_s = self.config.heartbeat_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             try:
-                state = self.coordinator.heartbeat(self.broker_id, self.incarnation_epoch)
+                state = await self._coord(
+                    self.coordinator.heartbeat, self.broker_id, self.incarnation_epoch
+                )
                 self._set_session(state)
             except CoordinatorUnavailableError:
                 self._set_session(SessionState.SUSPENDED)
@@ -468,27 +531,35 @@ class Broker:
             if self._controller is None and self.state is BrokerState.ONLINE:
                 current = self.rm.controller
                 if current is None or current.controller_id == self.broker_id:
-                    self._try_become_controller(module)
+                    await self._try_become_controller(module)
             if self._controller is not None:
-                self._poll_controller()
+                await self._poll_controller()
             await asyncio.sleep(0.05)
 
-    def _try_become_controller(self, module: Any) -> None:
-        try:
-            service = module.ControllerService(
-                self.coordinator, self.broker_id, self.incarnation_epoch, clock_ms=self.now_ms
-            )
-            if service.try_become_controller():
-                self._controller = service
-        except CoordinatorError as exc:
-            _log.debug("broker %s: controller election failed: %s", self.broker_id, exc)
+    async def _try_become_controller(self, module: Any) -> None:
+        async with self._controller_lock:
+            if self._controller is not None or self._halting:
+                return
+            try:
+                service = module.ControllerService(
+                    self.coordinator, self.broker_id, self.incarnation_epoch, clock_ms=self.now_ms
+                )
+                if await self._coord(service.try_become_controller):
+                    self._controller = service
+            except CoordinatorError as exc:
+                _log.debug("broker %s: controller election failed: %s", self.broker_id, exc)
 
-    def _poll_controller(self) -> None:
-        try:
-            self._controller.poll(self.now_ms())
-        except CoordinatorError as exc:
-            _log.info("broker %s: lost the controller role: %s", self.broker_id, exc)
-            self._controller = None
+    async def _poll_controller(self) -> None:
+        async with self._controller_lock:
+            controller = self._controller
+            if controller is None:
+                return
+            try:
+                await self._coord(controller.poll, self.now_ms())
+            except CoordinatorError as exc:
+                _log.info("broker %s: lost the controller role: %s", self.broker_id, exc)
+                if self._controller is controller:
+                    self._controller = None
 
     async def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
         """Hand an ISR change to the controller through the admin queue; apply the answer."""

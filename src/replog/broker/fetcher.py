@@ -6,12 +6,17 @@ In FSYNC mode the local logs are flushed (group commit, on a worker thread) befo
 that reports their LEO goes out. Answers are applied through ``ReplicaManager.on_fetch_response``
 (the ``Partition`` machine handles diverging epochs and out-of-range) while holding the broker's
 storage lock, so a truncation never races a worker-thread fsync.
+
+A Fetch response carries no leader log end offset, so when a partition answers
+OFFSET_OUT_OF_RANGE (the leader is behind us after an unclean election, or its log starts past
+ours) the fetcher asks the leader with ListOffsets (as a replica: latest = its LEO, earliest = its
+log start) before handing the answer to the ``Partition``, which truncates accordingly -- as
+Kafka's follower does (``fetchLatestOffsetFromLeader``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -19,6 +24,7 @@ from replog.errors import ErrorCode, ProtocolError
 from replog.isr import BytesSlice, EpochEndOffset, FetchRequest, FetchResponse, FollowerAction
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from replog.protocol import messages as m
+from replog.protocol.schema import Message
 
 if TYPE_CHECKING:
     from replog.broker.broker import Broker
@@ -28,6 +34,7 @@ __all__ = ["ReplicaFetcher"]
 
 _log = logging.getLogger(__name__)
 FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
 
 
 def _error_code(value: int) -> ErrorCode:
@@ -53,14 +60,20 @@ class ReplicaFetcher:
         """Start the fetch loop."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def stop(self) -> None:
-        """Cancel the loop and close the connection."""
+    def cancel(self) -> None:
+        """Stop at once without waiting: close the connection and cancel the loop."""
         self._stopped = True
         self._close()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+
+    async def stop(self) -> None:
+        """Cancel the loop, close the connection, and wait for the loop to end."""
+        self.cancel()
+        if self._task is not None:
+            # gather: the loop's own end (cancelled, failed) is absorbed, but cancelling the
+            # caller still cancels the caller.
+            await asyncio.gather(self._task, return_exceptions=True)
         self._close()
 
     def _close(self) -> None:
@@ -134,10 +147,69 @@ class ReplicaFetcher:
             correlation_id=self._correlation_id,
             client_id=f"replica-{broker.broker_id}",
         )
-        response = await self._exchange(encode_request(header, body))
-        return await self._apply(dict(requests), response)
+        response = await self._exchange(
+            encode_request(header, body), m.FETCH.api_key, FETCH_VERSION
+        )
+        if not isinstance(response, m.FetchResponse):
+            raise ProtocolError(f"a fetch answered with {type(response).__name__}")
+        leader_offsets = await self._leader_offsets_if_out_of_range(response)
+        return await self._apply(dict(requests), response, leader_offsets)
 
-    async def _exchange(self, frame: bytes) -> m.FetchResponse:
+    async def _leader_offsets_if_out_of_range(
+        self, response: m.FetchResponse
+    ) -> dict[TP, tuple[int, int]]:
+        """(log start, LEO) on the leader of every partition that answered out of range."""
+        out_of_range = [
+            (t.topic, p.partition_index)
+            for t in response.responses
+            for p in t.partitions
+            if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        ]
+        if not out_of_range:
+            return {}
+        earliest = await self._list_offsets(out_of_range, m.EARLIEST_TIMESTAMP)
+        latest = await self._list_offsets(out_of_range, m.LATEST_TIMESTAMP)
+        return {
+            tp: (earliest[tp], latest[tp]) for tp in out_of_range if tp in earliest and tp in latest
+        }
+
+    async def _list_offsets(self, tps: list[TP], timestamp: int) -> dict[TP, int]:
+        """ListOffsets as a replica (replica_id >= 0: latest is the leader's LEO, not its HW)."""
+        broker = self.broker
+        by_topic: dict[str, list[m.ListOffsetsPartition]] = {}
+        for topic, partition in tps:
+            replica = broker.rm.partition(topic, partition)
+            epoch = -1 if replica is None else replica.leader_epoch
+            by_topic.setdefault(topic, []).append(
+                m.ListOffsetsPartition(
+                    partition_index=partition, current_leader_epoch=epoch, timestamp=timestamp
+                )
+            )
+        body = m.ListOffsetsRequest(
+            replica_id=broker.broker_id,
+            isolation_level=0,
+            topics=[m.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        self._correlation_id += 1
+        header = RequestHeader(
+            api_key=m.LIST_OFFSETS.api_key,
+            api_version=LIST_OFFSETS_VERSION,
+            correlation_id=self._correlation_id,
+            client_id=f"replica-{broker.broker_id}",
+        )
+        response = await self._exchange(
+            encode_request(header, body), m.LIST_OFFSETS.api_key, LIST_OFFSETS_VERSION
+        )
+        if not isinstance(response, m.ListOffsetsResponse):
+            raise ProtocolError(f"list offsets answered with {type(response).__name__}")
+        return {
+            (t.name, p.partition_index): p.offset
+            for t in response.topics
+            for p in t.partitions
+            if p.error_code == ErrorCode.NONE and p.offset >= 0
+        }
+
+    async def _exchange(self, frame: bytes, api_key: int, api_version: int) -> Message:
         assert self._writer is not None and self._reader is not None
         self._writer.write(frame)
         await self._writer.drain()
@@ -152,14 +224,17 @@ class ReplicaFetcher:
                 raise EOFError("leader closed the connection")
             got = frames.feed(data)
             if got:
-                cid, body = decode_response(
-                    got[0], api_key=m.FETCH.api_key, api_version=FETCH_VERSION
-                )
-                if cid != self._correlation_id or not isinstance(body, m.FetchResponse):
-                    raise ProtocolError(f"unexpected fetch response correlation id {cid}")
+                cid, body = decode_response(got[0], api_key=api_key, api_version=api_version)
+                if cid != self._correlation_id:
+                    raise ProtocolError(f"unexpected response correlation id {cid}")
                 return body
 
-    async def _apply(self, requests: dict[TP, FetchRequest], response: m.FetchResponse) -> bool:
+    async def _apply(
+        self,
+        requests: dict[TP, FetchRequest],
+        response: m.FetchResponse,
+        leader_offsets: dict[TP, tuple[int, int]],
+    ) -> bool:
         broker = self.broker
         progressed = True
         async with broker.storage_lock:
@@ -182,12 +257,16 @@ class ReplicaFetcher:
                         diverging = EpochEndOffset(
                             p.diverging_epoch.epoch, p.diverging_epoch.end_offset
                         )
+                    log_start_offset, log_end_offset = leader_offsets.get(
+                        tp, (p.log_start_offset, -1)
+                    )
                     answer = FetchResponse(
                         request_id=request.request_id,
                         error_code=_error_code(p.error_code),
                         fetch_offset=request.fetch_offset,
                         high_watermark=p.high_watermark,
-                        log_start_offset=p.log_start_offset,
+                        log_start_offset=log_start_offset,
+                        log_end_offset=log_end_offset,
                         records=BytesSlice(data) if data else None,
                         diverging_epoch=diverging,
                         replica_id=broker.broker_id,

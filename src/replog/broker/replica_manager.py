@@ -172,7 +172,7 @@ class ReplicaManager:
                 removing=frozenset(state.removing_replicas),
                 broker_epochs=self._broker_epochs(),
             )
-            replica.update_replica_eligibility(self._ineligible())
+            replica.update_replica_eligibility(self._ineligible(state.replicas))
         else:
             replica.become_follower(
                 state.leader,
@@ -230,15 +230,20 @@ class ReplicaManager:
     def _broker_epochs(self) -> dict[int, int]:
         return {b: info.incarnation_epoch for b, info in self.brokers.items()}
 
-    def _ineligible(self) -> frozenset[int]:
-        return frozenset(
+    def _ineligible(self, replicas: Iterable[int]) -> frozenset[int]:
+        """Replicas that may neither join the ISR nor hold the HW back (KIP-841): fenced or
+        shutting-down brokers, and brokers not registered at all (a crashed broker whose
+        session expired is removed from the image, not fenced -- without this its recent
+        catch-up time would hold an acks=all produce until ``replica_lag_ms_max`` passed)."""
+        fenced = {
             b for b, info in self.brokers.items() if info.fenced or info.in_controlled_shutdown
-        )
+        }
+        return frozenset(fenced | {b for b in replicas if b not in self.brokers})
 
     def _push_eligibility(self) -> None:
-        ineligible, epochs = self._ineligible(), self._broker_epochs()
+        epochs = self._broker_epochs()
         for replica in self.partitions.values():
-            replica.update_replica_eligibility(ineligible, epochs)
+            replica.update_replica_eligibility(self._ineligible(replica.assigned), epochs)
 
     # ------------------------------------------------------------------ queries
 
@@ -425,6 +430,10 @@ class ReplicaManager:
             replica.on_tick(now_ms)
             if shrink and self.metadata_current:
                 replica.maybe_shrink_isr(now_ms)
+            # A catching-up replica holds the HW only for replica_lag_ms_max after it was last
+            # caught up; nothing but time ends that, so re-check the HW as time passes.
+            if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
+                self.data_version += 1
             self._collect(tp, replica)
 
     def maybe_checkpoint(self, now_ms: int) -> bool:

@@ -66,11 +66,20 @@ class Server:
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
-    async def start(self, host: str, port: int) -> int:
-        """Bind and start accepting; returns the bound port."""
-        self._server = await asyncio.start_server(self._on_connect, host, port)
+    async def start(self, host: str, port: int, *, serving: bool = True) -> int:
+        """Bind (and, with ``serving``, start accepting); returns the bound port. Without
+        ``serving``, connections wait in the listen backlog until ``start_serving``."""
+        self._server = await asyncio.start_server(
+            self._on_connect, host, port, start_serving=serving
+        )
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
+
+    async def start_serving(self) -> None:
+        """Start accepting connections on the bound socket."""
+        if self._server is None:
+            raise RuntimeError("the server is not bound")
+        await self._server.start_serving()
 
     @property
     def connection_count(self) -> int:
@@ -86,14 +95,12 @@ class Server:
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(1.0):
-                    await self._server.wait_closed()
-            self._server = None
+        await asyncio.gather(*tasks, return_exceptions=True)
+        server, self._server = self._server, None
+        if server is not None:
+            # Every connection task has ended, so this returns at once (3.12+ waits for them).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self._connections_max:

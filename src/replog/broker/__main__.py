@@ -1,0 +1,153 @@
+"""``python -m replog.broker --config FILE``: run one broker in this process until a signal.
+
+The config file is TOML (``*.toml``) or JSON, read by ``BrokerConfig.from_file``; the
+coordination backend is its ``coordinator`` URL (``zookeeper://host:port/chroot``,
+``etcd://host:port/prefix``; ``memory://`` only makes sense inside one process).
+
+Once the broker serves, one JSON line goes to stdout, so a parent process can read the bound
+address (``port = 0`` in the config picks a free port)::
+
+    {"event": "serving", "broker_id": 1, "host": "127.0.0.1", "port": 40123,
+     "address": "127.0.0.1:40123", "pid": 4242}
+
+Signals: SIGTERM and SIGINT stop the broker with a controlled shutdown (leadership moves away,
+then flush, checkpoints, clean-shutdown marker); a second SIGTERM/SIGINT during that stops at
+once without moving leadership (still flushing and checkpointing). A last JSON line
+``{"event": "stopped", ...}`` follows. SIGKILL is a crash, as for any process.
+
+Exit status: 0 after a stop, 1 when the broker could not start (the reason on stderr), 2 on a
+bad config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from replog.broker.broker import Broker
+from replog.broker.config import BrokerConfig
+from replog.errors import InvalidConfigError
+
+__all__ = ["add_broker_arguments", "main", "run_broker", "serve"]
+
+_log = logging.getLogger("replog.broker")
+
+
+def _emit(event: str, broker: Broker, **extra: object) -> None:
+    """One JSON line on stdout, flushed at once (the parent reads it line by line)."""
+    line = {
+        "event": event,
+        "broker_id": broker.broker_id,
+        "host": broker.config.host,
+        "port": broker.port,
+        "address": broker.address,
+        "pid": os.getpid(),
+        **extra,
+    }
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+async def serve(
+    config: BrokerConfig,
+    *,
+    on_serving: Callable[[Broker], None] | None = None,
+) -> int:
+    """Start a broker from ``config``, report it, and run until SIGTERM/SIGINT; returns the
+    exit status. ``on_serving`` runs on the loop once the broker serves (wrappers such as the
+    fault suite's power-loss broker install their own signal handlers there)."""
+    loop = asyncio.get_running_loop()
+    try:
+        broker = Broker(config)
+    except Exception as exc:  # e.g. an unknown or unreachable coordinator
+        print(f"replog broker {config.broker_id}: cannot start: {exc}", file=sys.stderr)
+        return 1
+    stop_requests: asyncio.Queue[signal.Signals] = asyncio.Queue(maxsize=8)
+
+    def on_signal(signum: signal.Signals) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            stop_requests.put_nowait(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        try:
+            await broker.start()
+        except Exception as exc:
+            print(f"replog broker {config.broker_id}: cannot start: {exc}", file=sys.stderr)
+            with contextlib.suppress(Exception):
+                await broker.kill()
+            return 1
+        _emit("serving", broker)
+        if on_serving is not None:
+            on_serving(broker)
+        first = await stop_requests.get()
+        _log.info("broker %s: %s, controlled shutdown", config.broker_id, first.name)
+        controlled = asyncio.ensure_future(broker.stop(controlled=True))
+        second = asyncio.ensure_future(stop_requests.get())
+        await asyncio.wait({controlled, second}, return_when=asyncio.FIRST_COMPLETED)
+        if not controlled.done():
+            _log.warning(
+                "broker %s: second signal, stopping without moving leaders", config.broker_id
+            )
+            controlled.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await controlled
+            await broker.stop(controlled=False)
+        else:
+            second.cancel()
+            controlled.result()
+        _emit("stopped", broker, signal=first.name)
+        return 0
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        close = getattr(broker.coordinator, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+
+
+def run_broker(config_path: str, *, log_level: str = "INFO") -> int:
+    """Load ``config_path`` and serve (the body of both ``python -m replog.broker`` and
+    ``replog broker``)."""
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = BrokerConfig.from_file(config_path)
+    except InvalidConfigError as exc:
+        print(f"replog broker: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(config))
+
+
+def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the broker command (shared with ``replog broker``)."""
+    parser.add_argument("--config", required=True, metavar="FILE", help="broker config file")
+    parser.add_argument(
+        "--log-level", default="INFO", help="logging level on stderr (default INFO)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m replog.broker --config FILE [--log-level LEVEL]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m replog.broker", description="run one replog broker until SIGTERM"
+    )
+    add_broker_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_broker(args.config, log_level=args.log_level)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
