@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[dev,zookeeper,etcd]'
+	$(BIN)/python -m pip install -q -e '.[dev,zookeeper,etcd,spark]'
 	touch $(STAMP)
 
 system-deps:
