@@ -34,13 +34,13 @@ def cluster(tmp_path: object) -> Iterator[Cluster]:
 
 
 def create_topic(cluster: Cluster, topic: str, replicas: list[int]) -> None:
-    """Create through the coordinator as the active controller would (no controller service
-    exists in this build)."""
+    """Create through the coordinator with the active controller's epoch (an explicit
+    assignment, which the admin API does not take). Waits for a broker to win the controller
+    election: electing one here on a broker's behalf would leave no ControllerService running."""
     coord = cluster.coordinator
+    wait_for(lambda: coord.current_controller() is not None)
     controller = coord.current_controller()
-    if controller is None:
-        broker = cluster.brokers[replicas[0]]
-        controller = coord.elect_controller(broker.broker_id, broker.incarnation_epoch)
+    assert controller is not None
     coord.create_topic(topic, [replicas], controller_epoch=controller.controller_epoch)
     wait_for(
         lambda: all(

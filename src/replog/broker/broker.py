@@ -418,6 +418,10 @@ class Broker:
                 await self._poll_feed()
             except CoordinatorError as exc:
                 _log.debug("broker %s: feed unavailable: %s", self.broker_id, exc)
+            except Exception:
+                # A bug applying metadata must not silently end metadata handling: log it and
+                # try the same changes again at the next wake-up.
+                _log.exception("broker %s: applying metadata failed", self.broker_id)
 
     async def _poll_feed(self) -> None:
         try:

@@ -269,6 +269,8 @@ def _list_offsets(broker: Broker, body: m.ListOffsetsRequest) -> m.ListOffsetsRe
                 else:
                     code = ErrorCode.INVALID_REQUEST  # lookup by timestamp is not served yet
                 replica = broker.rm.partition(topic.name, p.partition_index)
+                if body.replica_id < 0 and replica is not None and not replica.hw_is_current:
+                    code, offset = ErrorCode.OFFSET_NOT_AVAILABLE, -1  # see Partition.hw_is_current
                 epoch = -1 if replica is None else replica.leader_epoch
             parts.append(
                 m.ListOffsetsPartitionResponse(

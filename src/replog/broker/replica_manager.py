@@ -25,6 +25,7 @@ completes no acks=all produce as leader: new ones are refused, parked ones end
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 
 import attrs
@@ -161,6 +162,16 @@ class ReplicaManager:
         replica = self._get_or_create(tp)
         if replica is None:
             return
+        try:
+            self._apply_role(replica, state, now_ms)
+        except StorageError:
+            # The log went offline (a failed write or fsync): this replica is no longer served
+            # here; the rest of the metadata still applies. It comes back after a restart.
+            self._remove_replica(tp, delete=False)
+            return
+        self.data_version += 1
+
+    def _apply_role(self, replica: Partition, state: PartitionState, now_ms: int) -> None:
         if state.leader == self.broker_id:
             replica.become_leader(
                 state.leader_epoch,
@@ -182,7 +193,6 @@ class ReplicaManager:
                 assigned=state.replicas,
                 partition_epoch=state.partition_epoch,
             )
-        self.data_version += 1
 
     def set_metadata_current(self, current: bool) -> None:
         """The coordinator session is CONNECTED (True) or SUSPENDED/LOST (False)."""
@@ -196,6 +206,8 @@ class ReplicaManager:
             log = self.log_manager.get_or_create_log(TopicPartition(*tp))
         except StorageError:
             return None  # the dir is offline: this replica is not served
+        if log.is_offline:
+            return None  # a write or fsync failed on it: not served until a restart
         replica = Partition(
             topic=tp[0],
             partition=tp[1],
@@ -211,7 +223,8 @@ class ReplicaManager:
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)
         if replica is not None and replica.is_leader:
-            replica.become_follower(-1, replica.leader_epoch + 1)
+            with contextlib.suppress(StorageError):  # an offline log still fails its waiters
+                replica.become_follower(-1, replica.leader_epoch + 1)
             self._collect(tp, replica)
         if delete:
             try:

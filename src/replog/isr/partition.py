@@ -535,6 +535,8 @@ class Partition:
         if error is ErrorCode.NONE and request.is_from_follower:
             replica = self._replicas.get(request.replica_id)
             error = self._check_follower(request, replica)
+        if error is ErrorCode.NONE and not request.is_from_follower and not self.hw_is_current:
+            error = ErrorCode.OFFSET_NOT_AVAILABLE
         if error is not ErrorCode.NONE:
             return FetchResponse(
                 request.request_id, error, request.fetch_offset, replica_id=request.replica_id
@@ -550,6 +552,16 @@ class Partition:
             if self._fetches.add(parked, parked.deadline_ms):
                 return None
         return response
+
+    @property
+    def hw_is_current(self) -> bool:
+        """Whether this leader's HW may be shown to consumers. A new leader starts from its own
+        HW, which can lag the one its predecessor already showed; until the HW reaches the
+        start offset of the new epoch it is not authoritative, and consumers get the retriable
+        OFFSET_NOT_AVAILABLE instead of a HW that would move backwards. (A cleanly elected
+        leader held every committed record, so its epoch start is at or past the old HW.)"""
+        start = self.leader_epoch_start_offset
+        return not self.is_leader or start is None or self.log.high_watermark >= start
 
     def _check_follower(self, request: FetchRequest, replica: ReplicaState | None) -> ErrorCode:
         if replica is None:
