@@ -1,0 +1,13 @@
+"""replog.testing: a deterministic whole-cluster simulator (VOPR-style) and its checkers.
+
+``python -m replog.testing.sim --seeds N`` runs N seeds; ``--seed S`` reproduces one. Only IO
+and time are simulated: the real ``replog.log``, ``replog.isr``, ``replog.election``,
+``replog.controller`` and the in-memory coordinator run unchanged (see ``sim.py``).
+"""
+
+from __future__ import annotations
+
+from replog.testing.history import Anomaly, History, check_history
+from replog.testing.net import SimNetwork
+
+__all__ = ["Anomaly", "History", "SimNetwork", "check_history"]
