@@ -5,7 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint clean system-deps
+.PHONY: demo test bench sim lint clean system-deps
+
+SEEDS ?= 1000
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +30,10 @@ lint: $(STAMP)
 
 test: lint system-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Deterministic simulation: many more seeds than make test runs; prints "N seeds, K violations".
+sim: $(STAMP)
+	$(BIN)/python -m replog.testing.sim --seeds $(SEEDS)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.storage
