@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench sim lint clean system-deps
+.PHONY: demo test bench sim faults lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -34,6 +34,10 @@ test: lint system-deps
 # Deterministic simulation: many more seeds than make test runs; prints "N seeds, K violations".
 sim: $(STAMP)
 	$(BIN)/python -m replog.testing.sim --seeds $(SEEDS)
+
+# Multi-process fault suite (real broker processes on ZooKeeper); not yet in make test.
+faults: $(STAMP) system-deps
+	$(BIN)/python -m pytest -q -m faults tests/faults
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.storage

@@ -1,8 +1,12 @@
 """The ``replog`` command line, in the spirit of Kafka's tools.
 
-Commands so far: ``dump-log PATH`` (segments, indexes, CRC validity). Exit status: 0 when
-everything read was valid, 1 when a batch failed its CRC or a tail did not frame, 2 on usage
-errors.
+Commands so far:
+
+- ``dump-log PATH`` (segments, indexes, CRC validity). Exit status: 0 when everything read was
+  valid, 1 when a batch failed its CRC or a tail did not frame, 2 on usage errors.
+- ``broker --config FILE`` runs one broker until SIGTERM/SIGINT, as ``python -m replog.broker``
+  (see ``replog.broker.__main__``). Exit status: 0 after a stop, 1 when it could not start, 2
+  on a bad config file.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     dump = commands.add_parser("dump-log", help="print the batches and index entries of a log")
     dump.add_argument("paths", nargs="+", metavar="PATH", help=".log/.index/.timeindex or a dir")
     dump.add_argument("--print-data", action="store_true", help="also print every record")
+    broker = commands.add_parser("broker", help="run one broker until SIGTERM/SIGINT")
+    from replog.broker.__main__ import add_broker_arguments, run_broker
+
+    add_broker_arguments(broker)
     args = parser.parse_args(argv)
+
+    if args.command == "broker":
+        return run_broker(args.config, log_level=args.log_level)
 
     if args.command == "dump-log":
         from replog.log.dump import dump_path

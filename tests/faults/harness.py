@@ -1,0 +1,279 @@
+"""Real broker processes on loopback: start, stop, crash, pause and restart them by the PID this
+module started (never by name).
+
+Each broker runs ``python -m replog.broker --config FILE`` (or a wrapper module with the same
+contract, such as ``tests.faults.powerloss_broker``), logs to ``broker-<id>.log`` and prints one
+JSON line on stdout once serving; ``BrokerProcess.start`` waits for that line. The first start
+takes any free port; the config is then rewritten with that port, so a restarted broker comes
+back at the address clients and other brokers already know.
+
+Used by the fault suite (``tests/faults``) and by ``benchmarks/replication.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+__all__ = ["BrokerProcess", "ProcessCluster", "REPO_ROOT"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_START_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 30.0
+
+
+@attrs.define
+class BrokerProcess:
+    """One broker process; see the module docstring."""
+
+    broker_id: int
+    base_dir: Path
+    settings: dict[str, Any]
+    module: str = "replog.broker"
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    paused: bool = False
+    starts: int = 0
+
+    @property
+    def config_path(self) -> Path:
+        """The broker's JSON config file."""
+        return self.base_dir / f"broker-{self.broker_id}.json"
+
+    @property
+    def log_path(self) -> Path:
+        """Where the broker's stderr (its log) goes, appended across restarts."""
+        return self.base_dir / f"broker-{self.broker_id}.log"
+
+    @property
+    def log_dir(self) -> Path:
+        """The broker's (single) log dir."""
+        return self.base_dir / f"broker-{self.broker_id}-data"
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:port`` (known after the first start)."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The running process's PID."""
+        if self.proc is None:
+            raise RuntimeError(f"broker {self.broker_id} is not running")
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Whether the process exists and has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def _write_config(self) -> None:
+        config = {
+            "broker_id": self.broker_id,
+            "log_dirs": [str(self.log_dir)],
+            "port": self.port,
+            **self.settings,
+        }
+        self.config_path.write_text(json.dumps(config, indent=1))
+
+    def spawn(self) -> None:
+        """Start the process; ``wait_serving`` completes the start."""
+        if self.running:
+            raise RuntimeError(f"broker {self.broker_id} is already running")
+        self._write_config()
+        path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
+        env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts + 1} ({self.module}) =====\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, "--config", str(self.config_path)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                cwd=str(REPO_ROOT),
+                env=env,
+            )
+        self.starts += 1
+        self.paused = False
+
+    def wait_serving(self, timeout_s: float = _START_TIMEOUT_S) -> dict[str, Any]:
+        """Read the "serving" line; on failure kill the process and raise with the log tail."""
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            raise RuntimeError(f"broker {self.broker_id} was not spawned")
+        line = _read_line(proc.stdout, time.monotonic() + timeout_s)
+        try:
+            info: dict[str, Any] = json.loads(line)
+            if info.get("event") != "serving":
+                raise ValueError(line)
+        except ValueError:
+            rc = proc.poll()
+            self.kill9()
+            raise RuntimeError(
+                f"broker {self.broker_id} did not start (rc {rc}, stdout {line!r}):\n"
+                + self.log_tail()
+            ) from None
+        self.port = int(info["port"])
+        self._write_config()  # restarts keep the port
+        return info
+
+    def start(self, timeout_s: float = _START_TIMEOUT_S) -> dict[str, Any]:
+        """Spawn and wait until serving."""
+        self.spawn()
+        return self.wait_serving(timeout_s)
+
+    def terminate(self, timeout_s: float = _STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM (controlled shutdown) and wait; SIGKILL if it outlives ``timeout_s``."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            self.resume()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        return self._reap()
+
+    def kill9(self) -> int | None:
+        """SIGKILL (a crash: nothing flushed, the session left to expire) and reap."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        return self._reap()
+
+    def send(self, signum: signal.Signals) -> None:
+        """Send ``signum`` to the running process."""
+        os.kill(self.pid, signum)
+
+    def pause(self) -> None:
+        """SIGSTOP (a GC pause, a zombie broker)."""
+        self.send(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        if self.paused and self.running:
+            self.send(signal.SIGCONT)
+        self.paused = False
+
+    def _reap(self) -> int | None:
+        proc, self.proc = self.proc, None
+        self.paused = False
+        if proc is None:
+            return None
+        if proc.stdout is not None:
+            proc.stdout.close()
+        return proc.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the broker's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return f"(no log at {self.log_path})"
+        tail = text.splitlines()[-lines:]
+        return "\n".join(f"  [{self.broker_id}] {line}" for line in tail)
+
+
+def _read_line(stream: IO[bytes], deadline: float) -> str:
+    """One line from a pipe, or what arrived before ``deadline`` / EOF."""
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                break
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                break
+            buffer += chunk
+    return buffer.split(b"\n", 1)[0].decode(errors="replace")
+
+
+@attrs.define
+class ProcessCluster:
+    """``n`` broker processes (ids 1..n) sharing one coordinator URL."""
+
+    base_dir: Path
+    brokers: dict[int, BrokerProcess]
+
+    @classmethod
+    def create(
+        cls,
+        base_dir: Path,
+        coordinator_url: str,
+        n: int,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        modules: Mapping[int, str] | None = None,
+    ) -> ProcessCluster:
+        """Describe the cluster (nothing starts yet); ``settings`` are ``BrokerConfig`` fields,
+        ``modules`` picks a wrapper entry point per broker id."""
+        base_dir.mkdir(parents=True, exist_ok=True)
+        common = {"coordinator": coordinator_url, **(settings or {})}
+        brokers = {
+            i: BrokerProcess(
+                i, base_dir, dict(common), module=(modules or {}).get(i, "replog.broker")
+            )
+            for i in range(1, n + 1)
+        }
+        return cls(base_dir, brokers)
+
+    def start(self, ids: Iterable[int] | None = None) -> None:
+        """Start brokers (all by default) in parallel and wait until each serves."""
+        chosen = list(self.brokers) if ids is None else list(ids)
+        try:
+            for i in chosen:
+                self.brokers[i].spawn()
+            for i in chosen:
+                self.brokers[i].wait_serving()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address (running or not: clients skip unreachable ones)."""
+        return ",".join(b.address for b in self.brokers.values() if b.port)
+
+    def close(self) -> None:
+        """SIGCONT anything paused, SIGTERM everything, SIGKILL what lingers."""
+        for broker in self.brokers.values():
+            broker.resume()
+            if broker.running:
+                broker.send(signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        for broker in self.brokers.values():
+            proc = broker.proc
+            if proc is not None:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+            broker._reap()
+
+    def log_tails(self, lines: int = 40) -> str:
+        """Every broker's log tail, for a failing test's report."""
+        return "\n".join(
+            f"--- broker {i} ({b.log_path}) ---\n{b.log_tail(lines)}"
+            for i, b in self.brokers.items()
+        )

@@ -1,0 +1,186 @@
+"""Kafka's replication fault matrix against real broker processes (issue 6).
+
+Three brokers on loopback with the ZooKeeper backend, topic RF 3 / min ISR 2, fsync durability,
+a producer with acks=all running throughout. Each case injects one fault while the producer
+runs, waits for the cluster to make progress again, then checks that every acknowledged record
+is consumed at its acknowledged offset, in order per partition.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.faults.harness import ProcessCluster
+from tests.faults.workload import (
+    PARTITIONS,
+    SESSION_TIMEOUT_MS,
+    BackgroundProducer,
+    check_acked_records_consumed,
+    controller_id,
+    describe,
+    leader_of,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
+
+ACKS_BETWEEN_STEPS = 100
+
+#: Found by this suite (diagnosis for the lead; see the report): with the ZooKeeper backend a
+#: broker that dies without running its own session-LOST handler is never recorded as gone.
+XFAIL_NO_EXPIRY_RECORD = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "replog bug: ZooKeeperCoordinator writes BrokerChanged(EXPIRED) / ControllerChanged(None)"
+        " to the feed only from the expiring broker's own handle (zk_sessions._session_lost on"
+        " kazoo LOST). A SIGKILLed, powered-off or SIGSTOPped broker process never runs it: its"
+        " /brokers/ids/<id> and /controller ephemerals vanish from ZooKeeper, but no surviving"
+        " process watches them, so the controller never elects a new leader or shrinks the ISR,"
+        " and nobody campaigns for a dead controller's role (Broker._controller_loop waits for"
+        " rm.controller to be None). Leadership stays on the dead broker forever."
+    ),
+)
+
+
+def _isr_complete(cluster: ProcessCluster) -> bool:
+    return all(len(p.isr) == 3 for p in describe(cluster).values())
+
+
+def _target(cluster: ProcessCluster, role: str) -> int:
+    target = leader_of(cluster, 0) if role == "leader" else controller_id(cluster)
+    assert target in cluster.brokers, f"no {role} found: {target}"
+    return target
+
+
+def _wait_role_moved(cluster: ProcessCluster, role: str, old: int) -> None:
+    if role == "leader":
+        wait_until(
+            f"a new leader of partition 0 (was {old})",
+            lambda: leader_of(cluster, 0) not in (old, -1),
+            cluster,
+        )
+    else:
+        wait_until(
+            f"a new controller (was {old})",
+            lambda: controller_id(cluster) not in (old, -1),
+            cluster,
+        )
+
+
+@pytest.mark.parametrize("role", ["leader", "controller"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "clean_shutdown",
+        pytest.param("hard_shutdown", marks=XFAIL_NO_EXPIRY_RECORD),
+        "clean_bounce",
+        pytest.param("hard_bounce", marks=XFAIL_NO_EXPIRY_RECORD),
+    ],
+)
+def test_acked_records_survive(cluster: ProcessCluster, role: str, fault: str) -> None:
+    wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
+    producer = BackgroundProducer(cluster.bootstrap).start()
+    try:
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        target = _target(cluster, role)
+        broker = cluster.brokers[target]
+        if fault.startswith("clean"):
+            assert broker.terminate() == 0, broker.log_tail()
+        else:
+            broker.kill9()
+        _wait_role_moved(cluster, role, target)
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        if fault.endswith("bounce"):
+            broker.start()
+            wait_until(f"broker {target} in every ISR", lambda: _isr_complete(cluster), cluster)
+            producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+    finally:
+        producer.stop()
+    check_acked_records_consumed(cluster, producer)
+
+
+@XFAIL_NO_EXPIRY_RECORD
+def test_paused_leader_acknowledges_nothing_as_a_zombie(cluster: ProcessCluster) -> None:
+    """SIGSTOP the leader past its session: a new leader takes over; after SIGCONT the old one
+    must not acknowledge anything the new leader's log does not hold."""
+    wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
+    producer = BackgroundProducer(cluster.bootstrap).start()
+    try:
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        target = _target(cluster, "leader")
+        zombie = cluster.brokers[target]
+        zombie.pause()
+        time.sleep(SESSION_TIMEOUT_MS / 1000 * 1.5)
+        _wait_role_moved(cluster, "leader", target)
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        zombie.resume()
+        time.sleep(2.0)  # the zombie works through what queued up while it was stopped
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        wait_until(f"broker {target} back in every ISR", lambda: _isr_complete(cluster), cluster)
+    finally:
+        producer.stop()
+    check_acked_records_consumed(cluster, producer)
+
+
+def test_stalled_follower_leaves_and_rejoins_the_isr(long_session_cluster: ProcessCluster) -> None:
+    """A follower that stops fetching (SIGSTOP for longer than replica_lag_ms_max but within its
+    session) is dropped from the ISR, produce goes on with ISR 2, and it rejoins on resume.
+
+    (The issue asks for a TCP fault proxy between follower and leader; brokers fetch from the
+    address a broker registers, which is also the one it binds, so a proxy cannot sit in that
+    path until the broker config has an advertised address. ``proxy.py`` is ready for it.)"""
+    cluster = long_session_cluster
+    wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
+    producer = BackgroundProducer(cluster.bootstrap).start()
+    try:
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        leader = _target(cluster, "leader")
+        follower = next(i for i in describe(cluster)[0].replicas if i != leader)
+        cluster.brokers[follower].pause()
+        try:
+            wait_until(
+                f"follower {follower} out of the ISR of partition 0",
+                lambda: follower not in describe(cluster)[0].isr,
+                cluster,
+            )
+            producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        finally:
+            cluster.brokers[follower].resume()
+        wait_until(f"broker {follower} back in every ISR", lambda: _isr_complete(cluster), cluster)
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+    finally:
+        producer.stop()
+    check_acked_records_consumed(cluster, producer)
+
+
+@XFAIL_NO_EXPIRY_RECORD
+def test_leader_power_loss_in_fsync_mode(powerloss_cluster: ProcessCluster) -> None:
+    """The leader loses power (every unsynced write gone, the first one torn), comes back,
+    recovers and rejoins: fsync mode acknowledged nothing that only lived in its page cache."""
+    cluster = powerloss_cluster
+    wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
+    producer = BackgroundProducer(cluster.bootstrap).start()
+    try:
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS * 2, cluster)
+        target = _target(cluster, "leader")
+        broker = cluster.brokers[target]
+        broker.send(signal.SIGUSR1)
+        assert broker.proc is not None
+        assert broker.proc.wait(10) == 137, broker.log_tail()
+        broker.kill9()  # reap
+        _wait_role_moved(cluster, "leader", target)
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        broker.start()
+        wait_until(f"broker {target} back in every ISR", lambda: _isr_complete(cluster), cluster)
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+    finally:
+        producer.stop()
+    check_acked_records_consumed(cluster, producer)
+
+
+def test_partitions_constant_matches_topic(cluster: ProcessCluster) -> None:
+    """The harness's own sanity: the topic has the partitions the workload writes to."""
+    assert sorted(describe(cluster)) == list(range(PARTITIONS))
