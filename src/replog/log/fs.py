@@ -102,8 +102,11 @@ class RealFileHandle:
         self._fd = fd
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        while view:
+        written = os.write(self._fd, data)
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
+        while view:  # a short write (rare on regular files): finish it
             written = os.write(self._fd, view)
             view = view[written:]
 

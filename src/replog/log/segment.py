@@ -217,6 +217,41 @@ class LogSegment:
             raise InvariantError("batch sizes do not add up to the appended data")
         self.size_bytes = position
 
+    def can_append_without_bookkeeping(
+        self, size_bytes: int, max_timestamp: int, last_offset: int
+    ) -> bool:
+        """Whether appending one batch needs nothing but the write: the segment is not empty
+        (no first-batch timestamp to record), no roll trigger fires, and no index entry is due.
+        The time roll is by record timestamps here; a segment without them takes the general
+        path, which compares wall-clock age."""
+        if (
+            self.size_bytes == 0
+            or self._index_full
+            or not self._max_timestamp_loaded
+            or self._bytes_since_last_index_entry > self.config.index_interval_bytes
+        ):
+            return False
+        config = self.config
+        rolling = self._rolling_based_timestamp
+        return (
+            self.size_bytes <= config.segment_bytes - size_bytes
+            and rolling is not None
+            and rolling >= 0
+            and max_timestamp - rolling <= config.segment_ms - config.segment_jitter_ms
+            and 0 <= last_offset - self.base_offset <= _INT32_MAX
+        )
+
+    def append_without_bookkeeping(
+        self, data: bytes | bytearray, last_offset: int, max_timestamp: int
+    ) -> None:
+        """Append one batch after `can_append_without_bookkeeping` said yes."""
+        self.log_file.append(data)
+        if max_timestamp > self._max_timestamp:
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = last_offset
+        self._bytes_since_last_index_entry += len(data)
+        self.size_bytes += len(data)
+
     def _add_index_entry(self, last_offset: int, position: int) -> None:
         offset_index = self.offset_index
         offset_index.append(last_offset, position)
