@@ -4,8 +4,10 @@ version negotiation, error classification."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Iterator
 
+import crc32c
 import pytest
 
 from replog.client.accumulator import PendingRecord, RecordAccumulator, RecordMetadata
@@ -17,12 +19,18 @@ from replog.client.errors import (
     RetriableBrokerResponseError,
     error_for_code,
 )
-from replog.client.fetching import slice_records
+from replog.client.fetching import ConsumerRecord, slice_columns, slice_records
 from replog.client.metadata import MetadataCache
 from replog.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from replog.client.producer import classify
 from replog.errors import ErrorCode, InvalidConfigError, NotLeaderError, RequestTimeoutError
-from replog.log.records import encode_batch, stamp_batch
+from replog.log.records import (
+    decode_records,
+    encode_batch,
+    encode_varint,
+    iter_batches,
+    stamp_batch,
+)
 from replog.protocol import APIS
 from replog.protocol.messages import (
     ApiVersion,
@@ -306,3 +314,122 @@ def test_slice_stops_at_max_records_mid_batch() -> None:
 def test_slice_of_nothing_keeps_the_position() -> None:
     got = slice_records("t", 0, b"", 7, 10)
     assert got.records == [] and got.next_offset == 7 and got.last_epoch == -1
+
+
+def _reference_slice(
+    buf: bytes, fetch_offset: int, records_max: int
+) -> tuple[list[ConsumerRecord], int, int]:
+    """slice_records as it was before the columnar path (record by record)."""
+    out: list[ConsumerRecord] = []
+    next_offset, last_epoch = fetch_offset, -1
+    for position, header in iter_batches(buf):
+        if header.next_offset <= next_offset:
+            continue
+        if len(out) >= records_max:
+            break
+        if header.is_control:
+            next_offset, last_epoch = header.next_offset, header.partition_leader_epoch
+            continue
+        batch_done = True
+        for record in decode_records(buf, position):
+            if record.offset < next_offset:
+                continue
+            if len(out) >= records_max:
+                batch_done = False
+                break
+            out.append(
+                ConsumerRecord(
+                    topic="t",
+                    partition=3,
+                    offset=record.offset,
+                    timestamp=record.timestamp,
+                    key=record.key,
+                    value=record.value,
+                    headers=record.headers,
+                    leader_epoch=header.partition_leader_epoch,
+                )
+            )
+            next_offset, last_epoch = record.offset + 1, header.partition_leader_epoch
+        if batch_done:
+            next_offset = max(next_offset, header.next_offset)
+            last_epoch = header.partition_leader_epoch
+    return out, next_offset, last_epoch
+
+
+def _gappy_batch(base: int, offsets: list[int], epoch: int) -> bytes:
+    """A batch whose records sit at ``offsets`` (compaction gaps), by patching offset deltas."""
+    headers = [[("h", b"%d" % o)] for o in offsets]  # one-byte-wide deltas keep lengths equal
+    buf = bytearray(encode_batch([b"v"] * len(offsets), headers=headers, base_timestamp=9))
+    section = bytearray(buf[61:])
+    cursor = 0
+    for index, offset in enumerate(offsets):
+        size = section[cursor] >> 1
+        delta_at = cursor + 3
+        assert section[delta_at] == encode_varint(index)[0]
+        section[delta_at] = encode_varint(offset - base)[0]
+        cursor += 1 + size
+    patched = bytearray(buf[:61]) + section
+    struct.pack_into(">i", patched, 23, offsets[-1] - base)
+    struct.pack_into(">I", patched, 17, crc32c.crc32c(bytes(patched[21:])))
+    stamp_batch(patched, 0, base, epoch)
+    return bytes(patched)
+
+
+LOG = (
+    _batch(0, [b"a", b"b", b"c"])
+    + _gappy_batch(3, [3, 5, 9, 10], epoch=1)
+    + _batch(11, [b"%d" % i for i in range(70)], epoch=2)
+    + _batch(81, [b"z"], epoch=2)
+)
+
+
+@pytest.mark.parametrize("fetch_offset", [0, 2, 3, 4, 6, 10, 11, 50, 81, 82])
+@pytest.mark.parametrize("records_max", [1, 2, 5, 40, 1000])
+def test_slice_columns_gives_what_record_by_record_slicing_gave(
+    fetch_offset: int, records_max: int
+) -> None:
+    expected, next_offset, last_epoch = _reference_slice(LOG, fetch_offset, records_max)
+    got = slice_columns("t", 3, LOG, fetch_offset, records_max)
+    assert [r for piece in got.slices for r in piece.records()] == expected
+    assert got.count == len(expected)
+    assert (got.next_offset, got.last_epoch) == (next_offset, last_epoch)
+    sliced = slice_records("t", 3, LOG, fetch_offset, records_max)
+    assert sliced.records == expected
+    assert (sliced.next_offset, sliced.last_epoch) == (next_offset, last_epoch)
+
+
+def test_consumer_poll_columns_returns_what_poll_returns() -> None:
+    from replog.broker.cluster import Cluster
+    from replog.client import Admin, Consumer, Producer
+
+    with Cluster.local(1) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics("cols", 2, 1)
+        with Producer(cluster.bootstrap, acks=1, linger_ms=5) as producer:
+            for i in range(600):
+                key = None if i % 3 else b"k%d" % i
+                headers = [("h", b"x")] if i % 50 == 0 else None
+                producer.send("cols", b"v" * (i % 7), key=key, headers=headers, partition=i % 2)
+            producer.flush()
+        tps = [("cols", 0), ("cols", 1)]
+        polled: list[list[ConsumerRecord]] = []
+        with Consumer(cluster.bootstrap, auto_reset="earliest") as consumer:
+            consumer.assign(tps)
+            consumer.seek(tps[1], 17)
+            while sum(map(len, polled)) < 583:
+                polled.append(consumer.poll(1000, max_records=128))
+            positions = [consumer.position(tp) for tp in tps]
+        by_columns: list[list[ConsumerRecord]] = []
+        with Consumer(cluster.bootstrap, auto_reset="earliest") as consumer:
+            consumer.assign(tps)
+            consumer.seek(tps[1], 17)
+            while sum(map(len, by_columns)) < 583:
+                slices = consumer.poll_columns(1000, max_records=128)
+                assert all(len(piece) for piece in slices)
+                by_columns.append([r for piece in slices for r in piece.records()])
+            assert [consumer.position(tp) for tp in tps] == positions
+    for tp in tps:  # partitions may interleave differently; each one's records may not
+        mine = [r for c in polled for r in c if (r.topic, r.partition) == tp]
+        assert [r for c in by_columns for r in c if (r.topic, r.partition) == tp] == mine
+    assert len({r.offset for r in mine}) == 283 and mine[0].offset == 17
+    assert all(len(chunk) <= 128 for chunk in by_columns)

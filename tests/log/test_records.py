@@ -18,7 +18,9 @@ from replog.log.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,
+    RecordColumns,
     TimestampType,
+    decode_columns,
     decode_records,
     encode_batch,
     encode_varint,
@@ -317,6 +319,8 @@ def test_corrupt_record_error_carries_the_batch_position() -> None:
 def test_inconsistent_record_framing_is_corrupt(section: bytes, count: int) -> None:
     with pytest.raises(CorruptRecordError):
         decode_records(replace_records(SAMPLE, section, count=count))
+    with pytest.raises(CorruptRecordError):
+        decode_columns(replace_records(SAMPLE, section, count=count))
 
 
 @settings(max_examples=300, deadline=None)
@@ -453,3 +457,117 @@ def test_uniform_fast_path_writes_the_same_bytes_as_the_general_encoder(
     records = decode_records(fast)
     assert [r.value for r in records] == values
     assert [r.offset for r in records] == list(range(count))
+
+
+# --- columnar decoding ---------------------------------------------------------------------------
+
+
+def assert_same_decoding(buf: bytes) -> None:
+    """decode_columns gives decode_records' records field by field, or both raise."""
+    try:
+        expected = decode_records(buf)
+    except CorruptRecordError:
+        with pytest.raises(CorruptRecordError):
+            decode_columns(buf)
+        return
+    columns = decode_columns(buf)
+    assert isinstance(columns, RecordColumns)
+    assert len(columns) == len(expected)
+    assert columns.offsets == [r.offset for r in expected]
+    assert columns.timestamps == [r.timestamp for r in expected]
+    assert columns.keys == [r.key for r in expected]
+    assert columns.values == [r.value for r in expected]
+    assert columns.headers == [r.headers for r in expected]
+    assert columns.records() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches())
+def test_columns_match_records_with_nulls_headers_negative_deltas_and_every_codec(
+    batch: dict[str, object],
+) -> None:
+    assert_same_decoding(encode_batch(base_timestamp=BASE_TS, **batch))  # type: ignore[arg-type]
+
+
+@st.composite
+def uniform_batches(draw: st.DrawFn) -> bytes:
+    """Same-shape records (the run fast path): fixed key and value lengths, small or large
+    timestamp deltas, counts across the one/two-byte offset delta boundary at 64."""
+    count = draw(st.integers(min_value=1, max_value=300))
+    value_length = draw(st.sampled_from([0, 1, 10, 63, 64, 100, 200]))
+    key_length = draw(st.sampled_from([None, 0, 1, 8]))
+    column = lambda strategy: st.lists(strategy, min_size=count, max_size=count)  # noqa: E731
+    values = draw(column(st.binary(min_size=value_length, max_size=value_length)))
+    keys = None
+    if key_length is not None:
+        keys = draw(column(st.binary(min_size=key_length, max_size=key_length)))
+    spread = draw(st.sampled_from([0, 1, 63, 64, 100, 10_000, 10**6]))
+    timestamps = draw(st.none() | column(st.integers(BASE_TS - spread, BASE_TS + spread)))
+    mixed = draw(st.booleans())  # a few records of another shape in the middle
+    if mixed and count > 2:
+        values[count // 2] = None
+        values[count // 3] = b"x" * (value_length + 1)
+    return encode_batch(
+        values,
+        keys=keys,
+        headers=[()] * count if draw(st.booleans()) else None,
+        timestamps=timestamps,
+        base_offset=draw(st.integers(min_value=0, max_value=2**40)),
+        base_timestamp=BASE_TS,
+        compression=draw(st.sampled_from([Compression.NONE, Compression.GZIP])),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(uniform_batches())
+def test_columns_match_records_on_uniform_and_mixed_runs(encoded: bytes) -> None:
+    assert_same_decoding(encoded)
+
+
+@pytest.mark.parametrize("count", [1, 63, 64, 65, 5000, 9000])
+def test_columns_of_producer_shaped_batches(count: int) -> None:
+    timestamps = [BASE_TS + i // 40 for i in range(count)]  # deltas grow past one varint byte
+    encoded = encode_batch(
+        [b"v" * 100] * count,
+        keys=[None] * count,
+        headers=[()] * count,
+        timestamps=timestamps,
+        base_offset=7,
+        base_timestamp=BASE_TS,
+    )
+    columns = decode_columns(encoded)
+    assert columns.offsets == list(range(7, 7 + count))
+    assert columns.timestamps == timestamps
+    assert_same_decoding(encoded)
+
+
+RUN_SAMPLE = encode_batch(
+    [b"%03d" % i for i in range(80)],
+    keys=[b"k"] * 80,
+    timestamps=[BASE_TS + (i % 5) * 30 for i in range(80)],
+    base_timestamp=BASE_TS,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_mangled_runs_decode_exactly_like_decode_records(data: st.DataObject) -> None:
+    section = bytearray(RUN_SAMPLE[RECORD_BATCH_OVERHEAD:])
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        index = data.draw(st.integers(min_value=0, max_value=len(section) - 1))
+        section[index] = data.draw(st.integers(min_value=0, max_value=255))
+    cut = data.draw(st.integers(min_value=len(section) - 40, max_value=len(section)))
+    count = data.draw(st.none() | st.integers(min_value=0, max_value=90))
+    assert_same_decoding(replace_records(RUN_SAMPLE, bytes(section[:cut]), count=count))
+
+
+def test_columns_check_the_crc() -> None:
+    broken = bytearray(RUN_SAMPLE)
+    broken[-3] ^= 0x01
+    with pytest.raises(CorruptRecordError):
+        decode_columns(bytes(broken))
+
+
+def test_columns_read_at_a_position_in_a_memoryview() -> None:
+    log = memoryview(b"".join((SAMPLE, RUN_SAMPLE)))
+    assert decode_columns(log, len(SAMPLE)).records() == decode_records(RUN_SAMPLE)

@@ -40,7 +40,7 @@ from replog.client.errors import (
     NoOffsetForPartitionError,
     error_for_code,
 )
-from replog.client.fetching import ConsumerRecord, slice_records
+from replog.client.fetching import ColumnSlice, ConsumerRecord, slice_columns
 from replog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -65,7 +65,7 @@ from replog.protocol.messages import (
     OffsetForLeaderTopic,
 )
 
-__all__ = ["AsyncConsumer", "Consumer", "ConsumerConfig", "ConsumerRecord"]
+__all__ = ["AsyncConsumer", "ColumnSlice", "Consumer", "ConsumerConfig", "ConsumerRecord"]
 
 TopicPartition = tuple[str, int]
 ResetPolicy = Literal["earliest", "latest", "none"]
@@ -194,19 +194,30 @@ class AsyncConsumer:
         """Records from the assigned partitions, waiting up to ``timeout_ms`` for some.
         Raises ``LogTruncationError`` / ``OffsetOutOfRangeError`` / ``NoOffsetForPartitionError``
         as the module doc says; network trouble is retried until the timeout."""
+        records: list[ConsumerRecord] = []
+        for column_slice in await self.poll_columns(timeout_ms, max_records):
+            records += column_slice.records()
+        return records
+
+    async def poll_columns(
+        self, timeout_ms: int = 1000, max_records: int = 500
+    ) -> list[ColumnSlice]:
+        """``poll`` as columns: the same records (same positions, HW, seeks and errors), one
+        ``ColumnSlice`` per fetched batch they came from, in the order ``poll`` returns them.
+        No object is built per record."""
         deadline = now_ms() + max(0, timeout_ms)
         while True:
             try:
                 await self._prepare()
                 remaining = max(0, deadline - now_ms())
                 wait_ms = min(self.config.fetch_max_wait_ms, remaining)
-                records = await self._fetch_once(wait_ms, max_records)
+                slices = await self._fetch_once(wait_ms, max_records)
             except (ConnectionLostError, RequestTimeoutError):
                 self._client.metadata.mark_stale()
-                records = []
+                slices = []
                 await asyncio.sleep(min(self.config.retry_backoff_ms, remaining) / 1000)
-            if records or now_ms() >= deadline:
-                return records
+            if slices or now_ms() >= deadline:
+                return slices
 
     async def _prepare(self) -> None:
         """Refresh metadata, note leader-epoch changes, reset and validate positions."""
@@ -327,7 +338,7 @@ class AsyncConsumer:
             return
         raise error_for_code(code)
 
-    async def _fetch_once(self, wait_ms: int, max_records: int) -> list[ConsumerRecord]:
+    async def _fetch_once(self, wait_ms: int, max_records: int) -> list[ColumnSlice]:
         fetchable = [
             tp
             for tp, pos in self._positions.items()
@@ -341,7 +352,8 @@ class AsyncConsumer:
             *(self._fetch_from(leader, group, wait_ms) for leader, group in groups.items()),
             return_exceptions=True,
         )
-        records: list[ConsumerRecord] = []
+        slices: list[ColumnSlice] = []
+        taken = 0
         for response in responses:
             if isinstance(response, (ConnectionLostError, RequestTimeoutError)):
                 self._client.metadata.mark_stale()
@@ -350,9 +362,10 @@ class AsyncConsumer:
                 raise response
             for topic in response.responses:
                 for part in topic.partitions:
-                    budget = max_records - len(records)
-                    records += self._on_fetched(topic.topic, part, budget)
-        return records
+                    fetched = self._on_fetched(topic.topic, part, max_records - taken)
+                    taken += sum(map(len, fetched))
+                    slices += fetched
+        return slices
 
     async def _fetch_from(
         self, leader: int, group: list[TopicPartition], wait_ms: int
@@ -385,7 +398,7 @@ class AsyncConsumer:
 
     def _on_fetched(
         self, topic: str, part: FetchResponsePartition, budget: int
-    ) -> list[ConsumerRecord]:
+    ) -> list[ColumnSlice]:
         tp = (topic, part.partition_index)
         pos = self._positions.get(tp)
         if pos is None or pos.offset is None or pos.needs_validation:
@@ -405,11 +418,11 @@ class AsyncConsumer:
         records = part.records
         if budget <= 0 or not isinstance(records, (bytes, bytearray, memoryview)):
             return []
-        sliced = slice_records(topic, tp[1], records, pos.offset, budget)
+        sliced = slice_columns(topic, tp[1], records, pos.offset, budget)
         pos.offset = sliced.next_offset
         if sliced.last_epoch >= 0:
             pos.offset_epoch = sliced.last_epoch
-        return sliced.records
+        return sliced.slices
 
     async def close(self) -> None:
         """Close every connection."""
@@ -466,6 +479,10 @@ class Consumer:
     def poll(self, timeout_ms: int = 1000, max_records: int = 500) -> list[ConsumerRecord]:
         """See ``AsyncConsumer.poll``."""
         return self._loop.run(self._consumer.poll(timeout_ms, max_records))
+
+    def poll_columns(self, timeout_ms: int = 1000, max_records: int = 500) -> list[ColumnSlice]:
+        """See ``AsyncConsumer.poll_columns``."""
+        return self._loop.run(self._consumer.poll_columns(timeout_ms, max_records))
 
     def close(self) -> None:
         """Close connections and stop the loop thread. Idempotent."""

@@ -9,11 +9,20 @@ move the position past them, as does a batch whose tail records were compacted a
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import attrs
 
-from replog.log.records import Buffer, decode_records, iter_batches
+from replog.log.records import Buffer, RecordColumns, decode_columns, iter_batches
 
-__all__ = ["ConsumerRecord", "FetchSlice", "slice_records"]
+__all__ = [
+    "ColumnSlice",
+    "ConsumerRecord",
+    "FetchColumns",
+    "FetchSlice",
+    "slice_columns",
+    "slice_records",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -42,44 +51,139 @@ class FetchSlice:
     last_epoch: int
 
 
-def slice_records(
+@attrs.frozen
+class ColumnSlice:
+    """Records of one batch of one partition, as columns (``RecordColumns``), in offset order;
+    ``leader_epoch`` is the batch's partition leader epoch."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    columns: RecordColumns
+
+    def __len__(self) -> int:
+        return len(self.columns.offsets)
+
+    def records(self) -> list[ConsumerRecord]:
+        """The same records as the ``ConsumerRecord``s ``poll`` returns."""
+        c = self.columns
+        return list(
+            map(
+                _consumer_record,
+                repeat(self.topic),
+                repeat(self.partition),
+                c.offsets,
+                c.timestamps,
+                c.keys,
+                c.values,
+                c.headers,
+                repeat(self.leader_epoch),
+            )
+        )
+
+
+def _consumer_record(
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...],
+    leader_epoch: int,
+) -> ConsumerRecord:
+    return ConsumerRecord(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        timestamp=timestamp,
+        key=key,
+        value=value,
+        headers=headers,
+        leader_epoch=leader_epoch,
+    )
+
+
+@attrs.frozen
+class FetchColumns:
+    """``FetchSlice`` as columns: one ``ColumnSlice`` per batch that yielded records."""
+
+    slices: list[ColumnSlice]
+    next_offset: int
+    last_epoch: int
+
+    @property
+    def count(self) -> int:
+        """How many records the slices hold."""
+        return sum(map(len, self.slices))
+
+
+def slice_columns(
     topic: str, partition: int, buf: Buffer, fetch_offset: int, records_max: int
-) -> FetchSlice:
-    """Records at offsets >= ``fetch_offset`` from the whole batches in ``buf``, at most
-    ``records_max`` of them (see module doc)."""
-    out: list[ConsumerRecord] = []
+) -> FetchColumns:
+    """``slice_records`` as columns: the same records, positions and epochs (see module doc)."""
+    out: list[ColumnSlice] = []
+    taken = 0
     next_offset = fetch_offset
     last_epoch = -1
     for position, header in iter_batches(buf):
         if header.next_offset <= next_offset:
             continue  # entirely below the position
-        if len(out) >= records_max:
+        if taken >= records_max:
             break
         if header.is_control:
             next_offset, last_epoch = header.next_offset, header.partition_leader_epoch
             continue
+        columns = decode_columns(buf, position)
+        offsets = columns.offsets
+        count = len(offsets)
+        budget = records_max - taken
         batch_done = True
-        for record in decode_records(buf, position):
-            if record.offset < next_offset:
-                continue
-            if len(out) >= records_max:
-                batch_done = False
-                break
-            out.append(
-                ConsumerRecord(
-                    topic=topic,
-                    partition=partition,
-                    offset=record.offset,
-                    timestamp=record.timestamp,
-                    key=record.key,
-                    value=record.value,
-                    headers=record.headers,
-                    leader_epoch=header.partition_leader_epoch,
-                )
+        if (
+            count
+            and offsets[-1] - offsets[0] == count - 1
+            and offsets == list(range(offsets[0], offsets[0] + count))
+        ):  # consecutive offsets (the usual case): pick the records by arithmetic
+            first = max(0, next_offset - offsets[0])
+            stop = min(count, first + budget)
+            batch_done = stop == count
+            picked = columns if first == 0 and batch_done else columns.slice(first, stop)
+        else:  # gaps or disorder: the record-by-record rule of ``slice_records``
+            indexes: list[int] = []
+            last = next_offset
+            for index, offset in enumerate(offsets):
+                if offset < last:
+                    continue
+                if len(indexes) >= budget:
+                    batch_done = False
+                    break
+                indexes.append(index)
+                last = offset + 1
+            picked = RecordColumns(
+                [offsets[i] for i in indexes],
+                [columns.timestamps[i] for i in indexes],
+                [columns.keys[i] for i in indexes],
+                [columns.values[i] for i in indexes],
+                [columns.headers[i] for i in indexes],
             )
-            next_offset = record.offset + 1
+        if picked.offsets:
+            out.append(ColumnSlice(topic, partition, header.partition_leader_epoch, picked))
+            taken += len(picked.offsets)
+            next_offset = picked.offsets[-1] + 1
             last_epoch = header.partition_leader_epoch
         if batch_done:
             next_offset = max(next_offset, header.next_offset)
             last_epoch = header.partition_leader_epoch
-    return FetchSlice(out, next_offset, last_epoch)
+    return FetchColumns(out, next_offset, last_epoch)
+
+
+def slice_records(
+    topic: str, partition: int, buf: Buffer, fetch_offset: int, records_max: int
+) -> FetchSlice:
+    """Records at offsets >= ``fetch_offset`` from the whole batches in ``buf``, at most
+    ``records_max`` of them (see module doc)."""
+    sliced = slice_columns(topic, partition, buf, fetch_offset, records_max)
+    out: list[ConsumerRecord] = []
+    for column_slice in sliced.slices:
+        out += column_slice.records()
+    return FetchSlice(out, sliced.next_offset, sliced.last_epoch)

@@ -11,7 +11,8 @@ planning opens an ``AdminOffsetSource`` and each task a ``Consumer``, both over 
 
 - Batch: ``partitions()`` resolves the ranges once (pinned to the HW) and splits them with
   ``plan_ranges`` (``minPartitions``, ``maxRecordsPerPartition``); ``read`` yields pyarrow
-  ``RecordBatch``es of up to ``READ_CHUNK_RECORDS`` rows.
+  ``RecordBatch``es of up to ``ARROW_BATCH_RECORDS`` rows, built straight from the decoded
+  columns (``read_range_columns``): no Python object per row.
 - Streaming: offsets are ``{"topic": {"partition": next_offset}}`` (Spark's
   ``KafkaSourceOffset``). ``startingOffsets`` defaults to latest; partitions that appear later
   start at their log start. ``maxOffsetsPerTrigger`` becomes the default read limit (PySpark >=
@@ -32,6 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -43,6 +45,7 @@ from pyspark.sql.datasource import (
 )
 
 from replog.client import AsyncProducer, ConsumerRecord
+from replog.client.fetching import ColumnSlice
 from replog.spark.options import SourceOptions
 from replog.spark.ranges import (
     EARLIEST,
@@ -55,7 +58,7 @@ from replog.spark.ranges import (
     plan_ranges,
     resolve_ranges,
 )
-from replog.spark.reading import AdminOffsetSource, read_range
+from replog.spark.reading import AdminOffsetSource, read_range_columns
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python streams
     from pyspark.sql.streaming import datasource as _streaming
@@ -156,17 +159,63 @@ def to_record_batch(
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+ARROW_BATCH_RECORDS = 32_768
+"""Records per poll, and so at most per Arrow batch, in the DataFrame source (measured: 554k
+rows/s at 32k against 139k at 64k on the 2M benchmark, one run each on a loaded machine)."""
+
+
+def columns_to_record_batch(
+    slices: Sequence[ColumnSlice], schema: pa.Schema, include_headers: bool
+) -> pa.RecordBatch:
+    """``to_record_batch`` from decoded columns: each Arrow array is built in one call over the
+    concatenated column lists (same rows, same types)."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    topics: list[str] = []
+    partitions: list[int] = []
+    for piece in slices:
+        c = piece.columns
+        keys += c.keys
+        values += c.values
+        offsets += c.offsets
+        timestamps += c.timestamps
+        topics += [piece.topic] * len(c.offsets)
+        partitions += [piece.partition] * len(c.offsets)
+    n = len(offsets)
+    millis = pa.array(timestamps, pa.int64())
+    columns = [
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array(topics, pa.string()),
+        pa.array(partitions, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pc.multiply(millis, 1000).cast(schema.field(5).type),
+        pa.array([0] * n, pa.int32()),
+    ]
+    if include_headers:
+        headers = [
+            [{"key": k, "value": v} for k, v in record_headers]
+            for piece in slices
+            for record_headers in piece.columns.headers
+        ]
+        columns.append(pa.array(headers, schema.field(7).type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
 def _read_partition(opts: SourceOptions, partition: Any) -> Iterator[pa.RecordBatch]:
     r: OffsetRange = partition.range
     schema = _arrow_schema(opts.include_headers)
-    chunks = read_range(
+    chunks = read_range_columns(
         opts.bootstrap,
         r,
         fail_on_data_loss=opts.fail_on_data_loss,
+        chunk_records=ARROW_BATCH_RECORDS,
         **dict(opts.consumer_config),
     )
     for chunk in chunks:
-        yield to_record_batch(chunk, schema, opts.include_headers)
+        yield columns_to_record_batch(chunk, schema, opts.include_headers)
 
 
 class ReplogBatchReader(DataSourceReader):

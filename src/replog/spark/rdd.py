@@ -20,12 +20,14 @@ with gaps (control batches, compaction) and still detects data loss.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any
 
 from replog.spark.ranges import OffsetRange, TopicPartition
-from replog.spark.reading import Record, read_range, replica_hosts
+from replog.spark.reading import Record, read_range_columns, replica_hosts
 
 __all__ = ["create_rdd", "offset_ranges_of"]
 
@@ -42,27 +44,45 @@ def _range_from_json(text: str) -> OffsetRange:
 def _read_task(bootstrap: str, fail_on_data_loss: bool, consumer_config: dict[str, Any]) -> Any:
     """The per-partition function the executors run (picklable closure over plain values)."""
 
+    make = functools.partial(tuple.__new__, Record)  # Record(*fields) without Python code
+
     def read(items: Iterable[str]) -> Iterator[Record]:
         for item in items:
             r = _range_from_json(item)
-            chunks = read_range(
+            chunks = read_range_columns(
                 bootstrap, r, fail_on_data_loss=fail_on_data_loss, **consumer_config
             )
             for chunk in chunks:
-                for c in chunk:
-                    yield Record(
-                        c.topic, c.partition, c.offset, c.timestamp, c.key, c.value, c.headers
+                for piece in chunk:
+                    c = piece.columns
+                    fields = zip(
+                        repeat(piece.topic),
+                        repeat(piece.partition),
+                        c.offsets,
+                        c.timestamps,
+                        c.keys,
+                        c.values,
+                        c.headers,
                     )
+                    yield from map(make, fields)
 
     return read
 
 
 def _count_task(bootstrap: str, fail_on_data_loss: bool, consumer_config: dict[str, Any]) -> Any:
-    """Per-partition record count (still reads the range, so data loss is detected)."""
-    read = _read_task(bootstrap, fail_on_data_loss, consumer_config)
+    """Per-partition record count (still reads and decodes the range, so data loss is
+    detected, but builds nothing per record)."""
 
     def count(items: Iterable[str]) -> Iterator[int]:
-        yield sum(1 for _ in read(items))
+        total = 0
+        for item in items:
+            r = _range_from_json(item)
+            chunks = read_range_columns(
+                bootstrap, r, fail_on_data_loss=fail_on_data_loss, **consumer_config
+            )
+            for chunk in chunks:
+                total += sum(map(len, chunk))
+        yield total
 
     return count
 
