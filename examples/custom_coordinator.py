@@ -545,6 +545,7 @@ class SqliteCoordinator(Coordinator):
         rack: str | None = None,
         session_timeout_ms: int,
         timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
@@ -554,7 +555,12 @@ class SqliteCoordinator(Coordinator):
                 raise BrokerIdInUseError(broker_id, holder.incarnation_epoch)
             seq = self._next_seq(cur)
             broker = BrokerInfo(
-                broker_id=broker_id, incarnation_epoch=seq, host=host, port=port, rack=rack
+                broker_id=broker_id,
+                incarnation_epoch=seq,
+                host=host,
+                port=port,
+                rack=rack,
+                clean_shutdown=clean_shutdown,
             )
             deadline_ms = self.clock() + session_timeout_ms
             row = (broker_id, seq, codec.dumps(broker), session_timeout_ms, deadline_ms)

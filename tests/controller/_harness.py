@@ -49,7 +49,7 @@ class Cluster:
 
     # ---- brokers ----
 
-    def register(self, *broker_ids: int) -> None:
+    def register(self, *broker_ids: int, clean_shutdown: bool = True) -> None:
         """Register each broker; a restarted one retries while the store still shows its old
         session (real backends notice an expiry a little later; the contract's advice)."""
         for b in broker_ids:
@@ -57,7 +57,11 @@ class Cluster:
             while True:
                 try:
                     self.brokers[b] = self.coord.register_broker(
-                        b, "127.0.0.1", 9000 + b, session_timeout_ms=SESSION_TIMEOUT_MS
+                        b,
+                        "127.0.0.1",
+                        9000 + b,
+                        session_timeout_ms=SESSION_TIMEOUT_MS,
+                        clean_shutdown=clean_shutdown,
                     )
                     break
                 except BrokerIdInUseError:

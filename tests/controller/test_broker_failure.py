@@ -4,6 +4,8 @@ replica standing (scenario 15), and failures that happen while no controller is 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from replog.controller import ControllerConfig, TopicPolicy
@@ -115,6 +117,74 @@ def test_last_replica_standing_with_elr(coordinator: Coordinator) -> None:
     cluster.poll(controller)
     state = cluster.state("s15")
     assert (state.leader, state.isr, state.elr) == (1, (1,), (2,))
+
+
+@pytest.mark.parametrize("via_snapshot", [False, True])
+def test_unclean_restart_of_last_replica_standing(
+    coordinator: Coordinator, via_snapshot: bool
+) -> None:
+    """Scenario 15 step 3: 2 (ISR {2}, ELR {1}) crashes uncleanly and re-registers: it leaves
+    ISR and ELR, is not elected while 1 is down, and 1 is elected when it returns. With
+    ``via_snapshot`` the controller dies before the registration and its successor only sees
+    it in its snapshot."""
+    policy = TopicPolicy(min_insync_replicas=2)
+    cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s15": policy}))
+    cluster.register(0, 1, 2, CONTROLLER, CONTROLLER + 1)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "s15", [0, 1, 2])
+    cluster.poll(controller)
+    cluster.fence(0)
+    cluster.poll(controller)
+    cluster.fence(1)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, state.elr) == (2, (2,), (1,))
+
+    old_epoch = cluster.brokers[2].incarnation_epoch
+    cluster.expire(2)  # the crash: its session ends (real stores record it a little later)
+    deadline = time.monotonic() + 10
+    while cluster.state("s15").leader != NO_LEADER and time.monotonic() < deadline:
+        cluster.poll(controller)
+        time.sleep(0.02)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, set(state.elr)) == (NO_LEADER, (), {1, 2})
+    if via_snapshot:
+        cluster.expire(CONTROLLER)
+    cluster.register(2, clean_shutdown=False)  # no clean-shutdown marker: a new incarnation
+    assert cluster.brokers[2].incarnation_epoch > old_epoch
+    assert not cluster.brokers[2].clean_shutdown
+    if via_snapshot:
+        controller = cluster.controller(CONTROLLER + 1)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, state.elr) == (NO_LEADER, (), (1,))  # 2 is not elected
+
+    cluster.fence(1, fenced=False)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert (state.leader, state.isr, state.elr) == (1, (1,), ())
+
+
+def test_clean_restart_keeps_the_elr_member(coordinator: Coordinator) -> None:
+    """The same restart after a clean shutdown: 2 stays in the ELR and is elected."""
+    policy = TopicPolicy(min_insync_replicas=2)
+    cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s15": policy}))
+    cluster.register(0, 1, 2, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "s15", [0, 1, 2])
+    cluster.poll(controller)
+    cluster.fence(0)
+    cluster.fence(1)
+    cluster.poll(controller)
+    cluster.expire(2)
+    deadline = time.monotonic() + 10
+    while cluster.state("s15").leader != NO_LEADER and time.monotonic() < deadline:
+        cluster.poll(controller)
+        time.sleep(0.02)
+    cluster.register(2)
+    cluster.poll(controller)
+    state = cluster.state("s15")
+    assert state.leader == 2 and 2 in state.isr
 
 
 def test_broker_lost_while_no_controller_is_handled_at_failover(coordinator: Coordinator) -> None:

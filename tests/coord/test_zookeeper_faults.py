@@ -16,7 +16,14 @@ import attrs
 import pytest
 
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.types import BrokerChanged, BrokerChangeReason, SessionEvent, SessionState
+from replog.coord.types import (
+    BrokerChanged,
+    BrokerChangeReason,
+    ControllerChanged,
+    ControllerInfo,
+    SessionEvent,
+    SessionState,
+)
 from replog.errors import RequestTimeoutError
 from tests.servers import ZkServer
 
@@ -196,3 +203,60 @@ def test_paused_zombie_broker_is_fenced(
         if child.poll() is None:
             child.kill()
             child.wait(timeout=10)
+
+
+_DOOMED = textwrap.dedent(
+    """
+    import json, sys, time
+    from replog.coord.zookeeper import ZooKeeperCoordinator
+    coord = ZooKeeperCoordinator.from_url(sys.argv[1], default_timeout_ms=3000)
+    b = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=1000)
+    ctl = coord.elect_controller(1, b.incarnation_epoch)
+    print(json.dumps({"inc": b.incarnation_epoch, "epoch": ctl.controller_epoch}), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_killed_broker_process_expiry_is_recorded_once_by_another_handle(
+    zk_dedicated: ZkServer, coord: ZooKeeperCoordinator
+) -> None:
+    url = zk_dedicated.url("/faults")
+    other = ZooKeeperCoordinator.from_url(url, default_timeout_ms=5_000)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _DOOMED, url], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        started = json.loads(child.stdout.readline())
+        inc, epoch = started["inc"], started["epoch"]
+        assert coord.current_controller() == ControllerInfo(1, epoch, inc)
+        os.kill(child.pid, signal.SIGKILL)  # its own handle never records anything
+        child.wait(timeout=10)
+
+        def gone() -> list[tuple[str, int, int]]:
+            out: list[tuple[str, int, int]] = []
+            for c in coord.changes_since(0).changes:
+                if isinstance(c, BrokerChanged) and c.reason is not BrokerChangeReason.REGISTERED:
+                    out.append((c.reason.value, c.broker_id, c.incarnation_epoch))
+                elif isinstance(c, ControllerChanged) and c.controller is None:
+                    out.append(("controller-vacated", -1, -1))
+            return out
+
+        expected = [(BrokerChangeReason.EXPIRED.value, 1, inc), ("controller-vacated", -1, -1)]
+        eventually(lambda: gone() == expected, "EXPIRED + ControllerChanged(None)", 10.0)
+        assert coord.current_controller() is None
+        assert other.current_controller() is None
+        assert 1 not in coord.live_brokers()
+        # a handle opened now reaps at once (its first watch callback): it finds nothing to add
+        with ZooKeeperCoordinator.from_url(url, default_timeout_ms=5_000) as late:
+            time.sleep(1.0)
+            assert gone() == expected
+            b2 = late.register_broker(2, "127.0.0.1", 9002, session_timeout_ms=4_000)
+            assert late.elect_controller(2, b2.incarnation_epoch).controller_epoch == epoch + 1
+        assert gone()[: len(expected)] == expected
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+        other.close()

@@ -29,21 +29,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
 
 ACKS_BETWEEN_STEPS = 100
 
-#: Found by this suite (diagnosis for the lead; see the report): with the ZooKeeper backend a
-#: broker that dies without running its own session-LOST handler is never recorded as gone.
-XFAIL_NO_EXPIRY_RECORD = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "replog bug: ZooKeeperCoordinator writes BrokerChanged(EXPIRED) / ControllerChanged(None)"
-        " to the feed only from the expiring broker's own handle (zk_sessions._session_lost on"
-        " kazoo LOST). A SIGKILLed, powered-off or SIGSTOPped broker process never runs it: its"
-        " /brokers/ids/<id> and /controller ephemerals vanish from ZooKeeper, but no surviving"
-        " process watches them, so the controller never elects a new leader or shrinks the ISR,"
-        " and nobody campaigns for a dead controller's role (Broker._controller_loop waits for"
-        " rm.controller to be None). Leadership stays on the dead broker forever."
-    ),
-)
-
 
 def _isr_complete(cluster: ProcessCluster) -> bool:
     return all(len(p.isr) == 3 for p in describe(cluster).values())
@@ -75,9 +60,9 @@ def _wait_role_moved(cluster: ProcessCluster, role: str, old: int) -> None:
     "fault",
     [
         "clean_shutdown",
-        pytest.param("hard_shutdown", marks=XFAIL_NO_EXPIRY_RECORD),
+        "hard_shutdown",
         "clean_bounce",
-        pytest.param("hard_bounce", marks=XFAIL_NO_EXPIRY_RECORD),
+        "hard_bounce",
     ],
 )
 def test_acked_records_survive(cluster: ProcessCluster, role: str, fault: str) -> None:
@@ -102,7 +87,6 @@ def test_acked_records_survive(cluster: ProcessCluster, role: str, fault: str) -
     check_acked_records_consumed(cluster, producer)
 
 
-@XFAIL_NO_EXPIRY_RECORD
 def test_paused_leader_acknowledges_nothing_as_a_zombie(cluster: ProcessCluster) -> None:
     """SIGSTOP the leader past its session: a new leader takes over; after SIGCONT the old one
     must not acknowledge anything the new leader's log does not hold."""
@@ -156,7 +140,6 @@ def test_stalled_follower_leaves_and_rejoins_the_isr(long_session_cluster: Proce
     check_acked_records_consumed(cluster, producer)
 
 
-@XFAIL_NO_EXPIRY_RECORD
 def test_leader_power_loss_in_fsync_mode(powerloss_cluster: ProcessCluster) -> None:
     """The leader loses power (every unsynced write gone, the first one torn), comes back,
     recovers and rejoins: fsync mode acknowledged nothing that only lived in its page cache."""

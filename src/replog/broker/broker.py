@@ -1,14 +1,16 @@
 """``Broker``: the runtime around a ``ReplicaManager`` -- sockets, the event loop, the clock,
 worker-thread fsyncs and the coordinator session.
 
-States (seed 002): OFFLINE (not running, or recovering logs) -> FENCED (registered, catching up
-on metadata) -> ONLINE (serving) -> STOPPING (moving leadership away) -> OFFLINE. ``start`` opens
-the ``LogManager`` (logs recover on first use), binds the server, registers with the coordinator
-(a fresh incarnation epoch), loads a metadata snapshot and follows the feed, tries to become
-controller, and serves. ``stop(controlled=True)`` asks the controller to move leadership away
-(``in_controlled_shutdown``) and waits until this broker leads nothing that could move or a
-deadline passes, then flushes, checkpoints and writes the clean-shutdown marker. ``kill`` is a
-crash for tests: sockets closed, nothing flushed or checkpointed, the session left to expire.
+States (seed 002): OFFLINE (not running, or recovering logs) -> FENCED (registered, catching up on
+metadata) -> ONLINE (serving) -> STOPPING (moving leadership away) -> OFFLINE. ``start`` opens the
+``LogManager`` (logs recover on first use), binds the server, registers with the coordinator (a
+fresh incarnation epoch; ``clean_shutdown`` only if every log dir had the clean-shutdown marker, so
+after a crash the controller takes it out of every ISR and ELR, KIP-966), loads a metadata snapshot
+and follows the feed, tries to become controller, and serves. ``stop(controlled=True)`` asks the
+controller to move leadership away (``in_controlled_shutdown``) and waits until this broker leads
+nothing that could move or a deadline passes, then flushes, checkpoints and writes the
+clean-shutdown marker. ``kill`` is a crash for tests: sockets closed, nothing flushed or
+checkpointed, the session left to expire.
 
 Every broker of a process runs on the one asyncio event loop it is started on. Coordinator calls
 (``Coordinator`` is synchronous and thread-safe) run on worker threads through ``_coord``, so
@@ -58,6 +60,7 @@ from replog.coord.types import (
 )
 from replog.errors import ErrorCode, StorageError
 from replog.isr import AlterPartitionRequest, AlterPartitionResponse, ProduceResult
+from replog.isr.config import DurabilityMode
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
@@ -176,7 +179,12 @@ class Broker:
         # Bind now (registration needs the port) but accept connections only once the replica
         # manager exists: a request must never find the broker half started.
         await self._server.start(config.host, config.port, serving=False)
-        await self._register()
+        # FSYNC mode never counts an unflushed offset (toward the HW or ISR membership), so a
+        # crash cannot lose what this broker vouched for: only REPLICATED mode needs the marker.
+        await self._register(
+            clean_shutdown=self.log_manager.had_clean_shutdown
+            or config.durability is DurabilityMode.FSYNC
+        )
         self.state = BrokerState.FENCED
         self._rm = ReplicaManager(
             self.broker_id,
@@ -224,7 +232,10 @@ class Broker:
                 log.abandon()
             self.log_manager.logs.clear()
 
-    async def _register(self) -> None:
+    async def _register(self, *, clean_shutdown: bool = True) -> None:
+        """Register a new incarnation, retrying while the old one's session lives.
+        ``clean_shutdown``: whether the previous run ended cleanly (KIP-966; a re-registration
+        of this running process keeps its whole log, so it is clean)."""
         deadline = self.now_ms() + self.config.session_timeout_ms * 3
         while True:
             try:
@@ -235,6 +246,7 @@ class Broker:
                     self.port,
                     rack=self.config.rack,
                     session_timeout_ms=self.config.session_timeout_ms,
+                    clean_shutdown=clean_shutdown,
                 )
             except BrokerIdInUseError:
                 if self.now_ms() > deadline:
@@ -520,10 +532,19 @@ class Broker:
             self.after_input()
 
     async def _flush_loop(self) -> None:
+        # FSYNC: group commit right after every change (the leader's flushed offset is what
+        # its HW may count). REPLICATED: an append counts once written, so no acknowledgement
+        # waits for an fsync; flushing after every append would only put fsyncs (and the
+        # storage lock they hold) on the followers' fetch path. Flush at the checkpoint interval
+        # instead, so recovery points still move.
+        replicated = self.config.durability is DurabilityMode.REPLICATED
+        interval_s = self.config.checkpoint_interval_ms / 1000
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             await self.flush_logs()
+            if replicated:
+                await asyncio.sleep(interval_s)
 
     # ------------------------------------------------------------------ controller role
 

@@ -7,9 +7,11 @@ a ``snapshot()``, rebuilds a ``ControllerMachine`` for the new controller epoch 
 change feed from the snapshot's cursor. One poll:
 
 1. reads the feed (``changes_since``; a ``MustResyncError`` rebuilds from a new snapshot) and
-   feeds every record to the machine;
-2. right after winning (or a rebuild), reconciles every partition with the brokers' liveness
-   and resumes reassignments (``on_become_controller``);
+   feeds every record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
+   False removes that incarnation from every ISR and ELR, KIP-966);
+2. right after winning (or a rebuild), removes the unclean-restarted incarnations the snapshot
+   names from ISR and ELR (the previous term may have died first), reconciles every partition
+   with the brokers' liveness and resumes reassignments (``on_become_controller``);
 3. checks ``current_controller()`` is still this term, then handles every pending admin request
    for ``CONTROLLER_TARGET``, oldest first;
 4. runs ``on_tick`` (one step of each reassignment, auto leader rebalance when due).
@@ -171,6 +173,11 @@ class ControllerService:
             placement_start=self.start_index_source,
         )
         machine.on_controller_changed(snapshot.controller)
+        previous = self.machine
+        if previous is not None and previous.controller_epoch == machine.controller_epoch:
+            # A rebuild within the term: unclean restarts this term handled stay handled (the
+            # snapshot still says clean_shutdown=False for them; see ControllerMachine).
+            machine.unclean_handled |= previous.unclean_handled
         self.machine = machine
         self._cursor = snapshot.seq
         self._needs_reconcile = True

@@ -121,10 +121,18 @@ class Coordinator(abc.ABC):
         rack: str | None = None,
         session_timeout_ms: int,
         timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
     ) -> BrokerInfo:
         """Start a session for ``broker_id`` and publish its registration (unfenced, not in
         controlled shutdown) with a fresh ``incarnation_epoch``, greater than any earlier one of
         this id. The session is CONNECTED. Feed: BrokerChanged(REGISTERED).
+        ``clean_shutdown`` is stored as given in ``BrokerInfo.clean_shutdown`` (visible in
+        ``get_broker``, ``live_brokers``, ``snapshot`` and the feed record) and never changes for
+        the incarnation: False says the broker's previous run ended without a clean shutdown
+        (some log dir had no clean-shutdown marker at start), so it may have lost an unflushed
+        tail, and the controller removes it from every ISR and ELR (KIP-966). True (the
+        default) for a clean shutdown, a brand-new broker, or a re-registration of a running
+        process whose session was lost. The store only records it; it decides nothing.
         Raises ``BrokerIdInUseError`` while another incarnation's session is not LOST (a
         restarted broker retries until the old one expires), ``ValueError`` for a negative id or
         a non-positive ``session_timeout_ms``."""

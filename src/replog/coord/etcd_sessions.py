@@ -119,6 +119,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         rack: str | None = None,
         session_timeout_ms: int,
         timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
@@ -138,7 +139,12 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 self._reap(timeout_ms)
                 return RETRY
             broker = BrokerInfo(
-                broker_id=broker_id, incarnation_epoch=last + 1, host=host, port=port, rack=rack
+                broker_id=broker_id,
+                incarnation_epoch=last + 1,
+                host=host,
+                port=port,
+                rack=rack,
+                clean_shutdown=clean_shutdown,
             )
             ops = [op_put(ids, codec.dumps(broker), lease_id), op_put(seen, str(last + 1))]
             compares = [cmp_create(ids, 0), cmp_mod(seen, 0)]

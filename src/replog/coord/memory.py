@@ -258,6 +258,7 @@ class MemoryCoordinator(Coordinator):
         rack: str | None = None,
         session_timeout_ms: int,
         timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
@@ -271,6 +272,7 @@ class MemoryCoordinator(Coordinator):
                 host=host,
                 port=port,
                 rack=rack,
+                clean_shutdown=clean_shutdown,
             )
             session = _Session(broker, session_timeout_ms, self.clock() + session_timeout_ms)
             self._sessions[broker_id] = session

@@ -189,6 +189,29 @@ class CoordinatorContract:
         assert coord.heartbeat(1, info.incarnation_epoch) is SessionState.CONNECTED
         assert coord.session_state(2) is SessionState.LOST
 
+    def test_clean_shutdown_flag_round_trips(self, coord: Coordinator) -> None:
+        start = coord.snapshot().seq
+        clean = self.register(coord, 1)
+        unclean = coord.register_broker(
+            2,
+            "127.0.0.1",
+            9002,
+            session_timeout_ms=self.session_timeout_ms,
+            clean_shutdown=False,
+        )
+        assert clean.clean_shutdown and not unclean.clean_shutdown
+        assert coord.get_broker(1) == clean and coord.get_broker(2) == unclean
+        assert coord.live_brokers() == {1: clean, 2: unclean}
+        assert dict(coord.snapshot().brokers) == {1: clean, 2: unclean}
+        registered = {
+            c.broker_id: c.broker
+            for c in coord.changes_since(start).changes
+            if isinstance(c, BrokerChanged) and c.reason is BrokerChangeReason.REGISTERED
+        }
+        assert registered == {1: clean, 2: unclean}
+        updated = coord.update_broker(2, unclean.incarnation_epoch, in_controlled_shutdown=True)
+        assert not updated.clean_shutdown  # the flag belongs to the incarnation
+
     def test_incarnation_epoch_grows_on_restart(self, coord: Coordinator) -> None:
         first = self.register(coord, 1)
         self.register(coord, 2)

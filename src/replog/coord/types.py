@@ -99,7 +99,9 @@ class LeaderRecoveryState(enum.IntEnum):
 class BrokerInfo:
     """A live broker registration. ``incarnation_epoch`` is store-assigned at registration and is
     greater than every earlier incarnation of the same ``broker_id`` (KIP-903: a restarted
-    broker is distinguishable from its old self)."""
+    broker is distinguishable from its old self). ``clean_shutdown`` is what the broker said at
+    registration: False when its previous run ended without a clean shutdown (it may have lost
+    an unflushed log tail), so the controller removes it from every ISR and ELR (KIP-966)."""
 
     broker_id: int
     incarnation_epoch: int
@@ -108,6 +110,7 @@ class BrokerInfo:
     rack: str | None = None
     fenced: bool = False
     in_controlled_shutdown: bool = False
+    clean_shutdown: bool = True
 
 
 @attrs.frozen

@@ -16,6 +16,8 @@ Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
     /replog/changes                          data: trimmed_before (decimal)
     /replog/changes/c-<seq:010d>             one atomic write's feed records (tagged JSON)
     /replog/gone/<id>-<incarnation>          marker: the end of that session is in the feed
+    /replog/seen/<id>                        the incarnation of the latest registration of
+                                             <id> whose end is not in the feed yet (decimal)
     /admin/queues/<target>/<request_id:010d> a queued AdminRequest (target "controller" = -1)
 
 Feed records and admin requests are stored in the encoding shared with the etcd backend,
@@ -42,6 +44,7 @@ __all__ = [
     "GONE",
     "IDS",
     "QUEUES",
+    "SEEN",
     "TOPICS",
     "decode_broker",
     "decode_controller",
@@ -61,6 +64,7 @@ TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 EPOCH = "/controller_epoch"
 GONE = "/replog/gone"
+SEEN = "/replog/seen"
 QUEUES = "/admin/queues"
 
 
@@ -116,6 +120,7 @@ def encode_broker(broker: BrokerInfo) -> bytes:
             "broker_epoch": broker.incarnation_epoch,
             "fenced": broker.fenced,
             "in_controlled_shutdown": broker.in_controlled_shutdown,
+            "clean_shutdown": broker.clean_shutdown,
         }
     )
 
@@ -131,6 +136,7 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
         rack=obj.get("rack"),
         fenced=bool(obj.get("fenced", False)),
         in_controlled_shutdown=bool(obj.get("in_controlled_shutdown", False)),
+        clean_shutdown=bool(obj.get("clean_shutdown", True)),
     )
 
 

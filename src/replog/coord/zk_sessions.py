@@ -4,6 +4,18 @@ ZooKeeper session *is* the broker's session (its ephemeral ``/brokers/ids/<id>``
 CONNECTED/SUSPENDED/LOST mapped to ``SessionState``; the feed record of an expiry (written once,
 marker ``/replog/gone/<id>-<incarnation>``); and the ``SessionFaults`` test hooks.
 
+Expiries of dead processes. A broker killed uncleanly never runs its own LOST handler, so every
+handle records expiries it notices: registration also writes the persistent
+``/replog/seen/<id>`` (its incarnation), and the end of a session (unregister or an expiry
+record) deletes it. A ``seen`` node without its ephemeral ``/brokers/ids/<id>`` is an
+unrecorded expiry: ``_reap`` writes BrokerChanged(EXPIRED), plus ControllerChanged(None) if
+that incarnation held the role, in one multi-op whose create of the marker fails if another
+handle won. It runs on the worker thread whenever the main client's watches on
+``/brokers/ids`` children or ``/controller`` fire, on every reconnect of the main client (and
+again 0.5 s after a failed attempt); ``elect_controller`` reaps first, and a re-registration
+records its predecessor's expiry in its own write. Until the record lands, reads already see
+the vacancy: the server deleted the ephemerals.
+
 ``ZkSessionsMixin`` is a part of ``ZooKeeperCoordinator``: it uses the handle's state, declared
 below, and is not used on its own."""
 
@@ -32,6 +44,7 @@ from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
     BrokerChangeReason,
     BrokerInfo,
+    MetadataChange,
     SessionEvent,
     SessionState,
     Subscription,
@@ -41,6 +54,7 @@ from replog.coord.zk_codec import (
     EPOCH,
     GONE,
     IDS,
+    SEEN,
     decode_broker,
     decode_controller,
     decode_epoch,
@@ -98,6 +112,7 @@ class ZkSessionsMixin:
     _sessions: dict[int, ZkSession]
     _listeners: SessionListeners
     _events: queue.Queue[Callable[[], None] | None]
+    _reap_pending: bool
 
     def _deadline(self, timeout_ms: int | None) -> float:
         raise NotImplementedError
@@ -153,22 +168,106 @@ class ZkSessionsMixin:
         self._events.put(functools.partial(self._emit, session, SessionState.LOST))
 
     def _record_expiry(self, session: ZkSession, deadline: float) -> None:
-        broker_id, inc = session.broker_id, session.incarnation_epoch
+        self._record_gone(session.broker_id, session.incarnation_epoch, deadline)
+
+    def _record_gone(self, broker_id: int, inc: int, deadline: float) -> bool:
+        """Write BrokerChanged(EXPIRED) for incarnation ``inc`` (plus ControllerChanged(None) if
+        it held the role) unless it is alive or its end is already in the feed. Any handle may
+        call this: the marker's create makes exactly one writer win. True if that end is in
+        the feed now (whoever wrote it), False if the incarnation is alive or superseded."""
         marker = f"{GONE}/{broker_id}-{inc}"
         io, c = self._io, self._main
 
-        def prepare(seq: int) -> Plan[None]:
+        def prepare(seq: int) -> Plan[bool]:
             if io.get(c, marker, deadline) is not None:
-                return Plan(None, write=False)
+                return Plan(True, write=False)
             if io.get(c, f"{IDS}/{broker_id}", deadline) is not None:
-                return Plan(None, write=False)  # re-registered (that record supersedes) or alive
-            vacate = self._vacate_if_holder(c, broker_id, inc, deadline)
-            gone = records.broker_gone(
-                seq, BrokerChangeReason.EXPIRED, broker_id, inc, was_controller=bool(vacate)
-            )
-            return Plan(None, [("create", marker, b"", False), *vacate], gone)
+                return Plan(False, write=False)  # alive, or re-registered (which recorded it)
+            ops, gone = self._expiry_parts(c, broker_id, inc, seq, deadline)
+            return Plan(True, [*ops, *self._unsee_ops(c, broker_id, inc, deadline)], gone)
 
-        io.transact(c, prepare, deadline)
+        return io.transact(c, prepare, deadline)
+
+    def _expiry_parts(
+        self, c: Any, broker_id: int, inc: int, seq: int, deadline: float
+    ) -> tuple[list[Op], list[MetadataChange]]:
+        """The ops (marker create, end of the controller role if it held it) and feed records
+        of the expiry of incarnation ``inc``, whose registration is already gone."""
+        vacate = self._vacate_if_holder(c, broker_id, inc, deadline)
+        gone = records.broker_gone(
+            seq, BrokerChangeReason.EXPIRED, broker_id, inc, was_controller=bool(vacate)
+        )
+        return [("create", f"{GONE}/{broker_id}-{inc}", b"", False), *vacate], gone
+
+    def _unsee_ops(self, c: Any, broker_id: int, inc: int, deadline: float) -> list[Op]:
+        """Delete ``/replog/seen/<id>`` if it still names incarnation ``inc``."""
+        got = self._io.get(c, f"{SEEN}/{broker_id}", deadline)
+        if got is None or int(got[0] or b"0") != inc:
+            return []
+        return [("delete", f"{SEEN}/{broker_id}", got[1].version)]
+
+    # ---- expiries noticed by any handle ----
+
+    def _reap(self, deadline: float) -> list[int]:
+        """Record the expiry of every broker whose ``seen`` node outlived its registration (its
+        process died with its session, so its own handle never wrote the record), and end
+        this handle's sessions of those incarnations now (kazoo's LOST may come later); return
+        their ids."""
+        io, c = self._io, self._main
+        alive = set(io.children(c, IDS, deadline))
+        reaped: list[int] = []
+        for name in io.children(c, SEEN, deadline):
+            if name in alive:
+                continue
+            got = io.get(c, f"{SEEN}/{name}", deadline)
+            if got is None:
+                continue
+            broker_id, inc = int(name), int(got[0] or b"0")
+            if not self._record_gone(broker_id, inc, deadline):
+                continue
+            reaped.append(broker_id)
+            session = self._held(broker_id)
+            if session is not None and session.incarnation_epoch == inc:
+                self._end(session)
+                stop_client(session.client)
+        return reaped
+
+    def _start_reaper(self) -> None:
+        """Watch ``/brokers/ids`` children and ``/controller`` on the main client: every change
+        (and every reconnect, see ``_schedule_reap``) runs ``_reap`` on the worker thread."""
+        self._reap_pending = False
+        self._main.ChildrenWatch(self._io.p(IDS), self._vacancy_hint)
+        self._main.DataWatch(self._io.p(CONTROLLER), self._vacancy_hint)
+
+    def _vacancy_hint(self, *_: Any) -> bool:
+        if self._closed:
+            return False  # stops the kazoo watch
+        self._schedule_reap()
+        return True
+
+    def _schedule_reap(self) -> None:
+        """Queue one ``_reap`` on the worker thread (coalesced)."""
+        with self._lock:
+            if self._closed or self._reap_pending:
+                return
+            self._reap_pending = True
+        self._events.put(self._reap_now)
+
+    def _reap_now(self) -> None:
+        with self._lock:
+            self._reap_pending = False
+        if self._closed:
+            return
+        try:
+            with kazoo_errors():
+                self._reap(time.monotonic() + self._default_timeout_ms / 1000)
+        except Exception:
+            if self._closed:
+                return
+            _log.debug("recording expiries failed; retrying", exc_info=True)
+            retry = threading.Timer(0.5, self._schedule_reap)
+            retry.daemon = True
+            retry.start()
 
     def _vacate_if_holder(
         self,
@@ -231,6 +330,7 @@ class ZkSessionsMixin:
         rack: str | None = None,
         session_timeout_ms: int,
         timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``. Opens a kazoo client whose session is the
         broker's, with ``session_timeout_ms`` (the server clamps it to its min/max)."""
@@ -251,10 +351,25 @@ class ZkSessionsMixin:
                     broker_id, decode_broker(broker_id, current[0]).incarnation_epoch
                 )
             broker = BrokerInfo(
-                broker_id=broker_id, incarnation_epoch=seq, host=host, port=port, rack=rack
+                broker_id=broker_id,
+                incarnation_epoch=seq,
+                host=host,
+                port=port,
+                rack=rack,
+                clean_shutdown=clean_shutdown,
             )
             ops: list[Op] = [("create", path, encode_broker(broker), True)]
-            return Plan(broker, ops, records.broker_registered(seq, broker))
+            done = records.broker_registered(seq, broker)
+            seen = io.get(client, f"{SEEN}/{broker_id}", deadline)
+            if seen is None:
+                ops.append(("create", f"{SEEN}/{broker_id}", str(seq).encode(), False))
+                return Plan(broker, ops, done)
+            old = int(seen[0] or b"0")  # an earlier incarnation whose end may be unrecorded
+            if io.get(client, f"{GONE}/{broker_id}-{old}", deadline) is None:
+                gone_ops, gone = self._expiry_parts(client, broker_id, old, seq, deadline)
+                ops, done = [*gone_ops, *ops], [*gone, *done]
+            ops.append(("set", f"{SEEN}/{broker_id}", str(seq).encode(), seen[1].version))
+            return Plan(broker, ops, done)
 
         try:
             with kazoo_errors():
@@ -319,6 +434,7 @@ class ZkSessionsMixin:
                 ("delete", path, got[1].version),
                 ("create", f"{GONE}/{broker_id}-{inc}", b"", False),
                 *vacate,
+                *self._unsee_ops(client, broker_id, inc, deadline),
             ]
             gone = records.broker_gone(
                 seq, BrokerChangeReason.UNREGISTERED, broker_id, inc, was_controller=bool(vacate)

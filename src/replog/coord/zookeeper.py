@@ -16,8 +16,10 @@ CONNECTED/SUSPENDED/LOST map to ``SessionState``. After LOST the handle records
 BrokerChanged(EXPIRED) (plus ControllerChanged(None) if it held the role) in the feed, once
 (marker ``/replog/gone/<id>-<incarnation>``), reports LOST, and closes that client: kazoo would
 reconnect on a fresh session, but the contract wants a new ``register_broker`` (a new
-incarnation). Incarnation epochs are the feed seq of the registration write (the head is the
-CAS counter), so they grow store-wide.
+incarnation). A broker whose process died never gets there, so every handle also watches
+``/brokers/ids`` and ``/controller`` and records expiries it notices (the same write, the same
+marker, so exactly once; see ``replog.coord.zk_sessions``). Incarnation epochs are the feed
+seq of the registration write (the head is the CAS counter), so they grow store-wide.
 
 Controller fencing. Election is one multi-op: create the ephemeral ``/controller`` and
 compare-and-set ``/controller_epoch``. Every controller write checks the versions of both
@@ -81,6 +83,7 @@ from replog.coord.zk_codec import (
     GONE,
     IDS,
     QUEUES,
+    SEEN,
     TOPICS,
     decode_broker,
     decode_controller,
@@ -101,7 +104,7 @@ __all__ = ["ZooKeeperCoordinator"]
 
 _log = logging.getLogger(__name__)
 
-_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, QUEUES)
+_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES)
 
 
 class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
@@ -131,6 +134,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         self._worker = threading.Thread(target=self._run_worker, daemon=True, name="zk-coord")
         self._worker.start()
         main.add_listener(self._main_listener)
+        self._start_reaper()
 
     # ---- opening ----
 
@@ -196,6 +200,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
     def _main_listener(self, state: str) -> None:
         if state == KazooState.CONNECTED:
             self._feed.on_connected()
+            self._schedule_reap()
 
     # ---- lifecycle ----
 
@@ -264,6 +269,8 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         io = self._io
         with kazoo_errors():
             client = self._session_for(broker_id, incarnation_epoch, deadline).client
+            if io.get(client, CONTROLLER, deadline) is None:
+                self._reap(deadline)  # a dead holder's expiry goes in the feed before its successor
 
             def prepare(seq: int) -> Plan[ControllerInfo]:
                 got = io.get(client, CONTROLLER, deadline)

@@ -15,6 +15,16 @@ store's state to ``on_cas_conflict`` and the machine decides again from the writ
 own writes come back through the feed and are recognised by their partition epoch (not newer
 than the view's: ignored).
 
+Unclean restarts (KIP-966). A registration with ``clean_shutdown`` False (the broker's previous
+run did not end cleanly, so it may have lost an unflushed tail) removes the new incarnation from
+every ISR and ELR: when it arrives on the feed, and, for a machine rebuilt from a snapshot, for
+every such registration in the snapshot (``unclean_pending``, handled first by
+``on_become_controller``: the previous term may have died before handling it). The store keeps
+no record that a registration was handled, so a rebuild also removes an unclean incarnation that
+had since caught up and rejoined; its leader adds it back (an ISR shrink, never lost data).
+``unclean_handled`` holds the incarnations handled in this term, so a rebuild within the term
+skips them.
+
 Admin requests are handled in ``controller_requests``. Decisions use the package's pure
 functions only: ``broker_events`` for fence / unfence /
 controlled shutdown / unclean restart, ``handle_alter_partition`` for leaders' ISR proposals
@@ -134,6 +144,8 @@ class ControllerMachine:
     next_rebalance_ms: int
     placement_start: Callable[[int], tuple[int, int]] = fixed_placement_start
     active: bool = True
+    unclean_pending: set[tuple[int, int]] = attrs.Factory(set)
+    unclean_handled: set[tuple[int, int]] = attrs.Factory(set)
     _next_group: int = 1
 
     @classmethod
@@ -162,6 +174,11 @@ class ControllerMachine:
             partitions=partitions,
             next_rebalance_ms=now_ms + config.leader_imbalance_check_interval_ms,
             placement_start=placement_start,
+            unclean_pending={
+                (b.broker_id, b.incarnation_epoch)
+                for b in snapshot.brokers.values()
+                if not b.clean_shutdown
+            },
         )
 
     # ---- helpers ----------------------------------------------------------------------
@@ -219,8 +236,16 @@ class ControllerMachine:
     # ---- failover and reconciliation ------------------------------------------------------
 
     def on_become_controller(self, now_ms: int) -> ControllerOutput:
-        """Decisions owed after a failover: whatever happened while no controller acted."""
-        return self.reconcile(now_ms)
+        """Decisions owed after a failover: whatever happened while no controller acted
+        (unclean restarts in the snapshot first, then ``reconcile``)."""
+        writes: list[ControllerWrite] = []
+        pending, self.unclean_pending = self.unclean_pending, set()
+        for broker_id, epoch in sorted(pending - self.unclean_handled):
+            registration = self.cluster.broker(broker_id)
+            if registration is not None and registration.broker_epoch == epoch:
+                writes.extend(self._unclean_restart(broker_id, epoch, now_ms))
+        writes.extend(self.reconcile(now_ms).writes)
+        return ControllerOutput(tuple(writes))
 
     def reconcile(self, now_ms: int) -> ControllerOutput:
         """``reconcile_partition`` for every partition."""
@@ -258,7 +283,9 @@ class ControllerMachine:
                     change.broker_id, change.incarnation_epoch, now_ms
                 )
             if change.reason is ct.BrokerChangeReason.REGISTERED:
-                return self.on_broker_registered(change.broker, now_ms)
+                return self.on_broker_registered(
+                    change.broker, now_ms, unclean_shutdown=not change.broker.clean_shutdown
+                )
             return self.on_broker_updated(change.broker, now_ms)
         if isinstance(change, ct.TopicChanged):
             self.on_topic_changed(change)
@@ -320,8 +347,7 @@ class ControllerMachine:
     ) -> ControllerOutput:
         """A broker incarnation registered. An older incarnation still in the view is handled
         as gone first. ``unclean_shutdown``: the broker says it did not shut down cleanly
-        (KIP-966: it leaves ISR and ELR); the coordinator's registration does not carry this,
-        so the driver passes False unless it knows better."""
+        (KIP-966: it leaves ISR and ELR); ``on_change`` passes ``not info.clean_shutdown``."""
         old = self.cluster.broker(info.broker_id)
         if old is not None and old.broker_epoch >= info.incarnation_epoch:
             return self.on_broker_updated(info, now_ms)
@@ -331,26 +357,44 @@ class ControllerMachine:
                 self.on_broker_unregistered(old.broker_id, old.broker_epoch, now_ms).writes
             )
         registration = broker_registration(info)
-        if unclean_shutdown:
-            writes.extend(
-                self._each_partition(
-                    info.broker_id,
-                    lambda tp, reg: on_broker_unclean_restart(
-                        tp, reg, registration, self.cluster,
-                        policy=self.policy(tp), now_ms=now_ms, requester=self.actor,
-                    ),
-                )
-            )  # fmt: skip
         self.cluster = self.cluster.with_registration(registration)
+        if (
+            unclean_shutdown
+            and (info.broker_id, info.incarnation_epoch) not in self.unclean_handled
+        ):
+            writes.extend(self._unclean_restart(info.broker_id, info.incarnation_epoch, now_ms))
         if registration.is_active:
             writes.extend(self._unfenced(info.broker_id, now_ms))
         return ControllerOutput(tuple(writes))
+
+    def _unclean_restart(self, broker_id: int, epoch: int, now_ms: int) -> list[ControllerWrite]:
+        """The registered incarnation ``epoch`` of ``broker_id`` restarted uncleanly: it leaves
+        every ISR and ELR naming it (with ELR off: handled as fenced)."""
+        self.unclean_handled.add((broker_id, epoch))
+        writes: list[ControllerWrite] = []
+        for tp in self._naming(broker_id):
+            writes.extend(self._unclean_restart_of(tp, (broker_id, epoch), now_ms))
+        return writes
+
+    def _unclean_restart_of(
+        self, tp: TopicPartition, incarnation: tuple[int, int], now_ms: int
+    ) -> list[ControllerWrite]:
+        registration = self.cluster.broker(incarnation[0])
+        current = self.partitions.get(tp)
+        if registration is None or registration.broker_epoch != incarnation[1] or current is None:
+            return []
+        decision = on_broker_unclean_restart(
+            tp, current, registration, self.cluster,
+            policy=self.policy(tp), now_ms=now_ms, requester=self.actor,
+        )  # fmt: skip
+        cause = WriteCause(topic_partition=tp, unclean_restart=incarnation)
+        return self.cas_writes(tp, decision, cause)
 
     def on_broker_updated(self, info: ct.BrokerInfo, now_ms: int) -> ControllerOutput:
         """A registration's flags changed: fenced / unfenced / entering controlled shutdown."""
         old = self.cluster.broker(info.broker_id)
         if old is None or old.broker_epoch != info.incarnation_epoch:
-            return self.on_broker_registered(info, now_ms)
+            return self.on_broker_registered(info, now_ms, unclean_shutdown=not info.clean_shutdown)
         writes: list[ControllerWrite] = []
         if info.fenced and not old.fenced:
             writes.extend(self.on_broker_fenced(info.broker_id, now_ms).writes)
@@ -539,6 +583,10 @@ class ControllerMachine:
             self.partitions[tp] = registration_of(current)
         if write.cause.request is not None:
             return self.on_admin_request(write.cause.request, now_ms)
+        if write.cause.unclean_restart is not None:
+            writes = self._unclean_restart_of(tp, write.cause.unclean_restart, now_ms)
+            if writes:
+                return ControllerOutput(tuple(writes))
         return self.reconcile_partition(tp, now_ms)
 
     # ---- topics (used by controller_requests) -----------------------------------------------

@@ -60,10 +60,13 @@ __all__ = [
 @attrs.frozen
 class WriteCause:
     """Why a write was decided, so the machine can decide again after a conflict: an admin
-    request (handled again from scratch), or a partition (reconciled against its new state)."""
+    request (handled again from scratch), or a partition (reconciled against its new state).
+    ``unclean_restart``: the (broker id, incarnation epoch) whose unclean restart the write
+    applies (KIP-966), so a retry removes that broker from the ISR and ELR again."""
 
     request: ct.AdminRequest | None = None
     topic_partition: TopicPartition | None = None
+    unclean_restart: tuple[int, int] | None = None
 
 
 @attrs.frozen(kw_only=True)

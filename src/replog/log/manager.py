@@ -126,6 +126,13 @@ class LogManager:
                 manager._dir_of.setdefault(tp, log_dir)
         return manager
 
+    @property
+    def had_clean_shutdown(self) -> bool:
+        """Whether the previous run ended cleanly, as read at open: every log dir had the
+        clean-shutdown marker, or holds no partition at all (a brand-new broker has nothing to
+        lose). What the broker tells the coordinator at registration (KIP-966)."""
+        return all(d.had_clean_shutdown or not d.unopened for d in self.dirs)
+
     # -- lookup -----------------------------------------------------------------------------
 
     def partitions(self) -> list[TopicPartition]:

@@ -3,11 +3,11 @@ by simulated events instead of asyncio tasks, sockets and threads.
 
 Per broker: a ``FaultInjectingFileSystem`` directory (its disk, which survives crashes), a
 ``LogManager`` and ``ReplicaManager`` (rebuilt at every start: a new incarnation), the coordinator
-session, a ``ControllerService`` when it wins the role, one replica fetcher per source broker and
-the AlterPartition channel through the coordinator's admin queue. Every periodic activity is an
-event guarded by ``gen`` (bumped at each start and crash), so a crashed incarnation's events die
-with it. Fetch response record bytes are materialised when the leader answers, as a socket
-would send them.
+session (always registered with ``clean_shutdown=True``: see ``start``), a ``ControllerService``
+when it wins the role, one replica fetcher per source broker and the AlterPartition channel
+through the coordinator's admin queue. Every periodic activity is an event guarded by ``gen``
+(bumped at each start and crash), so a crashed incarnation's events die with it. Fetch response
+record bytes are materialised when the leader answers, as a socket would send them.
 """
 
 from __future__ import annotations
@@ -118,18 +118,29 @@ class SimBroker:
         self.gen += 1
         gen = self.gen
         self.starting = True
+        if self.log_manager is None:
+            # Opened once per start (retries keep it): opening reads and deletes the
+            # clean-shutdown marker, so a crash while starting counts as unclean next time.
+            self.log_manager = LogManager.open(
+                [self.log_dir], sim.log_config, fs=self.fs, clock_ms=lambda: sim.now_ms
+            )
         try:
             info = sim.coordinator.register_broker(
-                self.broker_id, "sim", 9000 + self.broker_id, session_timeout_ms=sim.opts.session_ms
+                self.broker_id,
+                "sim",
+                9000 + self.broker_id,
+                session_timeout_ms=sim.opts.session_ms,
+                # Registered clean on purpose: with KIP-966's unclean-restart rule, crashes of
+                # every ELR member leave a partition offline until an operator runs an unclean
+                # election, which the simulator does not model yet (so its liveness phase could
+                # never drain). The rule itself is tested in tests/controller and tests/broker.
+                clean_shutdown=True,
             )
         except BrokerIdInUseError:
             sim.after(50, lambda: self._retry_start(gen))  # the old session has yet to expire
             return
         self.starting = False
         self.incarnation = info.incarnation_epoch
-        self.log_manager = LogManager.open(
-            [self.log_dir], sim.log_config, fs=self.fs, clock_ms=lambda: sim.now_ms
-        )
         rm = ReplicaManager(
             self.broker_id,
             self.log_manager,

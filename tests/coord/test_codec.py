@@ -1,0 +1,27 @@
+"""Stored values written before ``BrokerInfo.clean_shutdown`` existed still decode."""
+
+from __future__ import annotations
+
+import json
+
+from replog.coord import codec
+from replog.coord.types import BrokerInfo
+from replog.coord.zk_codec import decode_broker, encode_broker
+
+
+def test_broker_info_without_clean_shutdown_decodes_as_clean() -> None:
+    stored = {"@": "BrokerInfo", "broker_id": 1, "incarnation_epoch": 7, "host": "h", "port": 1}
+    info = codec.loads(json.dumps(stored))
+    assert info == BrokerInfo(broker_id=1, incarnation_epoch=7, host="h", port=1)
+    assert info.clean_shutdown
+
+
+def test_clean_shutdown_round_trips_through_both_codecs() -> None:
+    info = BrokerInfo(broker_id=2, incarnation_epoch=9, host="h", port=2, clean_shutdown=False)
+    assert codec.loads(codec.dumps(info)) == info
+    assert decode_broker(2, encode_broker(info)) == info
+
+
+def test_zookeeper_broker_node_without_clean_shutdown_decodes_as_clean() -> None:
+    old = {"version": 5, "host": "h", "port": 3, "broker_epoch": 4, "fenced": False}
+    assert decode_broker(3, json.dumps(old).encode()).clean_shutdown
