@@ -35,7 +35,7 @@ test: lint system-deps
 sim: $(STAMP)
 	$(BIN)/python -m replog.testing.sim --seeds $(SEEDS)
 
-# Multi-process fault suite (real broker processes on ZooKeeper); not yet in make test.
+# Only the multi-process fault suite (real broker processes on ZooKeeper; make test runs it too).
 faults: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -m faults tests/faults
 
