@@ -25,6 +25,7 @@ so no task outlives the broker and nothing waits on a controller that is already
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import importlib
@@ -72,6 +73,9 @@ _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+_EARLY_ADMIN_COMPLETIONS_MAX = 1024
+
+
 class BrokerState(enum.Enum):
     """The broker lifecycle of seed 002."""
 
@@ -116,6 +120,11 @@ class Broker:
         self._controller_lock = asyncio.Lock()
         self._produce_waiters: dict[tuple[TP, int], asyncio.Future[ProduceResult]] = {}
         self._admin_waiters: dict[int, asyncio.Future[AdminRequestChanged]] = {}
+        # Completions seen in the feed before their submitter registered a waiter (the submit
+        # runs on a worker thread, and the controller may finish first); bounded.
+        self._early_admin_completions: collections.OrderedDict[int, AdminRequestChanged] = (
+            collections.OrderedDict()
+        )
         self._alter_inflight = 0
         self._seen_version = -1
         self._feed_seq = 0
@@ -404,12 +413,21 @@ class Broker:
             return ErrorCode.REQUEST_TIMED_OUT, "the controller did not complete the request"
         return change.outcome, change.message
 
+    def _remember_early_completion(self, change: AdminRequestChanged) -> None:
+        early = self._early_admin_completions
+        early[change.request.request_id] = change
+        while len(early) > _EARLY_ADMIN_COMPLETIONS_MAX:
+            early.popitem(last=False)
+
     async def _submit_admin_change(
         self, payload: AdminPayload, timeout_ms: int
     ) -> AdminRequestChanged | None:
         request = await self._coord(
             self.coordinator.submit_admin_request, CONTROLLER_TARGET, payload
         )
+        early = self._early_admin_completions.pop(request.request_id, None)
+        if early is not None:
+            return early
         future: asyncio.Future[AdminRequestChanged] = asyncio.get_running_loop().create_future()
         self._admin_waiters[request.request_id] = future
         self._wake.set()
@@ -453,7 +471,9 @@ class Broker:
                     and change.reason is AdminRequestChangeReason.COMPLETED
                 ):
                     future = self._admin_waiters.get(change.request.request_id)
-                    if future is not None and not future.done():
+                    if future is None:
+                        self._remember_early_completion(change)
+                    elif not future.done():
                         future.set_result(change)
         self._feed_seq = batch.next_seq
         self._reconcile_fetchers()
