@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import attrs
 
@@ -143,6 +143,7 @@ class EtcdTxnBase(Coordinator):
             if time.monotonic() > deadline:
                 raise RequestTimeoutError(f"etcd write kept conflicting for {budget} ms")
 
-    def _ensure_thread(self) -> None:
-        """Start the background thread (renewals, expiry records, feed push) if needed."""
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by EtcdCoordinator; declared here for the type checker
+
+        def _ensure_thread(self) -> None:
+            """Start the background thread (renewals, expiry records, feed push) if needed."""

@@ -27,7 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from kazoo.client import KazooClient
@@ -114,8 +114,9 @@ class ZkSessionsMixin:
     _events: queue.Queue[Callable[[], None] | None]
     _reap_pending: bool
 
-    def _deadline(self, timeout_ms: int | None) -> float:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by ZooKeeperCoordinator; declared here for the type checker
+
+        def _deadline(self, timeout_ms: int | None) -> float: ...
 
     def _emit(self, session: ZkSession, state: SessionState) -> None:
         """Deliver a session transition (worker thread), skipping repeats."""
