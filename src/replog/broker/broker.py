@@ -173,7 +173,7 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self._halting = False
         self._alter_inflight = 0
-        self.log_manager = LogManager.open(list(self.config.log_dirs))
+        self.log_manager = LogManager.open(list(self.config.log_dirs), config=self.config.log)
         try:
             await self._start_serving()
         except BaseException:
@@ -224,6 +224,7 @@ class Broker:
             self._heartbeat_loop(),
             self._tick_loop(),
             self._flush_loop(),
+            self._retention_loop(),
             self._controller_loop(),
         ):
             self._spawn(coro)
@@ -565,6 +566,28 @@ class Broker:
             await self.flush_logs()
             if replicated:
                 await asyncio.sleep(interval_s)
+
+    async def _retention_loop(self) -> None:
+        interval_s = self.config.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.apply_retention()
+
+    async def apply_retention(self) -> int:
+        """Delete segments past retention (never past the HW) on every online log, holding the
+        storage lock so no worker-thread fsync meets a deleted segment; returns how many."""
+        if self.log_manager is None:
+            return 0
+        async with self.storage_lock:
+            try:
+                deleted = self.log_manager.delete_old_segments()
+            except StorageError as exc:
+                _log.error("broker %s: retention failed: %s", self.broker_id, exc)
+                return 0
+            if deleted:
+                self.rm.data_version += 1  # log start offsets moved: wake long polls
+                self.after_input()
+        return deleted
 
     # ------------------------------------------------------------------ controller role
 

@@ -4,7 +4,8 @@ Every queue, buffer and connection count has a maximum here (TigerStyle: a limit
 and every value is checked eagerly: a bad value raises ``InvalidConfigError`` from the
 constructor or from ``BrokerConfig.from_file``, never at first use. A file is TOML (``.toml``)
 or JSON (anything else) whose keys are the attribute names; ``durability`` is ``"fsync"`` or
-``"replicated"``.
+``"replicated"``; ``log`` is a table of ``LogConfig`` settings (segment size, retention, ...)
+for every log on the broker, e.g. ``[log]`` / ``retention_ms = 3600000`` in TOML.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import attrs
 
 from replog.errors import InvalidConfigError
 from replog.isr.config import DurabilityMode, PartitionConfig
+from replog.log.config import LogConfig
 
 __all__ = ["BrokerConfig"]
 
@@ -31,6 +33,18 @@ def _durability(value: object) -> DurabilityMode:
         raise InvalidConfigError(
             f"durability must be 'fsync' or 'replicated', got {value!r}"
         ) from exc
+
+
+def _log_config(value: object) -> LogConfig:
+    if isinstance(value, LogConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidConfigError(f"log must be a table of log settings, got {value!r}")
+    known = {a.name for a in attrs.fields(LogConfig)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise InvalidConfigError(f"unknown log config keys: {unknown} (known: {sorted(known)})")
+    return LogConfig(**dict(value))
 
 
 def _log_dirs(value: object) -> tuple[str, ...]:
@@ -61,6 +75,7 @@ _POSITIVE = (
     "tick_interval_ms",
     "checkpoint_interval_ms",
     "metadata_poll_interval_ms",
+    "retention_check_interval_ms",
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
 
@@ -100,6 +115,10 @@ class BrokerConfig:
     tick_interval_ms: int = 50
     checkpoint_interval_ms: int = 5_000
     metadata_poll_interval_ms: int = 200
+    #: how often retention deletes old segments (Kafka's log.retention.check.interval.ms)
+    retention_check_interval_ms: int = 300_000
+    #: segment size, retention and the other settings of every log on this broker
+    log: LogConfig = attrs.field(factory=LogConfig, converter=_log_config)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.broker_id, int) or self.broker_id < 0:
