@@ -4,8 +4,9 @@ last_fetched_epoch), through the protocol's client side.
 
 In FSYNC mode the local logs are flushed (group commit, on a worker thread) before a request
 that reports their LEO goes out. Answers are applied through ``ReplicaManager.on_fetch_response``
-(the ``Partition`` machine handles diverging epochs and out-of-range) while holding the broker's
-storage lock, so a truncation never races a worker-thread fsync.
+(the ``Partition`` machine handles diverging epochs and out-of-range); an answer that may truncate
+a log (an error, a diverging epoch) is applied holding the broker's storage lock, so a truncation
+never races a worker-thread fsync, while plain appends go ahead during one.
 
 A Fetch response carries no leader log end offset, so when a partition answers
 OFFSET_OUT_OF_RANGE (the leader is behind us after an unclean election, or its log starts past
@@ -109,8 +110,9 @@ class ReplicaFetcher:
         broker = self.broker
         if not await self._connect():
             return False
-        async with broker.storage_lock:
-            requests = broker.rm.fetch_requests_for(self.leader_id)
+        # No storage lock: building requests reads state only, and a checkpoint-interval fsync
+        # holding the lock must not stall replication.
+        requests = broker.rm.fetch_requests_for(self.leader_id)
         if not requests:
             return False
         if any(r.requires_flush for _, r in requests):
@@ -235,44 +237,60 @@ class ReplicaFetcher:
         response: m.FetchResponse,
         leader_offsets: dict[TP, tuple[int, int]],
     ) -> bool:
+        if leader_offsets or any(
+            p.error_code or (p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0)
+            for t in response.responses
+            for p in t.partitions
+        ):
+            # May truncate a log: wait for any worker-thread fsync to finish first.
+            async with self.broker.storage_lock:
+                return self._apply_now(requests, response, leader_offsets)
+        # Appends only: no lock. A concurrent fsync covers what was appended before it began
+        # (the leaders' produce path appends the same way), and waiting here for a
+        # checkpoint-interval flush of a busy log would stall replication -- and with it every
+        # acks=all produce -- for the whole fsync.
+        return self._apply_now(requests, response, leader_offsets)
+
+    def _apply_now(
+        self,
+        requests: dict[TP, FetchRequest],
+        response: m.FetchResponse,
+        leader_offsets: dict[TP, tuple[int, int]],
+    ) -> bool:
         broker = self.broker
         progressed = True
-        async with broker.storage_lock:
-            now_ms = broker.now_ms()
-            for topic in response.responses:
-                for p in topic.partitions:
-                    tp = (topic.topic, p.partition_index)
-                    request = requests.get(tp)
-                    if request is None:
-                        continue
-                    records = p.records
-                    data = (
-                        b""
-                        if records is None
-                        or not isinstance(records, (bytes, bytearray, memoryview))
-                        else bytes(records)
+        now_ms = broker.now_ms()
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition_index)
+                request = requests.get(tp)
+                if request is None:
+                    continue
+                records = p.records
+                data = (
+                    b""
+                    if records is None or not isinstance(records, (bytes, bytearray, memoryview))
+                    else bytes(records)
+                )
+                diverging = None
+                if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:
+                    diverging = EpochEndOffset(
+                        p.diverging_epoch.epoch, p.diverging_epoch.end_offset
                     )
-                    diverging = None
-                    if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:
-                        diverging = EpochEndOffset(
-                            p.diverging_epoch.epoch, p.diverging_epoch.end_offset
-                        )
-                    log_start_offset, log_end_offset = leader_offsets.get(
-                        tp, (p.log_start_offset, -1)
-                    )
-                    answer = FetchResponse(
-                        request_id=request.request_id,
-                        error_code=_error_code(p.error_code),
-                        fetch_offset=request.fetch_offset,
-                        high_watermark=p.high_watermark,
-                        log_start_offset=log_start_offset,
-                        log_end_offset=log_end_offset,
-                        records=BytesSlice(data) if data else None,
-                        diverging_epoch=diverging,
-                        replica_id=broker.broker_id,
-                    )
-                    outcome = broker.rm.on_fetch_response(tp, answer, now_ms)
-                    if outcome.action is FollowerAction.FAILED:
-                        progressed = False
-            broker.after_input()
+                log_start_offset, log_end_offset = leader_offsets.get(tp, (p.log_start_offset, -1))
+                answer = FetchResponse(
+                    request_id=request.request_id,
+                    error_code=_error_code(p.error_code),
+                    fetch_offset=request.fetch_offset,
+                    high_watermark=p.high_watermark,
+                    log_start_offset=log_start_offset,
+                    log_end_offset=log_end_offset,
+                    records=BytesSlice(data) if data else None,
+                    diverging_epoch=diverging,
+                    replica_id=broker.broker_id,
+                )
+                outcome = broker.rm.on_fetch_response(tp, answer, now_ms)
+                if outcome.action is FollowerAction.FAILED:
+                    progressed = False
+        broker.after_input()
         return progressed

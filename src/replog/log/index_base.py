@@ -237,8 +237,17 @@ class IndexBase:
 
     def flush(self) -> None:
         """Write the mapped pages to disk (msync)."""
-        if self._mapped is not None:
-            self._fs.sync_mapped(self._path, self._mapped)
+        mapped = self._mapped
+        if mapped is None:
+            return
+        try:
+            self._fs.sync_mapped(self._path, mapped)
+        except ValueError:
+            # A group-commit flush on a worker thread can meet a mapping the appending thread
+            # has just replaced (a roll trims the index: flush, unmap, map again): the old
+            # mapping was flushed before it closed, so only a still-current one is an error.
+            if self._mapped is mapped:
+                raise
 
     def close(self) -> None:
         """Trim the file to its entries (if writable), then drop the mapping. Idempotent."""

@@ -298,17 +298,37 @@ class FrameReader:
         return len(self._buffer)
 
     def feed(self, data: Buffer) -> list[bytes]:
-        """Add received bytes; return every frame (without its size prefix) now complete."""
-        self._buffer += data
-        frames: list[bytes] = []
-        start = 0
-        while len(self._buffer) - start >= _SIZE_PREFIX_BYTES:
-            prefix = self._buffer[start : start + _SIZE_PREFIX_BYTES]
-            size_bytes = read_frame_size(prefix, frame_bytes_max=self.frame_bytes_max)
-            end = start + _SIZE_PREFIX_BYTES + size_bytes
-            if end > len(self._buffer):
-                break
-            frames.append(bytes(self._buffer[start + _SIZE_PREFIX_BYTES : end]))
-            start = end
-        del self._buffer[:start]
+        """Add received bytes; return every frame (without its size prefix) now complete.
+
+        Each frame is copied once, straight out of ``data`` when nothing is buffered (the common
+        case: whole frames per read) and out of the buffer otherwise."""
+        buffer = self._buffer
+        if not buffer:
+            with memoryview(data) as view:
+                frames, start = self._split(view)
+                if start < len(view):
+                    buffer += view[start:]
+            return frames
+        buffer += data
+        with memoryview(buffer) as view:
+            frames, start = self._split(view)
+        del buffer[:start]
         return frames
+
+    def _split(self, view: memoryview) -> tuple[list[bytes], int]:
+        """The complete frames at the start of ``view`` and where the rest begins."""
+        frames: list[bytes] = []
+        start, end_of_data = 0, len(view)
+        limit = self.frame_bytes_max
+        while end_of_data - start >= _SIZE_PREFIX_BYTES:
+            size_bytes = int.from_bytes(
+                view[start : start + _SIZE_PREFIX_BYTES], "big", signed=True
+            )
+            if size_bytes < 0 or size_bytes > limit:
+                raise FrameTooLargeError(size_bytes, limit)
+            end = start + _SIZE_PREFIX_BYTES + size_bytes
+            if end > end_of_data:
+                break
+            frames.append(bytes(view[start + _SIZE_PREFIX_BYTES : end]))
+            start = end
+        return frames, start
