@@ -16,7 +16,8 @@ from replog.broker.server import CloseConnection, Response, wait_event
 from replog.coord.types import AddPartitions, AdminPayload, CreateTopic, DeleteTopic
 from replog.errors import ErrorCode, InvalidTopicError
 from replog.isr import Acks, FetchRequest, ProduceResult
-from replog.log.log import FetchSlice
+from replog.log.log import FetchSlice, Log
+from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 from replog.protocol import (
     RecordsRef,
     RequestHeader,
@@ -259,15 +260,10 @@ def _list_offsets(broker: Broker, body: m.ListOffsetsRequest) -> m.ListOffsetsRe
         parts = []
         for p in topic.partitions:
             code = _leader_check(broker, topic.name, p.partition_index, p.current_leader_epoch)
-            offset, epoch = -1, -1
+            offset, timestamp, epoch = -1, -1, -1
             log = broker.rm.log(topic.name, p.partition_index)
             if code is ErrorCode.NONE and log is not None:
-                if p.timestamp == m.EARLIEST_TIMESTAMP:
-                    offset = log.log_start_offset
-                elif p.timestamp == m.LATEST_TIMESTAMP:
-                    offset = log.log_end_offset if body.replica_id >= 0 else log.high_watermark
-                else:
-                    code = ErrorCode.INVALID_REQUEST  # lookup by timestamp is not served yet
+                code, timestamp, offset = _offset_at(log, p.timestamp, body.replica_id >= 0)
                 replica = broker.rm.partition(topic.name, p.partition_index)
                 if body.replica_id < 0 and replica is not None and not replica.hw_is_current:
                     code, offset = ErrorCode.OFFSET_NOT_AVAILABLE, -1  # see Partition.hw_is_current
@@ -276,13 +272,30 @@ def _list_offsets(broker: Broker, body: m.ListOffsetsRequest) -> m.ListOffsetsRe
                 m.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index,
                     error_code=_code(code),
-                    timestamp=-1,
+                    timestamp=timestamp,
                     offset=offset,
                     leader_epoch=epoch,
                 )
             )
         topics.append(m.ListOffsetsTopicResponse(name=topic.name, partitions=parts))
     return m.ListOffsetsResponse(topics=topics)
+
+
+def _offset_at(log: Log, timestamp: int, from_replica: bool) -> tuple[ErrorCode, int, int]:
+    """(error, timestamp, offset) answering one ListOffsets partition. A consumer sees only
+    offsets below the HW; a replica asking for the latest offset gets the LEO."""
+    visible_end = log.log_end_offset if from_replica else log.high_watermark
+    if timestamp == m.EARLIEST_TIMESTAMP:
+        return ErrorCode.NONE, -1, log.log_start_offset
+    if timestamp == m.LATEST_TIMESTAMP:
+        return ErrorCode.NONE, -1, visible_end
+    if timestamp == m.MAX_TIMESTAMP:
+        found = offset_of_max_timestamp(log, visible_end)
+    elif timestamp >= 0:
+        found = offset_for_timestamp(log, timestamp, visible_end)
+    else:
+        return ErrorCode.INVALID_REQUEST, -1, -1
+    return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, *found)
 
 
 def _offsets_for_leader_epoch(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -41,6 +41,7 @@ from replog.client.errors import (
     error_for_code,
 )
 from replog.client.fetching import ColumnSlice, ConsumerRecord, slice_columns
+from replog.client.offsets import OffsetAndTimestamp, offsets_for_times
 from replog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -65,7 +66,14 @@ from replog.protocol.messages import (
     OffsetForLeaderTopic,
 )
 
-__all__ = ["AsyncConsumer", "ColumnSlice", "Consumer", "ConsumerConfig", "ConsumerRecord"]
+__all__ = [
+    "AsyncConsumer",
+    "ColumnSlice",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "OffsetAndTimestamp",
+]
 
 TopicPartition = tuple[str, int]
 ResetPolicy = Literal["earliest", "latest", "none"]
@@ -183,6 +191,19 @@ class AsyncConsumer:
                     raise RequestTimeoutError(f"could not find a position for {tp[0]}-{tp[1]}")
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         return pos.offset
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Per partition, the earliest offset whose record timestamp is >= the given time (ms);
+        None where no such record is below the HW. Any partition, assigned or not; seek to the
+        answer to read from that time on."""
+        return await offsets_for_times(
+            self._client,
+            timestamps,
+            timeout_ms=self.config.request_timeout_ms,
+            backoff_ms=self.config.retry_backoff_ms,
+        )
 
     def high_watermark(self, tp: TopicPartition) -> int:
         """The HW the last fetch of ``tp`` reported (-1: none yet)."""
@@ -475,6 +496,12 @@ class Consumer:
     def position(self, tp: TopicPartition) -> int:
         """See ``AsyncConsumer.position``."""
         return self._loop.run(self._consumer.position(tp))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """See ``AsyncConsumer.offsets_for_times``."""
+        return self._loop.run(self._consumer.offsets_for_times(timestamps))
 
     def poll(self, timeout_ms: int = 1000, max_records: int = 500) -> list[ConsumerRecord]:
         """See ``AsyncConsumer.poll``."""

@@ -296,6 +296,13 @@ class LogSegment:
                 return found
         return None
 
+    def batches_from(self, offset: int) -> Iterator[BatchPosition]:
+        """Every batch from the one holding ``offset`` (or the first after it) to the end."""
+        _, position = self.offset_index.lookup(offset)
+        for found in self._scan(position):
+            if found.last_offset >= offset:
+                yield found
+
     def read(
         self, start_offset: int, max_bytes: int, max_position: int, *, min_one_batch: bool
     ) -> FileSlice | None:
@@ -364,6 +371,12 @@ class LogSegment:
         """The largest record timestamp in the segment (-1 when none has a timestamp)."""
         self._ensure_max_timestamp_loaded()
         return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """The last offset of the batch holding ``max_timestamp`` (-1 when none)."""
+        self._ensure_max_timestamp_loaded()
+        return self._offset_of_max_timestamp
 
     def largest_timestamp(self) -> int:
         """The age reference for time retention: the max timestamp, else the last write time."""

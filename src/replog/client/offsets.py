@@ -1,0 +1,102 @@
+"""Offsets by timestamp for the consumer (``offsets_for_times``): ListOffsets to each
+partition's leader with a time instead of earliest/latest, retried across leader changes until
+the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from replog.client.connection import ClusterClient, now_ms
+from replog.client.errors import ConnectionLostError, error_for_code, is_retriable
+from replog.errors import ErrorCode, RequestTimeoutError
+from replog.protocol.messages import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+
+__all__ = ["OffsetAndTimestamp", "offsets_for_times"]
+
+TopicPartition = tuple[str, int]
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """The first record at or after the asked time: its offset and its own timestamp."""
+
+    offset: int
+    timestamp: int
+
+
+async def offsets_for_times(
+    client: ClusterClient,
+    timestamps: Mapping[TopicPartition, int],
+    *,
+    timeout_ms: int,
+    backoff_ms: int,
+) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    """Per partition, the earliest record whose timestamp is >= the given time (ms since the
+    epoch), or None when no such record is below the HW. ``ValueError`` for a negative time;
+    ``RequestTimeoutError`` if some leader cannot be reached before ``timeout_ms``."""
+    for (topic, partition), timestamp in timestamps.items():
+        if not isinstance(timestamp, int) or timestamp < 0:
+            raise ValueError(f"{topic}-{partition}: timestamp must be an int >= 0: {timestamp!r}")
+    pending = dict(timestamps)
+    found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+    deadline = now_ms() + timeout_ms
+    while pending:
+        metadata = await client.refresh_metadata_if_needed()
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in pending:
+            leader = metadata.leader_for(*tp)
+            if leader is None:
+                metadata.mark_stale()
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            try:
+                answered = await _ask(client, leader, {tp: pending[tp] for tp in tps})
+            except ConnectionLostError:
+                metadata.mark_stale()
+                continue
+            for tp, result in answered.items():
+                found[tp] = result
+                del pending[tp]
+        if pending:
+            if now_ms() >= deadline:
+                names = ", ".join(f"{t}-{p}" for t, p in sorted(pending))
+                raise RequestTimeoutError(f"offsets by time not found in time for {names}")
+            await asyncio.sleep(backoff_ms / 1000)
+    return found
+
+
+async def _ask(
+    client: ClusterClient, leader: int, timestamps: dict[TopicPartition, int]
+) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    """One ListOffsets to ``leader``; partitions with a retriable error are left out."""
+    topics: dict[str, list[ListOffsetsPartition]] = {}
+    for (topic, partition), timestamp in timestamps.items():
+        topics.setdefault(topic, []).append(
+            ListOffsetsPartition(partition_index=partition, timestamp=timestamp)
+        )
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+    )
+    response = await client.send(leader, request, ListOffsetsResponse)
+    answered: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+    for answer in response.topics:
+        for p in answer.partitions:
+            tp = (answer.name, p.partition_index)
+            if tp not in timestamps:
+                continue
+            if p.error_code != ErrorCode.NONE:
+                if is_retriable(p.error_code):
+                    client.metadata.mark_stale()
+                    continue
+                raise error_for_code(p.error_code, f"offsets by time for {tp[0]}-{tp[1]}")
+            answered[tp] = None if p.offset < 0 else OffsetAndTimestamp(p.offset, p.timestamp)
+    return answered
