@@ -167,3 +167,33 @@ def test_confluent_kafka_acks_all_and_manual_assignment(cluster: Cluster) -> Non
         records = got[partition]
         assert [r.offset() for r in records] == list(range(len(sent)))
         assert [(r.key(), r.value()) for r in records] == sent
+
+
+def test_kafka_python_offsets_for_times(cluster: Cluster) -> None:
+    """ListOffsets by timestamp: the earliest offset at or after a time, None past the end."""
+    kafka = require("kafka", "kafka-python")
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("by-time", 1, 3, {"min.insync.replicas": "2"})
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False, linger_ms=0
+    )
+    base = 1_700_000_000_000
+    try:
+        for i in range(10):
+            # One batch per record (flush each), timestamps 1 s apart.
+            producer.send("by-time", value=b"v%d" % i, partition=0, timestamp_ms=base + i * 1000)
+            producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    tp = kafka.TopicPartition("by-time", 0)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, group_id=None, enable_auto_commit=False
+    )
+    try:
+        found = consumer.offsets_for_times({tp: base + 3_500})[tp]
+        assert (found.offset, found.timestamp) == (4, base + 4_000)
+        found = consumer.offsets_for_times({tp: 0})[tp]
+        assert (found.offset, found.timestamp) == (0, base)
+        assert consumer.offsets_for_times({tp: base + 60_000})[tp] is None
+    finally:
+        consumer.close()
