@@ -21,6 +21,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from replog.broker.server import STREAM_LIMIT_BYTES
 from replog.errors import ErrorCode, ProtocolError
 from replog.isr import BytesSlice, EpochEndOffset, FetchRequest, FetchResponse, FollowerAction
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request
@@ -103,7 +104,9 @@ class ReplicaFetcher:
         if info is None:
             return False
         async with asyncio.timeout(2.0):
-            self._reader, self._writer = await asyncio.open_connection(info.host, info.port)
+            self._reader, self._writer = await asyncio.open_connection(
+                info.host, info.port, limit=STREAM_LIMIT_BYTES
+            )
         return True
 
     async def _round(self) -> bool:
@@ -221,7 +224,7 @@ class ReplicaFetcher:
         ) / 1000
         while True:
             async with asyncio.timeout(timeout_s):
-                data = await self._reader.read(256 * 1024)
+                data = await self._reader.read(STREAM_LIMIT_BYTES)
             if not data:
                 raise EOFError("leader closed the connection")
             got = frames.feed(data)

@@ -37,7 +37,10 @@ from replog.protocol.schema import Message
 __all__ = ["CloseConnection", "Handler", "Response", "Server"]
 
 _log = logging.getLogger(__name__)
-_READ_CHUNK_BYTES = 256 * 1024
+#: a connection's stream buffer: reading pauses past twice this, and one read takes up to it.
+#: asyncio's 64 KiB default pauses and resumes the socket several times per large frame (a
+#: 1000-record produce, a replica fetch response); 1 MiB keeps it at one pause at most.
+STREAM_LIMIT_BYTES = 1024 * 1024
 #: record slices up to this size are copied with one pread rather than sent with sendfile
 SMALL_SLICE_BYTES = 64 * 1024
 
@@ -74,7 +77,7 @@ class Server:
         """Bind (and, with ``serving``, start accepting); returns the bound port. Without
         ``serving``, connections wait in the listen backlog until ``start_serving``."""
         self._server = await asyncio.start_server(
-            self._on_connect, host, port, start_serving=serving
+            self._on_connect, host, port, start_serving=serving, limit=STREAM_LIMIT_BYTES
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
@@ -133,7 +136,7 @@ class Server:
         frames = FrameReader(self._frame_bytes_max)
         try:
             while not processor.done():
-                data = await reader.read(_READ_CHUNK_BYTES)
+                data = await reader.read(STREAM_LIMIT_BYTES)
                 if not data:
                     break
                 for frame in frames.feed(data):

@@ -50,7 +50,8 @@ __all__ = [
 
 R = TypeVar("R", bound=Message)
 
-_READ_CHUNK_BYTES = 256 * 1024
+#: stream buffer and read size: asyncio's 64 KiB default pauses the socket often on big fetches
+_READ_CHUNK_BYTES = 1024 * 1024
 _CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 
@@ -122,7 +123,8 @@ class BrokerConnection:
         """Connect and negotiate API versions; ``ConnectionLostError`` if unreachable."""
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), connect_timeout_ms / 1000
+                asyncio.open_connection(host, port, limit=_READ_CHUNK_BYTES),
+                connect_timeout_ms / 1000,
             )
         except (OSError, TimeoutError) as exc:
             raise ConnectionLostError(f"cannot connect to {host}:{port}: {exc}") from exc
