@@ -10,9 +10,9 @@ Every hook runs in its own Python worker process, so the source keeps only plain
 planning opens an ``AdminOffsetSource`` and each task a ``Consumer``, both over TCP.
 
 - Batch: ``partitions()`` resolves the ranges once (pinned to the HW) and splits them with
-  ``plan_ranges`` (``minPartitions``, ``maxRecordsPerPartition``); ``read`` yields pyarrow
-  ``RecordBatch``es of up to ``ARROW_BATCH_RECORDS`` rows, built straight from the decoded
-  columns (``read_range_columns``): no Python object per row.
+  ``plan_ranges`` (``minPartitions``, ``maxRecordsPerPartition``); ``read`` yields one pyarrow
+  ``RecordBatch`` per fetch answer (at most ``reading.FETCH_BYTES`` of records), built from the
+  decoded numpy columns (``read_range_arrays``): no Python object per row.
 - Streaming: offsets are ``{"topic": {"partition": next_offset}}`` (Spark's
   ``KafkaSourceOffset``). ``startingOffsets`` defaults to latest; partitions that appear later
   start at their log start. ``maxOffsetsPerTrigger`` becomes the default read limit (PySpark >=
@@ -32,8 +32,8 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -44,8 +44,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from replog.client import AsyncProducer, ConsumerRecord
-from replog.client.fetching import ColumnSlice
+from replog.client import AsyncProducer
+from replog.spark.arrays import BinaryColumn, RecordArrays
 from replog.spark.options import SourceOptions
 from replog.spark.ranges import (
     EARLIEST,
@@ -58,7 +58,7 @@ from replog.spark.ranges import (
     plan_ranges,
     resolve_ranges,
 )
-from replog.spark.reading import AdminOffsetSource, read_range_columns
+from replog.spark.reading import AdminOffsetSource, read_range_arrays
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python streams
     from pyspark.sql.streaming import datasource as _streaming
@@ -137,68 +137,51 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def to_record_batch(
-    records: Sequence[ConsumerRecord], schema: pa.Schema, include_headers: bool
-) -> pa.RecordBatch:
-    """Columns of ``records`` as one Arrow batch (timestamps ms -> us; timestampType 0 =
-    CreateTime, the only type replog's producer writes)."""
-    n = len(records)
-    first = records[0]
-    columns = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([first.topic] * n, pa.string()),
-        pa.array([first.partition] * n, pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(schema.field(5).type),
-        pa.array([0] * n, pa.int32()),
+def _binary_array(column: BinaryColumn) -> pa.Array:
+    """An Arrow binary array over the column's buffers (offsets narrowed to int32)."""
+    count = len(column)
+    if int(column.ends[-1]) >= 1 << 31:
+        raise ValueError("a binary column over 2 GiB does not fit an Arrow binary array")
+    validity = None
+    null_count = 0
+    if column.nulls is not None:
+        null_count = int(column.nulls.sum())
+        validity = pa.py_buffer(np.packbits(~column.nulls, bitorder="little"))
+    buffers = [
+        validity,
+        pa.py_buffer(column.ends.astype(np.int32)),
+        pa.py_buffer(column.data),
     ]
-    if include_headers:
-        headers = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
-        columns.append(pa.array(headers, schema.field(7).type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.Array.from_buffers(pa.binary(), count, buffers, null_count)
 
 
-ARROW_BATCH_RECORDS = 32_768
-"""Records per poll, and so at most per Arrow batch, in the DataFrame source (measured: 554k
-rows/s at 32k against 139k at 64k on the 2M benchmark, one run each on a loaded machine)."""
-
-
-def columns_to_record_batch(
-    slices: Sequence[ColumnSlice], schema: pa.Schema, include_headers: bool
+def arrays_to_record_batch(
+    pieces: Sequence[RecordArrays], schema: pa.Schema, include_headers: bool
 ) -> pa.RecordBatch:
-    """``to_record_batch`` from decoded columns: each Arrow array is built in one call over the
-    concatenated column lists (same rows, same types)."""
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    topics: list[str] = []
-    partitions: list[int] = []
-    for piece in slices:
-        c = piece.columns
-        keys += c.keys
-        values += c.values
-        offsets += c.offsets
-        timestamps += c.timestamps
-        topics += [piece.topic] * len(c.offsets)
-        partitions += [piece.partition] * len(c.offsets)
-    n = len(offsets)
-    millis = pa.array(timestamps, pa.int64())
+    """One Arrow batch of the records of ``pieces`` (one partition, offset order), built from
+    their buffers: no Python object per row unless headers are asked for. Timestamps go from
+    ms to us; ``timestampType`` is each batch's (0 CreateTime, 1 LogAppendTime)."""
+    first = pieces[0]
+    count = sum(map(len, pieces))
+    keys = BinaryColumn.concat([p.keys for p in pieces])
+    values = BinaryColumn.concat([p.values for p in pieces])
+    offsets = np.concatenate([p.offsets for p in pieces])
+    micros = np.concatenate([p.timestamps for p in pieces]) * 1000
+    kinds = np.concatenate([np.full(len(p), p.timestamp_type, np.int32) for p in pieces])
     columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array(topics, pa.string()),
-        pa.array(partitions, pa.int32()),
+        _binary_array(keys),
+        _binary_array(values),
+        pa.repeat(pa.scalar(first.topic, pa.string()), count),
+        pa.repeat(pa.scalar(first.partition, pa.int32()), count),
         pa.array(offsets, pa.int64()),
-        pc.multiply(millis, 1000).cast(schema.field(5).type),
-        pa.array([0] * n, pa.int32()),
+        pa.array(micros, pa.int64()).cast(schema.field(5).type),
+        pa.array(kinds, pa.int32()),
     ]
     if include_headers:
         headers = [
             [{"key": k, "value": v} for k, v in record_headers]
-            for piece in slices
-            for record_headers in piece.columns.headers
+            for piece in pieces
+            for record_headers in piece.header_list()
         ]
         columns.append(pa.array(headers, schema.field(7).type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -207,15 +190,14 @@ def columns_to_record_batch(
 def _read_partition(opts: SourceOptions, partition: Any) -> Iterator[pa.RecordBatch]:
     r: OffsetRange = partition.range
     schema = _arrow_schema(opts.include_headers)
-    chunks = read_range_columns(
+    chunks = read_range_arrays(
         opts.bootstrap,
         r,
         fail_on_data_loss=opts.fail_on_data_loss,
-        chunk_records=ARROW_BATCH_RECORDS,
         **dict(opts.consumer_config),
     )
     for chunk in chunks:
-        yield columns_to_record_batch(chunk, schema, opts.include_headers)
+        yield arrays_to_record_batch(chunk, schema, opts.include_headers)
 
 
 class ReplogBatchReader(DataSourceReader):

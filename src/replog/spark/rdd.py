@@ -3,9 +3,10 @@
 The design of Spark's ``KafkaUtils.createRDD`` / ``KafkaRDD``: ranges are planned on the driver
 (``resolve_ranges`` + ``plan_ranges``), one Spark partition per range, so a log partition maps to
 one RDD partition when nothing is split. The ranges travel to executors as small JSON strings;
-each task opens its own ``Consumer`` over TCP (``reading.read_range``) and yields ``Record``
-named tuples. ``rdd.offset_ranges`` gives the ranges back (Spark's ``HasOffsetRanges``; like
-Spark's, the mapping is lost after a shuffle or any other transformation).
+each task opens its own consumer over TCP (``reading.read_range_arrays``), decodes each fetch
+answer into numpy columns and yields ``Record`` named tuples built from them.
+``rdd.offset_ranges`` gives the ranges back (Spark's ``HasOffsetRanges``; like Spark's, the
+mapping is lost after a shuffle or any other transformation).
 
 Locality: with ``preferred_locations=True`` (the default) each partition prefers the hosts of its
 log partition's replicas, leader first, through the JVM's ``SparkContext.makeRDD(seq of (item,
@@ -13,9 +14,10 @@ hosts))``; this is a private py4j route, so when it is not available (Spark Conn
 JVM API) the RDD is built with ``parallelize`` and has no preferences. Ranges that already carry
 ``preferred_location`` (from ``plan_ranges(executors=...)``) keep it.
 
-``count()`` counts in the executors and ships one number per partition; it still reads every
-record (unlike Spark's ``KafkaRDD``, which returns ``sum(until - from)``), so it is exact on logs
-with gaps (control batches, compaction) and still detects data loss.
+``count()`` counts in the executors and ships one number per partition; it still fetches and
+decodes every record into columns (unlike Spark's ``KafkaRDD``, which returns
+``sum(until - from)``), but builds no ``Record``; so it is exact on logs with gaps (control
+batches, compaction) and still detects data loss and corrupt batches.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from itertools import repeat
 from typing import Any
 
 from replog.spark.ranges import OffsetRange, TopicPartition
-from replog.spark.reading import Record, read_range_columns, replica_hosts
+from replog.spark.reading import Record, read_range_arrays, replica_hosts
 
 __all__ = ["create_rdd", "offset_ranges_of"]
 
@@ -49,20 +51,19 @@ def _read_task(bootstrap: str, fail_on_data_loss: bool, consumer_config: dict[st
     def read(items: Iterable[str]) -> Iterator[Record]:
         for item in items:
             r = _range_from_json(item)
-            chunks = read_range_columns(
+            chunks = read_range_arrays(
                 bootstrap, r, fail_on_data_loss=fail_on_data_loss, **consumer_config
             )
             for chunk in chunks:
                 for piece in chunk:
-                    c = piece.columns
                     fields = zip(
                         repeat(piece.topic),
                         repeat(piece.partition),
-                        c.offsets,
-                        c.timestamps,
-                        c.keys,
-                        c.values,
-                        c.headers,
+                        piece.offsets.tolist(),
+                        piece.timestamps.tolist(),
+                        piece.keys.to_list(),
+                        piece.values.to_list(),
+                        piece.header_list(),
                     )
                     yield from map(make, fields)
 
@@ -70,14 +71,15 @@ def _read_task(bootstrap: str, fail_on_data_loss: bool, consumer_config: dict[st
 
 
 def _count_task(bootstrap: str, fail_on_data_loss: bool, consumer_config: dict[str, Any]) -> Any:
-    """Per-partition record count (still reads and decodes the range, so data loss is
-    detected, but builds nothing per record)."""
+    """Per-partition record count: still fetches, CRC-checks and decodes every record of the
+    range into columns (keys and values included), so data loss and corruption are detected,
+    but builds no Python object per record."""
 
     def count(items: Iterable[str]) -> Iterator[int]:
         total = 0
         for item in items:
             r = _range_from_json(item)
-            chunks = read_range_columns(
+            chunks = read_range_arrays(
                 bootstrap, r, fail_on_data_loss=fail_on_data_loss, **consumer_config
             )
             for chunk in chunks:

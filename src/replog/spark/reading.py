@@ -6,27 +6,34 @@ its own client.
 
 - ``AdminOffsetSource`` is the ``OffsetSource`` the planner uses against a live cluster: partition
   lists from metadata, log start offsets from ListOffsets "earliest", HWs from "latest".
-- ``read_range`` reads one ``OffsetRange`` with a ``Consumer`` (assign + seek, ``auto_reset`` =
-  "none") and yields records in chunks, never past ``until_offset``. Offsets below the log start
-  (retention, deleteRecords) raise ``DataLossError``; with ``fail_on_data_loss=False`` the reader
-  skips to the log start and warns, as Spark's Kafka source does.
-- ``read_range_columns`` is the same read as columns (``ColumnSlice`` lists, no object per
-  record): the DataFrame source turns them into Arrow arrays and the RDD into ``Record`` tuples.
+- ``read_range_arrays`` reads one ``OffsetRange`` with an ``AsyncConsumer`` (assign + seek,
+  ``auto_reset`` = "none") on an event loop of the calling thread and yields the records of each
+  fetch answer as ``RecordArrays`` (numpy columns, ``replog.spark.arrays``), never past
+  ``until_offset``. Offsets below the log start (retention, deleteRecords) raise
+  ``DataLossError``; with ``fail_on_data_loss=False`` the reader skips to the log start and
+  warns, as Spark's Kafka source does. The DataFrame source turns the arrays into Arrow arrays,
+  the RDD into ``Record`` tuples.
+- ``read_range`` is the same read as ``ConsumerRecord`` lists.
 - ``Record`` is what the RDD path yields: (topic, partition, offset, timestamp, key, value,
   headers).
 """
 
 from __future__ import annotations
 
-import bisect
+import asyncio
 import time
 import warnings
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple
 
-from replog.client import Admin, Consumer, ConsumerRecord
+from replog.client import Admin, AsyncConsumer, ConsumerConfig, ConsumerRecord
+from replog.client.connection import ClusterClient, now_ms
+from replog.client.errors import ConnectionLostError
 from replog.client.fetching import ColumnSlice
-from replog.errors import OffsetOutOfRangeError, ReplogError
+from replog.errors import ErrorCode, OffsetOutOfRangeError, ReplogError, RequestTimeoutError
+from replog.protocol.messages import FetchResponsePartition
+from replog.spark.arrays import RecordArrays, slice_arrays
 from replog.spark.ranges import DataLossError, DataLossWarning, OffsetRange, TopicPartition
 
 __all__ = [
@@ -34,17 +41,16 @@ __all__ = [
     "ReadTimeoutError",
     "Record",
     "read_range",
-    "read_range_columns",
+    "read_range_arrays",
     "replica_hosts",
 ]
 
 READ_CHUNK_RECORDS = 10_000
-"""Records per poll of ``read_range``."""
-COLUMN_CHUNK_RECORDS = 65_536
-"""Records per poll of ``read_range_columns`` (and so at most per Arrow batch): a poll that
-takes only part of a fetched 8 MiB answer makes the next poll fetch the rest again, so the
-columnar readers take large chunks (about 7 MB of 100-byte values)."""
-_FETCH_BYTES = 8 * 1024 * 1024
+"""Records per chunk of ``read_range``."""
+FETCH_BYTES = 8 * 1024 * 1024
+"""Bytes per fetch answer of the Spark readers (``partition_fetch_bytes_max``). Every record
+of an answer is used (none is dropped to be fetched again), so this bounds memory per task
+(about 75k records of 100 bytes) rather than trading against refetches."""
 
 
 class Record(NamedTuple):
@@ -115,13 +121,13 @@ def replica_hosts(
 ) -> dict[TopicPartition, list[str]]:
     """Hosts of each partition's replicas, leader first (for RDD preferred locations).
 
-    Broker addresses come from the admin client's metadata; partitions without a known host are
-    left out.
+    Broker addresses come from ``Admin.describe_cluster``; replicas on brokers it does not list
+    (offline) are left out, and so are partitions with no listed replica.
     """
     with Admin(bootstrap) as admin:
         topics = sorted({tp.topic for tp in partitions})
         described = admin.describe_topics(topics)
-        brokers = _broker_hosts(admin)
+        brokers = {b.broker_id: b.host for b in admin.describe_cluster().brokers}
     hosts: dict[TopicPartition, list[str]] = {}
     for tp in partitions:
         desc = described[tp.topic].partitions[tp.partition]
@@ -130,19 +136,6 @@ def replica_hosts(
         if found:
             hosts[tp] = list(dict.fromkeys(found))
     return hosts
-
-
-def _broker_hosts(admin: Admin) -> dict[int, str]:
-    """Broker id -> host, from the metadata the admin client already holds.
-
-    ``Admin`` has no public broker listing, so this reads its client's metadata; if that ever
-    changes shape the RDD simply gets no locality.
-    """
-    try:
-        brokers = admin._admin._client.metadata.brokers
-        return {int(node): str(addr.host) for node, addr in brokers.items()}
-    except AttributeError:
-        return {}
 
 
 def read_range(
@@ -161,32 +154,137 @@ def read_range(
     ``DataLossError`` or, with ``fail_on_data_loss=False``, are skipped with a
     ``DataLossWarning``. No progress for ``poll_timeout_ms`` raises ``ReadTimeoutError``.
     """
-    chunks = read_range_columns(
+    chunk_records = max(1, chunk_records)
+    pending: list[ConsumerRecord] = []
+    for pieces in read_range_arrays(
         bootstrap,
         offset_range,
         fail_on_data_loss=fail_on_data_loss,
-        chunk_records=chunk_records,
         poll_timeout_ms=poll_timeout_ms,
         **consumer_config,
+    ):
+        for arrays in pieces:
+            pending += map(
+                _consumer_record,
+                repeat(arrays.topic),
+                repeat(arrays.partition),
+                arrays.offsets.tolist(),
+                arrays.timestamps.tolist(),
+                arrays.keys.to_list(),
+                arrays.values.to_list(),
+                arrays.header_list(),
+                repeat(arrays.leader_epoch),
+            )
+        while len(pending) >= chunk_records:
+            yield pending[:chunk_records]
+            del pending[:chunk_records]
+    if pending:
+        yield pending
+
+
+def _consumer_record(
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...],
+    leader_epoch: int,
+) -> ConsumerRecord:
+    return ConsumerRecord(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        timestamp=timestamp,
+        key=key,
+        value=value,
+        headers=headers,
+        leader_epoch=leader_epoch,
     )
-    for chunk in chunks:
-        records: list[ConsumerRecord] = []
-        for column_slice in chunk:
-            records += column_slice.records()
-        yield records
 
 
-def read_range_columns(
+class _ArrayConsumer(AsyncConsumer):
+    """An ``AsyncConsumer`` whose fetch answers become ``RecordArrays`` (``slice_arrays``)
+    instead of ``ColumnSlice``s, never past ``until_offset``.
+
+    It replaces the consumer's private per-partition hook ``_on_fetched`` (same rules, another
+    decoder) and polls through its private ``_prepare`` / ``_fetch_once``, so positions,
+    leader epochs, position validation and errors stay the consumer's own. If those hooks
+    change shape, tests/spark fail loudly rather than reading wrongly.
+    """
+
+    def __init__(self, client: ClusterClient, config: ConsumerConfig) -> None:
+        super().__init__(client, config)
+        self._fetched: list[RecordArrays] = []
+        self._until_offset = 0
+
+    @classmethod
+    def create(cls, bootstrap: str, **config: Any) -> _ArrayConsumer:
+        """``AsyncConsumer.start`` for this class (connections open on first use)."""
+        cfg = ConsumerConfig(**config)
+        client = ClusterClient.from_bootstrap(
+            bootstrap,
+            client_id=cfg.client_id,
+            request_timeout_ms=cfg.request_timeout_ms + cfg.fetch_max_wait_ms,
+        )
+        return cls(client, cfg)
+
+    async def poll_arrays(self, timeout_ms: int, until_offset: int) -> list[RecordArrays]:
+        """``poll_columns`` with ``RecordArrays``, cut at ``until_offset``."""
+        self._until_offset = until_offset
+        deadline = now_ms() + max(0, timeout_ms)
+        while True:
+            try:
+                await self._prepare()
+                remaining = max(0, deadline - now_ms())
+                await self._fetch_once(min(self.config.fetch_max_wait_ms, remaining), 1 << 62)
+            except (ConnectionLostError, RequestTimeoutError):
+                self._client.metadata.mark_stale()
+                await asyncio.sleep(min(self.config.retry_backoff_ms, remaining) / 1000)
+            fetched, self._fetched = self._fetched, []
+            if fetched or now_ms() >= deadline:
+                return fetched
+
+    def _on_fetched(
+        self, topic: str, part: FetchResponsePartition, budget: int
+    ) -> list[ColumnSlice]:
+        tp = (topic, part.partition_index)
+        pos = self._positions.get(tp)
+        if pos is None or pos.offset is None or pos.needs_validation:
+            return []  # unassigned or moved while the fetch was out: drop the answer
+        code = part.error_code
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise OffsetOutOfRangeError(pos.offset, part.log_start_offset, part.high_watermark)
+        if code == ErrorCode.FENCED_LEADER_EPOCH and pos.offset_epoch >= 0:
+            pos.needs_validation = True
+        if code != ErrorCode.NONE:
+            self._on_partition_error(code)
+            return []
+        pos.high_watermark = part.high_watermark
+        records = part.records
+        if not isinstance(records, (bytes, bytearray, memoryview)):
+            return []
+        sliced = slice_arrays(topic, tp[1], records, pos.offset, self._until_offset)
+        pos.offset = sliced.next_offset
+        if sliced.last_epoch >= 0:
+            pos.offset_epoch = sliced.last_epoch
+        self._fetched += sliced.pieces
+        return []
+
+
+def read_range_arrays(
     bootstrap: str,
     offset_range: OffsetRange,
     *,
     fail_on_data_loss: bool = True,
-    chunk_records: int = COLUMN_CHUNK_RECORDS,
     poll_timeout_ms: int = 120_000,
     **consumer_config: Any,
-) -> Iterator[list[ColumnSlice]]:
-    """``read_range`` as columns: each chunk is the non-empty ``ColumnSlice``s of one poll
-    (at most ``chunk_records`` records in all), cut at ``until_offset``; same semantics."""
+) -> Iterator[list[RecordArrays]]:
+    """``read_range`` as columns: each item is the ``RecordArrays`` of one fetch answer (one
+    per batch, at most ``partition_fetch_bytes_max`` of records), cut at ``until_offset``;
+    same semantics. Runs its own event loop in the calling thread: no loop thread, and no
+    record fetched is dropped and fetched again."""
     r = offset_range
     if not r.is_resolved:
         raise ValueError(f"{r} is unresolved; plan it with resolve_ranges first")
@@ -194,67 +292,62 @@ def read_range_columns(
         return
     config: dict[str, Any] = {
         "auto_reset": "none",
-        "partition_fetch_bytes_max": _FETCH_BYTES,
-        "fetch_bytes_max": _FETCH_BYTES,
+        "partition_fetch_bytes_max": FETCH_BYTES,
+        "fetch_bytes_max": FETCH_BYTES,
         "fetch_max_wait_ms": 100,
         "client_id": "replog-spark",
         **consumer_config,
     }
+    loop = asyncio.new_event_loop()
+    try:
+        consumer = _ArrayConsumer.create(bootstrap, **config)
+        try:
+            yield from _read_loop(loop, consumer, r, fail_on_data_loss, poll_timeout_ms)
+        finally:
+            loop.run_until_complete(consumer.close())
+    finally:
+        loop.close()
+
+
+def _read_loop(
+    loop: asyncio.AbstractEventLoop,
+    consumer: _ArrayConsumer,
+    r: OffsetRange,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[list[RecordArrays]]:
     tp = (r.topic, r.partition)
-    with Consumer(bootstrap, **config) as consumer:
-        consumer.assign([tp])
-        consumer.seek(tp, r.from_offset)
-        position = r.from_offset
-        last_progress = time.monotonic()
-        while position < r.until_offset:
-            try:
-                slices = consumer.poll_columns(500, chunk_records)
-            except OffsetOutOfRangeError as error:
-                position = _skip_lost(consumer, r, position, error, fail_on_data_loss)
-                consumer.seek(tp, min(position, r.until_offset))
-                continue
-            if slices:
-                last_progress = time.monotonic()
-                if slices[-1].columns.offsets[-1] >= r.until_offset:
-                    slices = _cut(slices, r.until_offset)
-                if slices:
-                    if slices[0].columns.offsets[0] > position and position == r.from_offset:
-                        _check_start_gap(consumer, r, fail_on_data_loss)
-                    yield slices
-                    position = slices[-1].columns.offsets[-1] + 1
-                    continue
-            new_position = consumer.position(tp)
-            if new_position > position:
-                position, last_progress = new_position, time.monotonic()
-            elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                raise ReadTimeoutError(
-                    f"{r.topic}-{r.partition}: no progress at offset {position} for "
-                    f"{poll_timeout_ms} ms while reading up to {r.until_offset}"
-                )
-
-
-def _cut(slices: list[ColumnSlice], until_offset: int) -> list[ColumnSlice]:
-    """The records of ``slices`` below ``until_offset`` (poll returns offsets ascending)."""
-    kept: list[ColumnSlice] = []
-    for column_slice in slices:
-        offsets = column_slice.columns.offsets
-        stop = bisect.bisect_left(offsets, until_offset)
-        if stop == len(offsets):
-            kept.append(column_slice)
+    consumer.assign([tp])
+    consumer.seek(tp, r.from_offset)
+    position = r.from_offset
+    last_progress = time.monotonic()
+    while position < r.until_offset:
+        try:
+            pieces = loop.run_until_complete(consumer.poll_arrays(500, r.until_offset))
+        except OffsetOutOfRangeError as error:
+            position = _skip_lost(loop, consumer, r, position, error, fail_on_data_loss)
+            consumer.seek(tp, min(position, r.until_offset))
             continue
-        if stop:
-            columns = column_slice.columns.slice(0, stop)
-            kept.append(
-                ColumnSlice(
-                    column_slice.topic, column_slice.partition, column_slice.leader_epoch, columns
-                )
+        if pieces:
+            last_progress = time.monotonic()
+            if pieces[0].offsets[0] > position and position == r.from_offset:
+                _check_start_gap(loop, consumer, r, fail_on_data_loss)
+            yield pieces
+            position = int(pieces[-1].offsets[-1]) + 1
+            continue
+        new_position = loop.run_until_complete(consumer.position(tp))
+        if new_position > position:
+            position, last_progress = new_position, time.monotonic()
+        elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+            raise ReadTimeoutError(
+                f"{r.topic}-{r.partition}: no progress at offset {position} for "
+                f"{poll_timeout_ms} ms while reading up to {r.until_offset}"
             )
-        break
-    return kept
 
 
 def _skip_lost(
-    consumer: Consumer,
+    loop: asyncio.AbstractEventLoop,
+    consumer: AsyncConsumer,
     r: OffsetRange,
     position: int,
     error: OffsetOutOfRangeError,
@@ -264,7 +357,7 @@ def _skip_lost(
     log_start = error.log_start_offset
     if log_start < 0 or log_start <= position:
         consumer.seek_to_beginning([(r.topic, r.partition)])
-        log_start = consumer.position((r.topic, r.partition))
+        log_start = loop.run_until_complete(consumer.position((r.topic, r.partition)))
     if position >= log_start:
         # not a loss at the start: the range reaches past the log end (truncated log)
         raise DataLossError(r.topic, r.partition, position, log_start) from error
@@ -275,12 +368,17 @@ def _skip_lost(
     return log_start
 
 
-def _check_start_gap(consumer: Consumer, r: OffsetRange, fail_on_data_loss: bool) -> None:
+def _check_start_gap(
+    loop: asyncio.AbstractEventLoop,
+    consumer: AsyncConsumer,
+    r: OffsetRange,
+    fail_on_data_loss: bool,
+) -> None:
     """The first record came after ``from_offset``: a gap (compaction) or a lost start."""
     tp = (r.topic, r.partition)
-    resume_at = consumer.position(tp)
+    resume_at = loop.run_until_complete(consumer.position(tp))
     consumer.seek_to_beginning([tp])
-    log_start = consumer.position(tp)
+    log_start = loop.run_until_complete(consumer.position(tp))
     consumer.seek(tp, resume_at)
     if log_start > r.from_offset and fail_on_data_loss:
         raise DataLossError(r.topic, r.partition, r.from_offset, log_start)
