@@ -11,6 +11,7 @@ import pytest
 
 from replog.client import (
     Admin,
+    AsyncAdmin,
     AsyncConsumer,
     AsyncProducer,
     Consumer,
@@ -139,3 +140,36 @@ def test_producer_and_consumer_follow_a_leader_change(cluster: Any) -> None:
     # at-least-once: a retried batch may repeat, but every acked record is there, in order
     assert sorted(set(values)) == list(range(40))
     assert [r.offset for r in got] == list(range(len(got)))
+
+
+def test_describe_cluster_lists_brokers_and_the_controller(cluster: Any) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        described = admin.describe_cluster()
+    assert [b.broker_id for b in described.brokers] == [1, 2, 3]
+    by_id = {b.broker_id: b for b in described.brokers}
+    for broker_id, running in cluster.brokers.items():
+        assert (by_id[broker_id].host, by_id[broker_id].port) == ("127.0.0.1", running.port)
+        assert by_id[broker_id].rack == running.config.rack
+    assert described.controller_id in by_id
+
+
+def test_async_describe_cluster_reports_racks() -> None:
+    async def describe(bootstrap: str) -> Any:
+        admin = await AsyncAdmin.start(bootstrap)
+        try:
+            for _ in range(200):  # -1 until the new cluster has elected its controller
+                described = await admin.describe_cluster()
+                if described.controller_id >= 0:
+                    break
+                await asyncio.sleep(0.05)
+            return described
+        finally:
+            await admin.close()
+
+    c = broker.Cluster.local(2, rack="r1")
+    try:
+        described = asyncio.run(describe(c.bootstrap))
+    finally:
+        c.close()
+    assert [(b.broker_id, b.rack) for b in described.brokers] == [(1, "r1"), (2, "r1")]
+    assert described.controller_id in (1, 2)

@@ -47,6 +47,8 @@ def test_offsets_for_times_finds_the_first_record_at_or_after(cluster: Cluster) 
 
 
 def test_offsets_for_times_rejects_negative_times(cluster: Cluster) -> None:
-    with Consumer(cluster.bootstrap) as consumer:
-        with pytest.raises(ValueError, match="timestamp must be an int >= 0"):
-            consumer.offsets_for_times({("timed", 0): -1})
+    with (
+        Consumer(cluster.bootstrap) as consumer,
+        pytest.raises(ValueError, match="timestamp must be an int >= 0"),
+    ):
+        consumer.offsets_for_times({("timed", 0): -1})

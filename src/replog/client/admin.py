@@ -41,10 +41,19 @@ from replog.protocol.messages import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopic,
+    MetadataRequest,
+    MetadataResponse,
 )
 from replog.protocol.schema import Message
 
-__all__ = ["Admin", "AsyncAdmin", "PartitionDescription", "TopicDescription"]
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "BrokerDescription",
+    "ClusterDescription",
+    "PartitionDescription",
+    "TopicDescription",
+]
 
 TopicPartition = tuple[str, int]
 _CONTROLLER_TRIES = 5
@@ -68,6 +77,26 @@ class TopicDescription:
 
     name: str
     partitions: tuple[PartitionDescription, ...]
+
+
+@attrs.frozen(kw_only=True)
+class BrokerDescription:
+    """One live broker as the Metadata response lists it (``rack`` None: not set)."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ClusterDescription:
+    """Kafka's DescribeCluster answer: the live brokers (by id), the controller (-1: none
+    known) and the cluster id."""
+
+    brokers: tuple[BrokerDescription, ...]
+    controller_id: int
+    cluster_id: str | None = None
 
 
 class AsyncAdmin:
@@ -221,6 +250,24 @@ class AsyncAdmin:
             out[name] = TopicDescription(name=name, partitions=tuple(parts))
         return out
 
+    async def describe_cluster(self) -> ClusterDescription:
+        """The live brokers (id, host, port, rack), the controller id and the cluster id, from
+        a Metadata request for no topics (what Kafka's ``Admin.describeCluster`` reports)."""
+        request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
+        response: MetadataResponse = await self._client.send_any(request, MetadataResponse)
+        brokers = sorted(
+            (
+                BrokerDescription(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                for b in response.brokers
+            ),
+            key=lambda b: b.broker_id,
+        )
+        return ClusterDescription(
+            brokers=tuple(brokers),
+            controller_id=response.controller_id,
+            cluster_id=response.cluster_id,
+        )
+
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
     ) -> dict[TopicPartition, int]:
@@ -353,6 +400,10 @@ class Admin:
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
         """See ``AsyncAdmin.describe_topics``."""
         return self._loop.run(self._admin.describe_topics(None if names is None else list(names)))
+
+    def describe_cluster(self) -> ClusterDescription:
+        """See ``AsyncAdmin.describe_cluster``."""
+        return self._loop.run(self._admin.describe_cluster())
 
     def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
