@@ -21,10 +21,11 @@ point instead, which ``connect`` finds once the package is installed::
     [project.entry-points."replog.coordinators"]
     sqlite = "replog_sqlite:SqliteCoordinator.from_url"
 
-This backend: one database file (``SCHEMA``). Every write is one ``BEGIN IMMEDIATE``
-transaction, which takes SQLite's write lock before the first read, so nothing the write decided
-on changes before it commits; its feed row is written in the same transaction. The feed has one
-row per atomic write; ``AUTOINCREMENT`` never reuses a seq, even after ``trim_history``.
+This backend: one database file (``SCHEMA``; ``open`` adds the columns added since to a file an
+older version made, ``_MIGRATIONS``). Every write is one ``BEGIN IMMEDIATE`` transaction, which
+takes SQLite's write lock before the first read, so nothing the write decided on changes before
+it commits; its feed row is written in the same transaction. The feed has one row per atomic
+write; ``AUTOINCREMENT`` never reuses a seq, even after ``trim_history``.
 Incarnation epochs and admin request ids are the seq of their write. Partition states change by
 ``UPDATE ... WHERE partition_epoch = ?``. A session is a broker row with a deadline (last
 heartbeat + session timeout) on an injected clock; every call first expires the rows past their
@@ -39,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import json
 import logging
 import sqlite3
 import sys
@@ -47,7 +49,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,6 +90,7 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
+    topic_configs,
 )
 from replog.errors import (
     ErrorCode,
@@ -118,7 +121,11 @@ CREATE TABLE IF NOT EXISTS brokers (    -- registrations; a row is a live (or SU
     session_timeout_ms INTEGER NOT NULL,
     deadline_ms INTEGER NOT NULL        -- the session expires when the clock reaches it
 );
-CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, topic_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS topics (
+    name TEXT PRIMARY KEY,
+    topic_id TEXT NOT NULL,
+    configs TEXT NOT NULL DEFAULT '{}'  -- per-topic configs, a JSON object (see _MIGRATIONS)
+);
 CREATE TABLE IF NOT EXISTS partitions (
     topic TEXT NOT NULL,
     partition INTEGER NOT NULL,
@@ -138,6 +145,13 @@ CREATE TABLE IF NOT EXISTS feed (       -- one row per atomic write
 COMMIT;
 """
 """The tables; values are JSON from ``replog.coord.codec``."""
+
+_MIGRATIONS = (
+    ("topics", "configs", "ALTER TABLE topics ADD COLUMN configs TEXT NOT NULL DEFAULT '{}'"),
+)
+"""Columns added since the first schema: (table, column, the statement adding it). ``open`` adds
+any an existing file lacks (``CREATE TABLE IF NOT EXISTS`` leaves an old table as it is); the
+defaults read as before (a topic stored without configs has none)."""
 
 
 def wall_clock_ms() -> int:
@@ -167,6 +181,22 @@ def _load(cur: sqlite3.Cursor, cls: type[T], sql: str, *args: Any) -> T | None:
 def _load_all(cur: sqlite3.Cursor, cls: type[T], sql: str, *args: Any) -> list[T]:
     """The ``cls`` values stored in the first column of every row."""
     return [_decode(row[0], cls) for row in cur.execute(sql, args).fetchall()]
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Add the ``_MIGRATIONS`` columns a file made by an older version lacks, in one write
+    transaction (so handles opening the file at once do not both add one)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, statement in _MIGRATIONS:
+            columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 @contextlib.contextmanager
@@ -242,6 +272,7 @@ class SqliteCoordinator(Coordinator):
         with _sqlite_errors():
             db.execute("PRAGMA journal_mode = WAL")
             db.executescript(SCHEMA)
+            _migrate(db)
         coordinator = cls(db, clock, default_timeout_ms, admin_queue_limit)
         if poll_interval_ms is not None:
             threading.Thread(
@@ -360,12 +391,16 @@ class SqliteCoordinator(Coordinator):
         return _load(cur, PartitionState, sql, topic, partition)
 
     def _assignment(self, cur: sqlite3.Cursor, topic: str) -> TopicAssignment | None:
-        topic_id = _value(cur, "SELECT topic_id FROM topics WHERE name = ?", topic)
-        if topic_id is None:
+        row = cur.execute("SELECT topic_id, configs FROM topics WHERE name = ?", (topic,))
+        found = row.fetchone()
+        if found is None:
             return None
+        topic_id, configs = found
         sql = "SELECT state FROM partitions WHERE topic = ? ORDER BY partition"
         replicas = [s.replicas for s in _load_all(cur, PartitionState, sql, topic)]
-        return TopicAssignment(topic=topic, topic_id=topic_id, replicas=replicas)
+        return TopicAssignment(
+            topic=topic, topic_id=topic_id, replicas=replicas, configs=json.loads(configs)
+        )
 
     def _insert_partitions(
         self, cur: sqlite3.Cursor, topic: str, first: int, states: Sequence[PartitionState]
@@ -682,15 +717,22 @@ class SqliteCoordinator(Coordinator):
         *,
         controller_epoch: int,
         initial_states: Sequence[PartitionState] | None = None,
+        configs: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic``."""
         assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
+        stored = topic_configs(configs)  # checked before anything is written
         with self._txn(timeout_ms) as cur:
             self._check_controller(cur, controller_epoch)
             rules.check_topic_free(topic, [n for (n,) in cur.execute("SELECT name FROM topics")])
-            created = TopicAssignment(topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment)
-            cur.execute("INSERT INTO topics VALUES (?, ?)", (topic, created.topic_id))
+            created = TopicAssignment(
+                topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment, configs=stored
+            )
+            cur.execute(
+                "INSERT INTO topics (name, topic_id, configs) VALUES (?, ?, ?)",
+                (topic, created.topic_id, json.dumps(dict(stored))),
+            )
             self._insert_partitions(cur, topic, 0, states)
             self._append(cur, records.topic_created(self._next_seq(cur), created, states))
             return created
@@ -898,7 +940,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, connect(f"sqlite://{Path(tmp, 'm.db')}") as coord:
         broker = coord.register_broker(1, "127.0.0.1", 9092, session_timeout_ms=30_000)
         ctl = coord.elect_controller(1, broker.incarnation_epoch)
-        coord.create_topic("orders", [[1]], controller_epoch=ctl.controller_epoch)
+        configs = {"retention.ms": "86400000"}
+        coord.create_topic("orders", [[1]], controller_epoch=ctl.controller_epoch, configs=configs)
+        topic = coord.get_topic("orders")
+        if topic is None or topic.config_map != configs:
+            raise SystemExit(f"topic orders was not stored with its configs: {topic}")
         state = coord.get_partition_state("orders", 0)
         if state is None:
             raise SystemExit("partition orders-0 was not created")

@@ -40,11 +40,15 @@ def dedicated_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
         server.stop()
 
 
-def etcd_factory(server: EtcdServer, **options: object) -> Callable[[], EtcdCoordinator]:
-    """Open coordinators on ``server``, each under a fresh key prefix."""
+def etcd_factory(
+    server: EtcdServer, prefix: str | None = None, **options: object
+) -> Callable[[], EtcdCoordinator]:
+    """Open coordinators on ``server``, each under a fresh key prefix, or all under ``prefix``
+    (handles on one store)."""
     host_port = server.client_url.removeprefix("http://")
 
     def make() -> EtcdCoordinator:
-        return EtcdCoordinator.from_url(f"etcd://{host_port}/t-{uuid.uuid4().hex}", **options)
+        key_prefix = prefix or f"t-{uuid.uuid4().hex}"
+        return EtcdCoordinator.from_url(f"etcd://{host_port}/{key_prefix}", **options)
 
     return make

@@ -6,19 +6,28 @@ example's self-check."""
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from replog.coord import ManualClock, registry
+from replog.coord import ManualClock, codec, registry
 from replog.coord.contract import SessionFaults
 from replog.coord.testing import CoordinatorContract, CoordinatorFactory
-from replog.coord.types import BrokerChanged, ChangeBatch, SessionEvent, SessionState
+from replog.coord.types import (
+    BrokerChanged,
+    ChangeBatch,
+    PartitionState,
+    SessionEvent,
+    SessionState,
+    TopicAssignment,
+)
 from replog.errors import InvalidConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_coordinator.py"
@@ -50,6 +59,11 @@ class TestSqliteCoordinator(CoordinatorContract):
             return SqliteCoordinator.open(path, clock=ManualClock())
 
         return factory
+
+    @pytest.fixture
+    def peer_factory(self, coordinator_factory: CoordinatorFactory) -> CoordinatorFactory:
+        """The factory reopens this test's file: another handle on the same store."""
+        return coordinator_factory
 
 
 @pytest.fixture
@@ -126,3 +140,38 @@ def test_the_self_check_runs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "CAS OK, retry VERSION_MISMATCH" in done.stdout
+
+
+def _old_store(path: Path) -> None:
+    """A file as the example made it before topics had configs, holding topic ``old``."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("CREATE TABLE topics (name TEXT PRIMARY KEY, topic_id TEXT NOT NULL)")
+        db.executescript(example.SCHEMA)  # CREATE TABLE IF NOT EXISTS keeps the old topics
+        db.execute("INSERT INTO topics VALUES ('old', 'old-id')")
+        state = codec.dumps(PartitionState.initial([1]))
+        db.execute("INSERT INTO partitions VALUES ('old', 0, 0, ?)", (state,))
+    finally:
+        db.close()
+
+
+def test_a_file_made_before_topic_configs_opens_and_reads(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _old_store(path)
+    with ThreadPoolExecutor(2) as pool:  # handles opening the old file at once both work
+        handles = list(
+            pool.map(lambda _: SqliteCoordinator.open(path, poll_interval_ms=None), range(2))
+        )
+    with handles[0] as coord, handles[1] as other:
+        old = TopicAssignment(topic="old", topic_id="old-id", replicas=[[1]])
+        assert coord.get_topic("old") == old and old.configs == ()
+        assert other.snapshot().topics == {"old": old}
+        broker = coord.register_broker(1, "h", 9092, session_timeout_ms=60_000)
+        ctl = coord.elect_controller(1, broker.incarnation_epoch).controller_epoch
+        grown = coord.add_partitions("old", [[1]], controller_epoch=ctl)
+        assert grown == TopicAssignment(topic="old", topic_id="old-id", replicas=[[1], [1]])
+        made = coord.create_topic("new", [[1]], controller_epoch=ctl, configs={"k": "v"})
+        assert other.get_topic("new") == made and made.configs == (("k", "v"),)
+        assert coord.delete_topic("old", controller_epoch=ctl) == grown
+    with SqliteCoordinator.open(path, poll_interval_ms=None) as again:  # migrated already
+        assert again.list_topics() == ["new"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from replog.broker.server import CloseConnection, Response, wait_event
 from replog.coord.types import AddPartitions, AdminPayload, CreateTopic, DeleteTopic
-from replog.errors import ErrorCode, InvalidTopicError
+from replog.errors import ErrorCode, InvalidConfigError, InvalidTopicError
 from replog.isr import Acks, FetchRequest, ProduceResult
 from replog.log.log import FetchSlice, Log
 from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
@@ -27,6 +27,7 @@ from replog.protocol import (
 )
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
+from replog.topic_config import parse_topic_configs
 from replog.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -332,26 +333,14 @@ async def _admin(broker: Broker, payload: AdminPayload, timeout_ms: int) -> tupl
 
 async def _create_topics(broker: Broker, body: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
     results = []
-    config = broker.config
     for topic in body.topics:
         try:
-            validate_topic_name(topic.name)
+            payload = _create_topic_payload(broker, topic)
         except InvalidTopicError as exc:
             code, message = _code(ErrorCode.INVALID_TOPIC_EXCEPTION), str(exc)
+        except (InvalidConfigError, ValueError) as exc:
+            code, message = _code(ErrorCode.INVALID_CONFIG), str(exc)
         else:
-            count = topic.num_partitions if topic.num_partitions > 0 else None
-            factor = topic.replication_factor if topic.replication_factor > 0 else None
-            assignment = tuple(
-                tuple(a.broker_ids)
-                for a in sorted(topic.assignments, key=lambda a: a.partition_index)
-            )
-            payload = CreateTopic(
-                topic=topic.name,
-                partition_count=count or len(assignment) or config.default_partition_count,
-                replication_factor=factor
-                or (len(assignment[0]) if assignment else config.default_replication_factor),
-                replica_assignment=assignment,
-            )
             if body.validate_only:
                 code, message = 0, ""
             else:
@@ -360,6 +349,31 @@ async def _create_topics(broker: Broker, body: m.CreateTopicsRequest) -> m.Creat
             m.CreatableTopicResult(name=topic.name, error_code=code, error_message=message or None)
         )
     return m.CreateTopicsResponse(topics=results)
+
+
+def _create_topic_payload(broker: Broker, topic: m.CreatableTopic) -> CreateTopic:
+    """The controller's CreateTopic for one requested topic; ``InvalidTopicError`` for a bad
+    name, ``InvalidConfigError`` / ``ValueError`` for configs replog would not honour."""
+    validate_topic_name(topic.name)
+    given = [(c.name, c.value) for c in topic.configs if c.value is not None]
+    configs = dict(given)
+    if len(configs) != len(given):
+        raise InvalidConfigError(f"topic {topic.name!r}: a config is given twice")
+    parse_topic_configs(configs)
+    count = topic.num_partitions if topic.num_partitions > 0 else None
+    factor = topic.replication_factor if topic.replication_factor > 0 else None
+    assignment = tuple(
+        tuple(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)
+    )
+    config = broker.config
+    return CreateTopic(
+        topic=topic.name,
+        partition_count=count or len(assignment) or config.default_partition_count,
+        replication_factor=factor
+        or (len(assignment[0]) if assignment else config.default_replication_factor),
+        replica_assignment=assignment,
+        configs=configs,
+    )
 
 
 async def _delete_topics(broker: Broker, body: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:

@@ -46,6 +46,7 @@ from replog.coord.types import (
 from replog.errors import (
     CorruptRecordError,
     ErrorCode,
+    InvalidConfigError,
     InvalidOffsetError,
     RecordBatchTooLargeError,
     StorageError,
@@ -66,6 +67,7 @@ from replog.isr import (
 )
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager, TopicPartition
+from replog.topic_config import TopicSettings, parse_topic_configs
 
 __all__ = ["ManagerReady", "ReplicaManager", "TP"]
 
@@ -202,23 +204,40 @@ class ReplicaManager:
         replica = self.partitions.get(tp)
         if replica is not None:
             return replica
+        settings = self._topic_settings(tp[0])
         try:
-            log = self.log_manager.get_or_create_log(TopicPartition(*tp))
+            log = self.log_manager.get_or_create_log(
+                TopicPartition(*tp), settings.log_config(self.log_manager.default_config)
+            )
         except StorageError:
             return None  # the dir is offline: this replica is not served
         if log.is_offline:
             return None  # a write or fsync failed on it: not served until a restart
+        config = self.partition_config
+        if settings.min_insync_replicas is not None:
+            config = attrs.evolve(config, min_insync_replicas=settings.min_insync_replicas)
         replica = Partition(
             topic=tp[0],
             partition=tp[1],
             broker_id=self.broker_id,
             log=log,
-            config=self.partition_config,
+            config=config,
             broker_epoch=self.broker_epoch,
             state_change_sink=self.state_change_sink,
         )
         self.partitions[tp] = replica
         return replica
+
+    def _topic_settings(self, topic: str) -> TopicSettings:
+        """The topic's stored configs (validated when it was created; a value that no longer
+        parses keeps the broker's defaults rather than leaving the replica unserved)."""
+        assignment = self.topics.get(topic)
+        if assignment is None or not assignment.configs:
+            return TopicSettings()
+        try:
+            return parse_topic_configs(assignment.configs)
+        except InvalidConfigError:
+            return TopicSettings()
 
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)

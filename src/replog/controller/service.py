@@ -280,6 +280,7 @@ class ControllerService:
                     write.replica_assignment,
                     controller_epoch=epoch,
                     initial_states=write.initial_states,
+                    configs=dict(write.configs),
                     timeout_ms=t,
                 )
                 self._machine().on_topic_written(assignment)

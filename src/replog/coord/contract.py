@@ -39,7 +39,7 @@ state-change queues).
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
@@ -231,12 +231,16 @@ class Coordinator(abc.ABC):
         *,
         controller_epoch: int,
         initial_states: Sequence[PartitionState] | None = None,
+        configs: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """Atomically create ``topic`` with partitions 0..n-1 (``replica_assignment[p]`` is p's
         replicas) and their states: ``initial_states[p]`` (its replicas must equal the
         assignment's) or ``PartitionState.initial``. Partition epochs start at 0; a fresh
-        ``topic_id`` is assigned. Either everything is written or nothing. Feed:
+        ``topic_id`` is assigned. ``configs`` (per-topic settings, normalised and bounded by
+        ``types.topic_configs``; ``ValueError`` past the bounds) are stored with the topic and
+        come back in every ``TopicAssignment`` of it (``get_topic``, ``snapshot``, the feed,
+        ``add_partitions``). Either everything is written or nothing. Feed:
         TopicChanged(CREATED) and a PartitionChanged per partition, one atomic write.
         Raises ``InvalidTopicError`` (name, see ``replog.topics``), ``TopicExistsError``
         (exists or collides), ``InvalidReplicaAssignmentError``, ``InvalidPartitionStateError``,

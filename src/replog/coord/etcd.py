@@ -9,7 +9,8 @@ Layout under ``<prefix>/`` (values are JSON from ``replog.coord.codec`` unless s
     changes/<seq, 20 digits>         the records of one atomic write (a JSON list)
     brokers/ids/<id>                 BrokerInfo, put with the broker's lease (= liveness)
     brokers/seen/<id>                incarnation epoch, no lease: the feed's view of the broker
-    topics/<t>                       {"topic_id", "partition_count"}
+    topics/<t>                       {"topic_id", "partition_count", "configs": {k: v}}
+                                     (no "configs": written before topics had them, none)
     topics/<t>/partitions/<p>/state  PartitionState, its partition epoch inside the value
     controller                       ControllerInfo (no lease, see below)
     controller_epoch                 last controller epoch (decimal)
@@ -63,7 +64,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replog.coord import codec, records, rules
@@ -98,6 +99,8 @@ from replog.coord.types import (
     PartitionState,
     SessionState,
     TopicAssignment,
+    TopicConfigs,
+    topic_configs,
 )
 from replog.errors import InvalidConfigError, RequestTimeoutError
 
@@ -265,11 +268,15 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
         for kv in parts:
             states[int(kv.key[len(base) :].split("/")[0])] = codec.loads(kv.value)
         replicas = [states[p].replicas for p in range(int(info["partition_count"]))]
-        return TopicAssignment(topic=topic, topic_id=info["topic_id"], replicas=replicas), states
+        configs = topic_configs(info.get("configs") or {})
+        assignment = TopicAssignment(
+            topic=topic, topic_id=info["topic_id"], replicas=replicas, configs=configs
+        )
+        return assignment, states
 
-    def _put_topic(self, topic: str, topic_id: str, count: int) -> JsonObj:
-        meta = json.dumps({"topic_id": topic_id, "partition_count": count})
-        return op_put(self._topic_key(topic), meta)
+    def _put_topic(self, topic: str, topic_id: str, count: int, configs: TopicConfigs) -> JsonObj:
+        meta = {"topic_id": topic_id, "partition_count": count, "configs": dict(configs)}
+        return op_put(self._topic_key(topic), json.dumps(meta))
 
     def create_topic(
         self,
@@ -278,10 +285,12 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
         *,
         controller_epoch: int,
         initial_states: Sequence[PartitionState] | None = None,
+        configs: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
-        """See ``Coordinator.create_topic``."""
+        """See ``Coordinator.create_topic`` (``configs`` go in the ``topics/<t>`` value)."""
         assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
+        stored = topic_configs(configs)
         topics_p = self._k("topics/")
 
         def attempt() -> Plan[TopicAssignment]:
@@ -291,8 +300,10 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
             compares = self._guard(controller_epoch, got[:3])
             names = [kv.key[len(topics_p) :] for kv in got[3]]
             rules.check_topic_free(topic, (n for n in names if "/" not in n))
-            result = TopicAssignment(topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment)
-            ops = [self._put_topic(topic, result.topic_id, len(states))]
+            result = TopicAssignment(
+                topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment, configs=stored
+            )
+            ops = [self._put_topic(topic, result.topic_id, len(states), stored)]
             ops += [op_put(self._state_key(topic, p), codec.dumps(s)) for p, s in enumerate(states)]
             compares.append(cmp_create(self._topic_key(topic), 0))
 
@@ -348,7 +359,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
             old = found[0]
             first = old.partition_count
             result = rules.grown_assignment(old, states)
-            ops = [self._put_topic(topic, old.topic_id, result.partition_count)]
+            ops = [self._put_topic(topic, old.topic_id, result.partition_count, old.configs)]
             ops += [
                 op_put(self._state_key(topic, first + i), codec.dumps(s))
                 for i, s in enumerate(states)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -59,6 +59,8 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
+    TopicConfigs,
+    topic_configs,
 )
 from replog.errors import ErrorCode
 
@@ -85,6 +87,7 @@ class _FeedSubscriber:
 class _Topic:
     topic_id: str
     partition_count: int
+    configs: TopicConfigs = ()
 
 
 class MemoryCoordinator(Coordinator):
@@ -387,7 +390,9 @@ class MemoryCoordinator(Coordinator):
     def _assignment(self, topic: str) -> TopicAssignment:
         info = self._topics[topic]
         replicas = [self._partitions[(topic, p)].replicas for p in range(info.partition_count)]
-        return TopicAssignment(topic=topic, topic_id=info.topic_id, replicas=replicas)
+        return TopicAssignment(
+            topic=topic, topic_id=info.topic_id, replicas=replicas, configs=info.configs
+        )
 
     def create_topic(
         self,
@@ -396,17 +401,22 @@ class MemoryCoordinator(Coordinator):
         *,
         controller_epoch: int,
         initial_states: Sequence[PartitionState] | None = None,
+        configs: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic``."""
         assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
+        stored_configs = topic_configs(configs)
         with self._op(timeout_ms):
             self._check_controller(controller_epoch)
             rules.check_topic_free(topic, self._topics)
             result = TopicAssignment(
-                topic=topic, topic_id=f"memory-{self._log.next_seq}", replicas=assignment
+                topic=topic,
+                topic_id=f"memory-{self._log.next_seq}",
+                replicas=assignment,
+                configs=stored_configs,
             )
-            self._topics[topic] = _Topic(result.topic_id, len(assignment))
+            self._topics[topic] = _Topic(result.topic_id, len(assignment), stored_configs)
             for p, state in enumerate(states):
                 self._partitions[(topic, p)] = state
             self._write(lambda seq: records.topic_created(seq, result, states))

@@ -10,6 +10,9 @@ fresh, empty, isolated store (a new chroot, key prefix or database)::
             return lambda: SqliteCoordinator.open(tmp_path / "meta.db")
 
 Session tests need the backend to implement ``SessionFaults`` and are skipped otherwise.
+Tests of what a second handle on the same store sees need a ``peer_factory`` fixture that opens
+one (often ``coordinator_factory`` itself, when it reopens one chroot, key prefix or file) and
+are skipped without it.
 Listener assertions wait up to ``settle_timeout_s`` for asynchronous backends; the in-memory
 backend delivers before the writing call returns.
 """
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import ClassVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar
 
 import attrs
 import pytest
@@ -40,6 +43,10 @@ from replog.coord.errors import (
 from replog.coord.types import (
     CONTROLLER_TARGET,
     NO_LEADER,
+    TOPIC_CONFIG_KEY_CHARS_MAX,
+    TOPIC_CONFIG_VALUE_CHARS_MAX,
+    TOPIC_CONFIGS_BYTES_MAX,
+    TOPIC_CONFIGS_MAX,
     AdminRequestChanged,
     AdminRequestChangeReason,
     BrokerChanged,
@@ -59,6 +66,7 @@ from replog.coord.types import (
     SessionEvent,
     SessionState,
     StartReplica,
+    TopicAssignment,
     TopicChanged,
     TopicChangeReason,
 )
@@ -134,6 +142,23 @@ class CoordinatorContract:
             yield coordinator
         finally:
             coordinator.close()
+
+    @pytest.fixture
+    def peer_factory(self) -> CoordinatorFactory | None:
+        """Opens another handle on the store ``coord`` uses; None (this default): the backend
+        cannot, and the tests that need one are skipped. Override it where it can."""
+        return None
+
+    @pytest.fixture
+    def peer(self, coord: Coordinator, peer_factory: CoordinatorFactory | None) -> Iterator[Any]:
+        """A second handle on ``coord``'s store (after ``coord``), closed after the test."""
+        if peer_factory is None:
+            pytest.skip("no peer_factory: the backend cannot open a second handle on a store")
+        other = peer_factory()
+        try:
+            yield other
+        finally:
+            other.close()
 
     def faults(self, coord: Coordinator) -> SessionFaults:
         """The backend's fault hooks, or skip the test."""
@@ -528,6 +553,172 @@ class CoordinatorContract:
             coord.add_partitions("t", [], controller_epoch=ctl.controller_epoch)
         assert coord.get_topic("t") == grown
 
+    # ---- topic configs ----
+
+    #: given in no particular order; a non-ASCII value checks the stored encoding
+    CONFIGS: ClassVar[Mapping[str, str]] = {
+        "retention.ms": "604800000",
+        "cleanup.policy": "compact",
+        "min.insync.replicas": "2",
+        "replog.note": 'héllo ✓ "quoted"\n',
+    }
+
+    def _sorted_configs(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.CONFIGS.items()))
+
+    def test_topic_configs_are_stored_with_the_topic(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        start = coord.snapshot().seq
+        created = coord.create_topic(
+            "t", [[1, 2], [2, 3]], controller_epoch=ctl.controller_epoch, configs=self.CONFIGS
+        )
+        assert created.configs == self._sorted_configs()
+        assert created.config_map == dict(self.CONFIGS)
+        assert coord.get_topic("t") == created
+        assert coord.snapshot().topics == {"t": created}
+        changes = coord.changes_since(start).changes
+        assert changes[0] == TopicChanged(
+            seq=changes[0].seq, reason=TopicChangeReason.CREATED, assignment=created
+        )
+        state = coord.get_partition_state("t", 1)
+        assert state is not None
+        moved = coord.compare_and_set_partition_state(
+            "t", 1, 0, attrs.evolve(state, isr=(2,)), controller_epoch=ctl.controller_epoch
+        )
+        assert moved.ok
+        assert coord.get_topic("t") == created  # partition changes leave the configs be
+
+    def test_topic_configs_are_seen_by_another_handle(
+        self, coord: Coordinator, peer: Coordinator
+    ) -> None:
+        _, ctl = self.cluster(coord)
+        start = peer.snapshot().seq
+        pushed: list[ChangeBatch] = []
+        peer.subscribe(pushed.append, from_seq=start)
+        created = coord.create_topic(
+            "t", [[1], [2]], controller_epoch=ctl.controller_epoch, configs=self.CONFIGS
+        )
+        assert created.configs == self._sorted_configs()
+        assert peer.get_topic("t") == created
+        assert peer.snapshot().topics == {"t": created}
+        topic_changes = [
+            c for c in peer.changes_since(start).changes if isinstance(c, TopicChanged)
+        ]
+        assert [(c.reason, c.assignment) for c in topic_changes] == [
+            (TopicChangeReason.CREATED, created)
+        ]
+
+        def pushed_created() -> list[TopicAssignment]:
+            return [c.assignment for b in pushed for c in b.changes if isinstance(c, TopicChanged)]
+
+        self.eventually(lambda: pushed_created() == [created], "TopicChanged pushed to the peer")
+
+    def test_add_partitions_keeps_topic_configs(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        created = coord.create_topic(
+            "t", [[1, 2]], controller_epoch=ctl.controller_epoch, configs=self.CONFIGS
+        )
+        start = coord.snapshot().seq
+        grown = coord.add_partitions("t", [[2, 3]], controller_epoch=ctl.controller_epoch)
+        assert grown == attrs.evolve(created, replicas=((1, 2), (2, 3)))
+        assert grown.configs == self._sorted_configs()
+        assert coord.get_topic("t") == grown
+        assert coord.snapshot().topics == {"t": grown}
+        added = [c for c in coord.changes_since(start).changes if isinstance(c, TopicChanged)]
+        assert [(c.reason, c.assignment) for c in added] == [
+            (TopicChangeReason.PARTITIONS_ADDED, grown)
+        ]
+
+    def test_delete_topic_reports_its_configs(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        created = coord.create_topic(
+            "t", [[1]], controller_epoch=ctl.controller_epoch, configs=self.CONFIGS
+        )
+        start = coord.snapshot().seq
+        removed = coord.delete_topic("t", controller_epoch=ctl.controller_epoch)
+        assert removed == created and removed.configs == self._sorted_configs()
+        changes = coord.changes_since(start).changes
+        assert changes == (
+            TopicChanged(seq=changes[0].seq, reason=TopicChangeReason.DELETED, assignment=created),
+        )
+        again = coord.create_topic("t", [[1]], controller_epoch=ctl.controller_epoch)
+        assert again.configs == () and coord.get_topic("t") == again  # nothing left behind
+
+    @pytest.mark.parametrize("configs", [None, {}])
+    def test_topic_without_configs_has_none(
+        self, coord: Coordinator, configs: dict[str, str] | None
+    ) -> None:
+        _, ctl = self.cluster(coord)
+        start = coord.snapshot().seq
+        created = coord.create_topic(
+            "t", [[1]], controller_epoch=ctl.controller_epoch, configs=configs
+        )
+        assert created.configs == () and created.config_map == {}
+        assert coord.get_topic("t") == created
+        assert coord.snapshot().topics["t"].configs == ()
+        changes = coord.changes_since(start).changes
+        assert isinstance(changes[0], TopicChanged) and changes[0].assignment == created
+        grown = coord.add_partitions("t", [[2]], controller_epoch=ctl.controller_epoch)
+        assert grown.configs == ()
+
+    def test_topic_configs_at_their_limits(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        # As many and as long keys as allowed, values filling the stored-size budget (JSON:
+        # quotes, colon and comma cost 6 bytes per pair, plus the braces).
+        value_chars = (TOPIC_CONFIGS_BYTES_MAX - 2) // TOPIC_CONFIGS_MAX
+        value_chars -= TOPIC_CONFIG_KEY_CHARS_MAX + 6
+        biggest = {
+            f"{i:02d}".ljust(TOPIC_CONFIG_KEY_CHARS_MAX, "k"): chr(ord("a") + i % 26) * value_chars
+            for i in range(TOPIC_CONFIGS_MAX)
+        }
+        created = coord.create_topic(
+            "t", [[1]], controller_epoch=ctl.controller_epoch, configs=biggest
+        )
+        assert created.config_map == biggest
+        assert coord.get_topic("t") == created
+        grown = coord.add_partitions("t", [[2]], controller_epoch=ctl.controller_epoch)
+        assert grown.config_map == biggest
+        assert coord.delete_topic("t", controller_epoch=ctl.controller_epoch) == grown
+        reasons = [c.reason for c in self.all_changes(coord) if isinstance(c, TopicChanged)]
+        assert reasons == [
+            TopicChangeReason.CREATED,
+            TopicChangeReason.PARTITIONS_ADDED,
+            TopicChangeReason.DELETED,
+        ]
+
+    @pytest.mark.parametrize(
+        "configs",
+        [
+            {"retention.ms": 1000},
+            {1: "x"},
+            {f"k{i}": "v" for i in range(TOPIC_CONFIGS_MAX + 1)},
+            {"": "v"},
+            {"k" * (TOPIC_CONFIG_KEY_CHARS_MAX + 1): "v"},
+            {"k": "v" * (TOPIC_CONFIG_VALUE_CHARS_MAX + 1)},
+            # within the count and length limits, but escaped non-ASCII past the stored size
+            {f"k{i}": "\u2713" * TOPIC_CONFIG_VALUE_CHARS_MAX for i in range(TOPIC_CONFIGS_MAX)},
+        ],
+        ids=[
+            "int-value",
+            "int-key",
+            "too-many",
+            "empty-key",
+            "long-key",
+            "long-value",
+            "too-big-stored",
+        ],
+    )
+    def test_bad_topic_configs_are_refused_and_write_nothing(
+        self, coord: Coordinator, configs: Any
+    ) -> None:
+        _, ctl = self.cluster(coord)
+        before = coord.snapshot()
+        with pytest.raises(ValueError):
+            coord.create_topic("t", [[1]], controller_epoch=ctl.controller_epoch, configs=configs)
+        assert coord.snapshot() == before
+        assert coord.get_topic("t") is None and coord.list_topics() == []
+        assert coord.changes_since(before.seq).changes == ()
+
     # ---- partition state CAS ----
 
     def _topic(self, coord: Coordinator) -> tuple[ControllerInfo, PartitionState]:
@@ -677,8 +868,12 @@ class CoordinatorContract:
 
     def _busy_store(self, coord: Coordinator) -> ControllerInfo:
         _, ctl = self.cluster(coord)
-        coord.create_topic("a", [[1, 2], [2, 3]], controller_epoch=ctl.controller_epoch)
+        configs = {"retention.ms": "1000", "cleanup.policy": "delete"}
+        coord.create_topic(
+            "a", [[1, 2], [2, 3]], controller_epoch=ctl.controller_epoch, configs=configs
+        )
         coord.create_topic("b", [[3]], controller_epoch=ctl.controller_epoch)
+        coord.add_partitions("a", [[3, 1]], controller_epoch=ctl.controller_epoch)
         state = coord.get_partition_state("a", 1)
         assert state is not None
         coord.compare_and_set_partition_state(

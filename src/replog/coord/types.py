@@ -11,6 +11,7 @@ qualify).
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar
 
@@ -49,6 +50,10 @@ __all__ = [
     "SessionEvent",
     "SessionState",
     "StartReplica",
+    "TOPIC_CONFIGS_BYTES_MAX",
+    "TOPIC_CONFIGS_MAX",
+    "TopicConfigs",
+    "topic_configs",
     "Subscription",
     "TopicAssignment",
     "TopicChangeReason",
@@ -68,6 +73,43 @@ def _ints(values: Iterable[int]) -> tuple[int, ...]:
 
 def _replica_lists(values: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(_ints(v) for v in values)
+
+
+#: limits on what a topic's configs may hold in the store (checked by ``topic_configs``)
+TOPIC_CONFIGS_MAX = 64
+TOPIC_CONFIG_KEY_CHARS_MAX = 255
+TOPIC_CONFIG_VALUE_CHARS_MAX = 4096
+#: their stored (JSON) size, so a topic write stays far below ZooKeeper's 1 MB and etcd's
+#: 1.5 MiB request limits (configs are written twice: topic record and feed record)
+TOPIC_CONFIGS_BYTES_MAX = 64 * 1024
+
+TopicConfigs = tuple[tuple[str, str], ...]
+
+
+def topic_configs(values: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> TopicConfigs:
+    """Per-topic settings as the store keeps them: (key, value) string pairs sorted by key.
+    ``ValueError`` for a non-string, a duplicate, an over-long key or value, or too many."""
+    if values is None:
+        return ()
+    pairs = list(values.items()) if isinstance(values, Mapping) else list(values)
+    if len(pairs) > TOPIC_CONFIGS_MAX:
+        raise ValueError(f"a topic may have at most {TOPIC_CONFIGS_MAX} configs, got {len(pairs)}")
+    seen: set[str] = set()
+    for pair in pairs:
+        if len(pair) != 2 or not all(isinstance(x, str) for x in pair):
+            raise ValueError(f"topic configs are (str, str) pairs, got {pair!r}")
+        key, value = pair
+        if not key or len(key) > TOPIC_CONFIG_KEY_CHARS_MAX or key in seen:
+            raise ValueError(f"bad or duplicate topic config key {key[:80]!r}")
+        if len(value) > TOPIC_CONFIG_VALUE_CHARS_MAX:
+            raise ValueError(f"topic config {key!r} is longer than {TOPIC_CONFIG_VALUE_CHARS_MAX}")
+        seen.add(key)
+    encoded = len(json.dumps(dict(pairs), separators=(",", ":")))  # as stored: \u-escaped
+    if encoded > TOPIC_CONFIGS_BYTES_MAX:
+        raise ValueError(
+            f"a topic's configs take {encoded} bytes stored; at most {TOPIC_CONFIGS_BYTES_MAX}"
+        )
+    return tuple(sorted((k, v) for k, v in pairs))
 
 
 class SessionState(enum.Enum):
@@ -131,6 +173,13 @@ class TopicAssignment:
     topic: str
     topic_id: str
     replicas: tuple[tuple[int, ...], ...] = attrs.field(converter=_replica_lists)
+    #: per-topic settings given at creation (``min.insync.replicas``, ``retention.ms``, ...)
+    configs: TopicConfigs = attrs.field(default=(), converter=topic_configs)
+
+    @property
+    def config_map(self) -> dict[str, str]:
+        """``configs`` as a dict."""
+        return dict(self.configs)
 
     @property
     def partition_count(self) -> int:
@@ -205,6 +254,8 @@ class CreateTopic:
     replica_assignment: tuple[tuple[int, ...], ...] = attrs.field(
         default=(), converter=_replica_lists
     )
+    #: per-topic settings, stored with the topic (validated by the broker that took the request)
+    configs: TopicConfigs = attrs.field(default=(), converter=topic_configs)
 
 
 @attrs.frozen(kw_only=True)

@@ -6,7 +6,8 @@ Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
     /brokers/ids/<id>                        ephemeral  {"version":5,"host","port","rack",
                                                          "broker_epoch","fenced",
                                                          "in_controlled_shutdown","endpoints"}
-    /brokers/topics/<t>                      {"version":3,"topic_id","partitions":{"0":[1,2]}}
+    /brokers/topics/<t>                      {"version":3,"topic_id","partitions":{"0":[1,2]},
+                                              "configs":{"k":"v"}} (no "configs": none)
     /brokers/topics/<t>/partitions/<p>/state {"version":1,"leader","leader_epoch","isr",
                                               "replicas",...}; partition epoch = znode version
     /controller                              ephemeral {"version":2,"brokerid","epoch",
@@ -36,6 +37,8 @@ from replog.coord.types import (
     ControllerInfo,
     LeaderRecoveryState,
     PartitionState,
+    TopicConfigs,
+    topic_configs,
 )
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "decode_controller",
     "decode_epoch",
     "decode_state",
+    "decode_topic",
     "encode_broker",
     "encode_controller",
     "encode_epoch",
@@ -95,8 +99,10 @@ def decode_epoch(data: bytes) -> tuple[int, list[int] | None]:
     return int(obj["epoch"]), obj.get("holder")
 
 
-def encode_topic(topic_id: str, replicas: Sequence[Sequence[int]]) -> bytes:
-    """/brokers/topics/<t> in Kafka's shape."""
+def encode_topic(
+    topic_id: str, replicas: Sequence[Sequence[int]], configs: TopicConfigs = ()
+) -> bytes:
+    """/brokers/topics/<t> in Kafka's shape, plus replog's per-topic ``configs``."""
     return _json(
         {
             "version": 3,
@@ -104,8 +110,16 @@ def encode_topic(topic_id: str, replicas: Sequence[Sequence[int]]) -> bytes:
             "partitions": {str(p): list(r) for p, r in enumerate(replicas)},
             "adding_replicas": {},
             "removing_replicas": {},
+            "configs": dict(configs),
         }
     )
+
+
+def decode_topic(data: bytes) -> tuple[str, int, TopicConfigs]:
+    """Parse /brokers/topics/<t>: (topic_id, partition count, configs); a node written before
+    topics had configs has none."""
+    obj = json.loads(data)
+    return obj["topic_id"], len(obj["partitions"]), topic_configs(obj.get("configs") or {})
 
 
 def encode_broker(broker: BrokerInfo) -> bytes:

@@ -33,14 +33,13 @@ as in the memory backend: the real session keeps pinging. ``expire_session`` is 
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -75,6 +74,7 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
+    topic_configs,
 )
 from replog.coord.zk_admin import ZkAdminQueues
 from replog.coord.zk_codec import (
@@ -89,6 +89,7 @@ from replog.coord.zk_codec import (
     decode_controller,
     decode_epoch,
     decode_state,
+    decode_topic,
     encode_controller,
     encode_epoch,
     encode_state,
@@ -372,16 +373,16 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         got = self._io.get(client, f"{TOPICS}/{topic}", deadline)
         if got is None:
             return None
-        obj = json.loads(got[0])
-        count = len(obj["partitions"])
+        topic_id, count, configs = decode_topic(got[0])
         nodes = self._io.gets(client, [state_path(topic, p) for p in range(count)], deadline)
         states = []
         for node in nodes:
             if node is None:
                 return None  # deleted meanwhile
             states.append((decode_state(node[0], node[1].version), node[1]))
+        replicas = [s.replicas for s, _ in states]
         assignment = TopicAssignment(
-            topic=topic, topic_id=obj["topic_id"], replicas=[s.replicas for s, _ in states]
+            topic=topic, topic_id=topic_id, replicas=replicas, configs=configs
         )
         return assignment, got[1], states
 
@@ -403,10 +404,12 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         *,
         controller_epoch: int,
         initial_states: Sequence[PartitionState] | None = None,
+        configs: Mapping[str, str] | None = None,
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
-        """See ``Coordinator.create_topic``."""
+        """See ``Coordinator.create_topic`` (``configs`` go in the topic znode)."""
         assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
+        stored = topic_configs(configs)
         deadline = self._deadline(timeout_ms)
         io = self._io
         with kazoo_errors():
@@ -416,10 +419,11 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                 ops = self._fence(client, controller_epoch, deadline)
                 rules.check_topic_free(topic, io.children(client, TOPICS, deadline))
                 result = TopicAssignment(
-                    topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment
+                    topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment, configs=stored
                 )
                 base = f"{TOPICS}/{topic}"
-                ops.append(("create", base, encode_topic(result.topic_id, assignment), False))
+                data = encode_topic(result.topic_id, assignment, stored)
+                ops.append(("create", base, data, False))
                 ops.append(("create", f"{base}/partitions", b"", False))
                 ops += self._partition_ops(topic, 0, states, controller_epoch)
                 return Plan(result, ops, records.topic_created(seq, result, states))
@@ -475,7 +479,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                 current, topic_stat, _ = read
                 first = current.partition_count
                 result = rules.grown_assignment(current, states)
-                data = encode_topic(result.topic_id, result.replicas)
+                data = encode_topic(result.topic_id, result.replicas, result.configs)
                 ops.append(("set", f"{TOPICS}/{topic}", data, topic_stat.version))
                 ops += self._partition_ops(topic, first, states, controller_epoch)
                 return Plan(result, ops, records.partitions_added(seq, result, first, states))

@@ -35,10 +35,11 @@ preferred elections. ``reconcile_partition`` (used at failover and after a confl
 level-triggered: it removes inactive brokers from the ISR, elects a leader where there is none,
 and takes one reassignment step.
 
-Per-topic policy (min.insync.replicas, unclean leader election, ELR) lives in ``ControllerConfig``
-(``topic_policies`` overrides ``default_topic_policy``): the coordinator contract has no place
-for topic configs, and static config that every broker is started with is the one place that
-survives controller failover unchanged.
+Per-topic policy (min.insync.replicas, unclean leader election, ELR): ``ControllerConfig`` holds
+the defaults (``default_topic_policy``, overridden per topic name by ``topic_policies``), and a
+topic's stored configs (``TopicAssignment.configs``: ``min.insync.replicas``,
+``unclean.leader.election.enable``, see ``replog.topic_config``) override both. The configs live
+in the store with the topic, so a controller after failover applies the same policy.
 
 Reassignments are recoverable from the store alone: the START step writes the merged assignment
 with ``adding_replicas`` / ``removing_replicas``, and a reassigning partition's target is
@@ -87,7 +88,8 @@ from replog.election.state import (
     TopicPartition,
 )
 from replog.election.state_change import Actor, StateChange
-from replog.errors import ErrorCode
+from replog.errors import ErrorCode, InvalidConfigError
+from replog.topic_config import parse_topic_configs
 
 __all__ = ["ControllerConfig", "ControllerMachine", "TopicPolicy", "fixed_placement_start"]
 
@@ -121,9 +123,23 @@ class ControllerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
 
-    def policy_for(self, topic: str) -> ElectionPolicy:
-        """The election policy of ``topic``."""
-        return self.topic_policies.get(topic, self.default_topic_policy).election_policy()
+    def policy_for(self, topic: str, configs: ct.TopicConfigs = ()) -> ElectionPolicy:
+        """The election policy of ``topic``, its stored ``configs`` overriding the defaults
+        (configs were validated when the topic was created; a value that no longer parses
+        keeps the default rather than stopping elections)."""
+        policy = self.topic_policies.get(topic, self.default_topic_policy)
+        if configs:
+            try:
+                settings = parse_topic_configs(configs)
+            except InvalidConfigError:
+                settings = None
+            if settings is not None and settings.min_insync_replicas is not None:
+                policy = attrs.evolve(policy, min_insync_replicas=settings.min_insync_replicas)
+            if settings is not None and settings.unclean_leader_election is not None:
+                policy = attrs.evolve(
+                    policy, unclean_leader_election=settings.unclean_leader_election
+                )
+        return policy.election_policy()
 
 
 def fixed_placement_start(broker_count: int) -> tuple[int, int]:
@@ -194,7 +210,8 @@ class ControllerMachine:
         return group
 
     def policy(self, tp: TopicPartition) -> ElectionPolicy:
-        return self.config.policy_for(tp.topic)
+        known = self.topics.get(tp.topic)
+        return self.config.policy_for(tp.topic, () if known is None else known.configs)
 
     def cas_writes(
         self, tp: TopicPartition, decision: Decision, cause: WriteCause, group: int | None = None

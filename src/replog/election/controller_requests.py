@@ -174,13 +174,14 @@ def _create_topic(
     registrations, records, error, message = new_partitions(machine, request, topic, placed, now_ms)
     if error is not ErrorCode.NONE:
         return [machine.complete(request, group, error, message, records)]
-    record_topic(machine, topic, 0, registrations)
+    record_topic(machine, topic, 0, registrations, configs=payload.configs)
     write = CreateTopicWrite(
         group=group,
         cause=WriteCause(request=request),
         topic=topic,
         replica_assignment=tuple(r.replicas for r in registrations),
         initial_states=tuple(partition_state(r) for r in registrations),
+        configs=payload.configs,
         state_changes=tuple(records),
     )
     summary = " ".join(f"{p}={format_ids(r.replicas)}" for p, r in enumerate(registrations))
@@ -435,11 +436,19 @@ def record_topic(
     topic: str,
     first_partition: int,
     registrations: list[PartitionRegistration],
+    *,
+    configs: ct.TopicConfigs = (),
 ) -> None:
-    """Add new partitions (and the topic) to the view, ahead of the store's echo."""
+    """Add new partitions (and the topic, with ``configs``) to the view, ahead of the store's
+    echo."""
     known = machine.topics.get(topic)
     replicas = (() if known is None else known.replicas) + tuple(r.replicas for r in registrations)
     topic_id = "" if known is None else known.topic_id
-    machine.topics[topic] = ct.TopicAssignment(topic=topic, topic_id=topic_id, replicas=replicas)
+    machine.topics[topic] = ct.TopicAssignment(
+        topic=topic,
+        topic_id=topic_id,
+        replicas=replicas,
+        configs=configs if known is None else known.configs,
+    )
     for i, registration in enumerate(registrations):
         machine.partitions[TopicPartition(topic, first_partition + i)] = registration

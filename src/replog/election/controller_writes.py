@@ -83,13 +83,14 @@ class CasPartitionWrite:
 
 @attrs.frozen(kw_only=True)
 class CreateTopicWrite:
-    """``create_topic(topic, replica_assignment, initial_states=...)``."""
+    """``create_topic(topic, replica_assignment, initial_states=..., configs=...)``."""
 
     group: int
     cause: WriteCause
     topic: str
     replica_assignment: tuple[tuple[int, ...], ...]
     initial_states: tuple[ct.PartitionState, ...]
+    configs: ct.TopicConfigs = ()
     state_changes: tuple[StateChange, ...] = ()
 
 

@@ -1,0 +1,108 @@
+"""Per-topic configs: the Kafka topic settings replog honours, parsed and validated in one place.
+
+A topic's configs are given at creation (CreateTopics ``configs``, ``Admin.create_topics``)
+and stored with the topic in the coordinator, so every broker and every controller reads the
+same values. Honoured:
+
+- ``min.insync.replicas``: the ISR size an ``acks=all`` produce needs (brokers) and the ELR
+  rules (controller);
+- ``unclean.leader.election.enable``: whether the controller may elect an out-of-sync replica;
+- log settings, each overriding the broker's ``log`` table for this topic: ``segment.bytes``,
+  ``segment.ms``, ``segment.jitter.ms``, ``segment.index.bytes``, ``index.interval.bytes``,
+  ``retention.ms``, ``retention.bytes``, ``max.message.bytes``, ``file.delete.delay.ms``;
+- ``cleanup.policy``: ``delete`` only (replog does not compact).
+
+Anything else is refused with ``InvalidConfigError`` (the broker answers INVALID_CONFIG), never
+accepted and silently ignored. Pure: no IO (the controller, which is sans-IO, uses it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from replog.errors import InvalidConfigError
+from replog.log.config import LogConfig
+
+__all__ = ["TopicSettings", "parse_topic_configs"]
+
+_LOG_KEYS = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
+_OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy")
+SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_OTHER_KEYS)))
+
+
+@attrs.frozen(kw_only=True)
+class TopicSettings:
+    """What a topic's configs set; None / empty where the topic keeps the default."""
+
+    min_insync_replicas: int | None = None
+    unclean_leader_election: bool | None = None
+    #: LogConfig field name -> value, for the settings the topic overrides
+    log_overrides: Mapping[str, int] = attrs.field(factory=dict)
+
+    def log_config(self, base: LogConfig) -> LogConfig:
+        """``base`` (the broker's log settings) with this topic's overrides."""
+        return attrs.evolve(base, **self.log_overrides) if self.log_overrides else base
+
+
+def parse_topic_configs(
+    configs: Mapping[str, str | None] | tuple[tuple[str, str], ...],
+) -> TopicSettings:
+    """Parse and validate; ``InvalidConfigError`` naming the bad key for anything unknown,
+    malformed or out of range. A None value (Kafka's "use the default") is skipped."""
+    pairs = configs.items() if isinstance(configs, Mapping) else configs
+    min_isr: int | None = None
+    unclean: bool | None = None
+    log_overrides: dict[str, int] = {}
+    for key, value in pairs:
+        if value is None:
+            continue
+        if key == "min.insync.replicas":
+            min_isr = _int(key, value)
+            if min_isr < 1:
+                raise InvalidConfigError(f"{key} must be >= 1, got {value!r}")
+        elif key == "unclean.leader.election.enable":
+            if value.strip().lower() not in ("true", "false"):
+                raise InvalidConfigError(f"{key} must be true or false, got {value!r}")
+            unclean = value.strip().lower() == "true"
+        elif key == "cleanup.policy":
+            if value.strip().lower() != "delete":
+                raise InvalidConfigError(
+                    f"cleanup.policy {value!r} is not supported: replog only deletes old segments"
+                )
+        elif key in _LOG_KEYS:
+            log_overrides[_LOG_KEYS[key]] = _int(key, value)
+        else:
+            raise InvalidConfigError(
+                f"unsupported topic config {key!r}; supported: {', '.join(SUPPORTED_KEYS)}"
+            )
+    if log_overrides:
+        try:
+            LogConfig(**log_overrides)  # the same range checks as the broker's own log settings
+        except InvalidConfigError as exc:
+            name = {v: k for k, v in _LOG_KEYS.items()}
+            message = str(exc)
+            for field, key in name.items():
+                message = message.replace(field, key)
+            raise InvalidConfigError(message) from None
+    return TopicSettings(
+        min_insync_replicas=min_isr, unclean_leader_election=unclean, log_overrides=log_overrides
+    )
+
+
+def _int(key: str, value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be an integer, got {value!r}") from None
