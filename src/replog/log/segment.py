@@ -69,6 +69,9 @@ class BatchMeta(NamedTuple):
     size_bytes: int
 
 
+_NEXT_BATCH_HINTS_MAX = 4096
+
+
 class BatchPosition(NamedTuple):
     """Where a batch sits in a segment file (a tuple: made for every batch a scan passes)."""
 
@@ -114,6 +117,10 @@ class LogSegment:
     last_modified_ms: int = 0
     indexes_rebuilt: bool = False
     _index_full: bool = False
+    #: where the batch after each recently appended one starts: offset -> file position. A
+    #: follower's next fetch asks for exactly such an offset, so `translate_offset` starts
+    #: there instead of scanning up to index_interval_bytes of batches from the index entry.
+    _next_batch_at: dict[int, int] = attrs.field(factory=dict)
 
     @classmethod
     def open(
@@ -213,6 +220,7 @@ class LogSegment:
                 self._add_index_entry(meta.last_offset, position)
             self._bytes_since_last_index_entry += meta.size_bytes
             position += meta.size_bytes
+            self._remember_next_batch(meta.last_offset + 1, position)
         if position - self.size_bytes != len(data):
             raise InvariantError("batch sizes do not add up to the appended data")
         self.size_bytes = position
@@ -251,6 +259,13 @@ class LogSegment:
             self._offset_of_max_timestamp = last_offset
         self._bytes_since_last_index_entry += len(data)
         self.size_bytes += len(data)
+        self._remember_next_batch(last_offset + 1, self.size_bytes)
+
+    def _remember_next_batch(self, offset: int, position: int) -> None:
+        hints = self._next_batch_at
+        if len(hints) >= _NEXT_BATCH_HINTS_MAX:
+            hints.clear()  # bounded; the newest positions are the ones fetched next
+        hints[offset] = position
 
     def _add_index_entry(self, last_offset: int, position: int) -> None:
         offset_index = self.offset_index
@@ -290,7 +305,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchPosition | None:
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
-        _, position = self.offset_index.lookup(offset)
+        position = self._next_batch_at.get(offset, -1)
+        if position < 0 or position >= self.size_bytes:
+            _, position = self.offset_index.lookup(offset)
         for found in self._scan(max(position, starting_position)):
             if found.last_offset >= offset:
                 return found
@@ -445,6 +462,7 @@ class LogSegment:
             if cursor == 0 and read_bytes == _RECOVER_CHUNK_BYTES:
                 stop = True  # less than a batch header left before the end
         truncated = file_size - valid_bytes
+        self._next_batch_at.clear()
         if truncated:
             self.log_file.truncate(valid_bytes)
         self.size_bytes = valid_bytes
@@ -465,6 +483,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.resize_indexes(self.config.segment_index_bytes)
         removed = self.size_bytes - found.position
+        self._next_batch_at.clear()
         self.log_file.truncate(found.position)
         self.size_bytes = found.position
         self._bytes_since_last_index_entry = 0
