@@ -331,7 +331,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--connections", type=int, default=24, help="concurrent producer connections"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data dirs and logs")
+    parser.add_argument(
+        "--broker-setting",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="override a BrokerConfig setting of the benchmark's brokers (repeatable), e.g. "
+        "replica_fetch_min_bytes=4096",
+    )
     args = parser.parse_args(argv)
+    for item in args.broker_setting:
+        key, _, value = item.partition("=")
+        if not key or not value.lstrip("-").isdigit():
+            parser.error(f"--broker-setting wants KEY=INT, got {item!r}")
+        _BROKER_SETTINGS[key] = int(value)
     if args.scale <= 0 or args.partitions < 1 or args.connections < 1:
         parser.error("--scale, --partitions and --connections must be positive")
     run(args)
