@@ -5,9 +5,16 @@ broker), and the clients ``Producer``, ``Consumer`` and ``Admin``. Underneath, t
 lives in ``replog.log``; the replication core (pure state machines) in ``replog.isr``; leader
 election and controller decisions in ``replog.election``; metadata coordination backends in
 ``replog.coord``.
+
+The broker classes load on first use, so a process that only runs clients (a Spark task, an
+application) does not import the broker runtime, the coordinator backends and their
+dependencies.
 """
 
-from replog.broker import Broker, BrokerConfig, Cluster
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from replog.client import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata
 from replog.errors import (
     CorruptRecordError,
@@ -37,3 +44,18 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from replog.broker import Broker, BrokerConfig, Cluster
+
+_LAZY = frozenset({"Broker", "BrokerConfig", "Cluster"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from replog import broker
+
+        value = getattr(broker, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'replog' has no attribute {name!r}")
