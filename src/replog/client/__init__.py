@@ -8,7 +8,14 @@ serving the same API versions.
 from __future__ import annotations
 
 from replog.client.accumulator import RecordMetadata
-from replog.client.admin import Admin, AsyncAdmin, PartitionDescription, TopicDescription
+from replog.client.admin import (
+    Admin,
+    AsyncAdmin,
+    BrokerDescription,
+    ClusterDescription,
+    PartitionDescription,
+    TopicDescription,
+)
 from replog.client.consumer import AsyncConsumer, Consumer, ConsumerConfig
 from replog.client.errors import (
     BrokerResponseError,
@@ -20,6 +27,7 @@ from replog.client.errors import (
     RetriableBrokerResponseError,
 )
 from replog.client.fetching import ConsumerRecord
+from replog.client.offsets import OffsetAndTimestamp
 from replog.client.partitioner import murmur2, partition_for_key
 from replog.client.producer import AsyncProducer, Producer, ProducerConfig
 
@@ -28,15 +36,18 @@ __all__ = [
     "AsyncAdmin",
     "AsyncConsumer",
     "AsyncProducer",
+    "BrokerDescription",
     "BrokerResponseError",
     "BufferFullError",
     "ClientClosedError",
+    "ClusterDescription",
     "ConnectionLostError",
     "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
     "LogTruncationError",
     "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
     "PartitionDescription",
     "Producer",
     "ProducerConfig",
