@@ -113,9 +113,8 @@ def test_stalled_follower_leaves_and_rejoins_the_isr(long_session_cluster: Proce
     """A follower that stops fetching (SIGSTOP for longer than replica_lag_ms_max but within its
     session) is dropped from the ISR, produce goes on with ISR 2, and it rejoins on resume.
 
-    (The issue asks for a TCP fault proxy between follower and leader; brokers fetch from the
-    address a broker registers, which is also the one it binds, so a proxy cannot sit in that
-    path until the broker config has an advertised address. ``proxy.py`` is ready for it.)"""
+    (The network-cut variant -- a TCP fault proxy between the followers and a leader that
+    advertises the proxy's address -- is tests/broker/test_advertised_address.py.)"""
     cluster = long_session_cluster
     wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
     producer = BackgroundProducer(cluster.bootstrap).start()

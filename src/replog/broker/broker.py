@@ -150,9 +150,19 @@ class Broker:
         return self._server.port
 
     @property
+    def advertised_host(self) -> str:
+        """The host clients and brokers are told (``advertised_host``, else ``host``)."""
+        return self.config.advertised_host or self.config.host
+
+    @property
+    def advertised_port(self) -> int:
+        """The port clients and brokers are told (``advertised_port``, else the bound one)."""
+        return self.config.advertised_port or self.port
+
+    @property
     def address(self) -> str:
-        """``host:port``."""
-        return f"{self.config.host}:{self.port}"
+        """The advertised ``host:port``."""
+        return f"{self.advertised_host}:{self.advertised_port}"
 
     @staticmethod
     def now_ms() -> int:
@@ -252,8 +262,8 @@ class Broker:
                 info = await self._coord(
                     self.coordinator.register_broker,
                     self.broker_id,
-                    self.config.host,
-                    self.port,
+                    self.advertised_host,
+                    self.advertised_port,
                     rack=self.config.rack,
                     session_timeout_ms=self.config.session_timeout_ms,
                     clean_shutdown=clean_shutdown,

@@ -88,6 +88,10 @@ class BrokerConfig:
     log_dirs: tuple[str, ...] = attrs.field(converter=_log_dirs)
     host: str = "127.0.0.1"
     port: int = 0
+    #: the address clients and other brokers are told (metadata, registration) when it differs
+    #: from the bound one: binding 0.0.0.0, NAT, containers, a proxy in front of the broker
+    advertised_host: str | None = None
+    advertised_port: int | None = None
     rack: str | None = None
     coordinator: str = "memory://default"
     session_timeout_ms: int = 6_000
@@ -137,6 +141,17 @@ class BrokerConfig:
                 raise InvalidConfigError(f"{name} must be an int >= 0, got {value!r}")
         if self.port > 65535:
             raise InvalidConfigError(f"port must be <= 65535, got {self.port}")
+        if self.advertised_port is not None and not 0 < self.advertised_port <= 65535:
+            raise InvalidConfigError(
+                f"advertised_port must be 1..65535, got {self.advertised_port}"
+            )
+        if self.advertised_host is None and self.host in ("", "0.0.0.0", "::"):
+            raise InvalidConfigError(
+                f"host {self.host!r} binds every interface, which clients cannot connect to: "
+                "set advertised_host to the name clients and brokers should use"
+            )
+        if self.advertised_host is not None and not self.advertised_host.strip():
+            raise InvalidConfigError("advertised_host must not be empty")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise InvalidConfigError("heartbeat_interval_ms must be below session_timeout_ms")
         if self.fetch_bytes_max > self.frame_bytes_max:
