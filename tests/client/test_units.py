@@ -179,6 +179,8 @@ def test_error_types_for_codes() -> None:
     assert isinstance(error_for_code(ErrorCode.NOT_ENOUGH_REPLICAS), RetriableBrokerResponseError)
     err = error_for_code(ErrorCode.TOPIC_ALREADY_EXISTS, "t")
     assert isinstance(err, BrokerResponseError) and err.error_code == 36
+    assert err.code is ErrorCode.TOPIC_ALREADY_EXISTS  # ReplogError.code agrees
+    assert error_for_code(9999).code is ErrorCode.UNKNOWN_SERVER_ERROR  # not a Kafka code
     assert classify(ConnectionLostError("gone"))
     assert not classify(ValueError("bad record"))
 

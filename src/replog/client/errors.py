@@ -35,6 +35,7 @@ class BrokerResponseError(ReplogError):
         name = _code_name(code)
         super().__init__(f"{name} ({code}){': ' + message if message else ''}")
         self.error_code = code
+        self.code = _as_error_code(code)
 
 
 class RetriableBrokerResponseError(RetriableError):
@@ -44,6 +45,7 @@ class RetriableBrokerResponseError(RetriableError):
         name = _code_name(code)
         super().__init__(f"{name} ({code}){': ' + message if message else ''}")
         self.error_code = code
+        self.code = _as_error_code(code)
 
 
 class ConnectionLostError(RetriableError):
@@ -96,6 +98,15 @@ class LogTruncationError(ReplogError):
         )
         super().__init__(f"log truncation detected ({parts})")
         self.divergent_offsets = divergent_offsets
+
+
+def _as_error_code(code: int) -> ErrorCode:
+    """``code`` as an ``ErrorCode`` (UNKNOWN_SERVER_ERROR for a number Kafka does not define),
+    so ``ReplogError.code`` agrees with ``error_code`` on broker errors."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _code_name(code: int) -> str:
