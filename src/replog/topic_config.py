@@ -25,7 +25,13 @@ import attrs
 from replog.errors import InvalidConfigError
 from replog.log.config import LogConfig
 
-__all__ = ["TopicSettings", "parse_topic_configs"]
+__all__ = [
+    "SUPPORTED_KEYS",
+    "EffectiveConfig",
+    "TopicSettings",
+    "effective_topic_configs",
+    "parse_topic_configs",
+]
 
 _LOG_KEYS = {
     "segment.bytes": "segment_bytes",
@@ -106,3 +112,53 @@ def _int(key: str, value: str) -> int:
         return int(value.strip())
     except ValueError:
         raise InvalidConfigError(f"{key} must be an integer, got {value!r}") from None
+
+
+#: Kafka's ConfigType of each key (DescribeConfigs v3+): 1 boolean, 3 int, 5 long, 7 list
+CONFIG_TYPES = {
+    "min.insync.replicas": 3,
+    "unclean.leader.election.enable": 1,
+    "cleanup.policy": 7,
+    "segment.bytes": 3,
+    "segment.index.bytes": 3,
+    "index.interval.bytes": 3,
+    "max.message.bytes": 3,
+}
+_LONG = 5
+
+
+@attrs.frozen
+class EffectiveConfig:
+    """A topic setting as it applies: its value, and whether the topic sets it (else the broker
+    or built-in default applies)."""
+
+    name: str
+    value: str
+    from_topic: bool
+    config_type: int
+
+
+def effective_topic_configs(
+    stored: Mapping[str, str],
+    *,
+    log_defaults: LogConfig,
+    min_insync_replicas: int,
+    unclean_leader_election: bool = False,
+) -> list[EffectiveConfig]:
+    """Every supported key with the value that applies to a topic whose stored configs are
+    ``stored`` on a broker with these defaults, sorted by key."""
+    defaults = {
+        "min.insync.replicas": str(min_insync_replicas),
+        "unclean.leader.election.enable": "true" if unclean_leader_election else "false",
+        "cleanup.policy": "delete",
+        **{key: str(getattr(log_defaults, field)) for key, field in _LOG_KEYS.items()},
+    }
+    return [
+        EffectiveConfig(
+            name=key,
+            value=stored.get(key, defaults[key]),
+            from_topic=key in stored,
+            config_type=CONFIG_TYPES.get(key, _LONG),
+        )
+        for key in SUPPORTED_KEYS
+    ]

@@ -10,7 +10,7 @@ import pytest
 from replog.broker import Cluster
 from replog.client import Admin, Producer
 from replog.client.errors import BrokerResponseError
-from replog.errors import ErrorCode
+from replog.errors import ErrorCode, ReplogError
 from tests.broker.test_cluster import wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,3 +93,15 @@ def test_configs_replog_would_not_honour_are_refused(
             admin.create_topics("refused", 1, 1, configs)
         assert raised.value.code == raised.value.error_code == ErrorCode.INVALID_CONFIG
         assert "refused" not in admin.list_topics()
+
+
+def test_describe_configs_shows_what_applies(cluster: Cluster) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("described-configs", 1, 3, {"retention.ms": "60000"})
+        configs = admin.describe_configs(["described-configs"])["described-configs"]
+        assert configs["retention.ms"] == "60000"  # the topic's own
+        assert configs["min.insync.replicas"] == "1"  # the broker default
+        assert configs["cleanup.policy"] == "delete"
+        assert configs["segment.bytes"] == str(1024**3)
+        with pytest.raises(ReplogError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            admin.describe_configs(["no-such-topic"])

@@ -197,3 +197,23 @@ def test_kafka_python_offsets_for_times(cluster: Cluster) -> None:
         assert consumer.offsets_for_times({tp: base + 60_000})[tp] is None
     finally:
         consumer.close()
+
+
+def test_kafka_python_describe_configs(cluster: Cluster) -> None:
+    """DescribeConfigs through kafka-python's admin client: the topic's own setting (reported as
+    modified) and the broker's defaults (with config_filter="all")."""
+    require("kafka", "kafka-python")
+    admin_module = importlib.import_module("kafka.admin")
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("configured", 1, 3, {"min.insync.replicas": "2"})
+    client = admin_module.KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    resource = admin_module.ConfigResource(admin_module.ConfigResourceType.TOPIC, "configured")
+    try:
+        modified = client.describe_configs([resource])["topic"]["configured"]
+        everything = client.describe_configs([resource], config_filter="all")["topic"]["configured"]
+    finally:
+        client.close()
+    assert set(modified) == {"min.insync.replicas"}
+    assert modified["min.insync.replicas"]["value"] == "2"
+    assert everything["retention.ms"]["value"] == str(7 * 24 * 3600 * 1000)
+    assert everything["cleanup.policy"]["value"] == "delete"

@@ -54,6 +54,7 @@ def test_served_versions_are_the_advertised_ones() -> None:
         19: (2, 7),  # CreateTopics
         20: (1, 6),  # DeleteTopics
         23: (2, 4),  # OffsetForLeaderEpoch
+        32: (1, 4),  # DescribeConfigs
         37: (0, 3),  # CreatePartitions
     }
 

@@ -27,7 +27,7 @@ from replog.protocol import (
 )
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
-from replog.topic_config import parse_topic_configs
+from replog.topic_config import effective_topic_configs, parse_topic_configs
 from replog.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ async def handle_request(broker: Broker, header: RequestHeader, body: Message) -
         response = await _delete_topics(broker, body)
     elif isinstance(body, m.CreatePartitionsRequest):
         response = await _create_partitions(broker, body)
+    elif isinstance(body, m.DescribeConfigsRequest):
+        response = _describe_configs(broker, body)
     else:
         raise CloseConnection(f"no handler for {type(body).__name__}")
     return encode_response_parts(cid, version, response)
@@ -406,3 +408,76 @@ async def _create_partitions(
             )
         )
     return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+# ---------------------------------------------------------------------- configs
+
+
+def _describe_configs(broker: Broker, body: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
+    """Topic configs as they apply: the topic's own (config_source TOPIC) over this broker's
+    defaults (STATIC_BROKER for its config file's settings, DEFAULT for built-in ones)."""
+    results = []
+    for resource in body.resources:
+        name = resource.resource_name
+        if resource.resource_type != m.RESOURCE_TOPIC:
+            results.append(
+                m.DescribeConfigsResult(
+                    error_code=_code(ErrorCode.INVALID_REQUEST),
+                    error_message="replog describes topic configs only",
+                    resource_type=resource.resource_type,
+                    resource_name=name,
+                )
+            )
+            continue
+        assignment = broker.rm.topics.get(name)
+        if assignment is None:
+            results.append(
+                m.DescribeConfigsResult(
+                    error_code=_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    error_message=f"unknown topic {name!r}",
+                    resource_type=resource.resource_type,
+                    resource_name=name,
+                )
+            )
+            continue
+        wanted = None if resource.configuration_keys is None else set(resource.configuration_keys)
+        configs = []
+        for entry in effective_topic_configs(
+            assignment.config_map,
+            log_defaults=broker.config.log,
+            min_insync_replicas=broker.config.default_min_insync_replicas,
+        ):
+            if wanted is not None and entry.name not in wanted:
+                continue
+            source = (
+                m.CONFIG_SOURCE_TOPIC
+                if entry.from_topic
+                else m.CONFIG_SOURCE_DEFAULT
+                if entry.name in ("unclean.leader.election.enable", "cleanup.policy")
+                else m.CONFIG_SOURCE_STATIC_BROKER
+            )
+            synonyms = (
+                [m.DescribeConfigsSynonym(name=entry.name, value=entry.value, source=source)]
+                if body.include_synonyms
+                else []
+            )
+            configs.append(
+                m.DescribeConfigsResourceResult(
+                    name=entry.name,
+                    value=entry.value,
+                    read_only=False,
+                    config_source=source,
+                    is_sensitive=False,
+                    synonyms=synonyms,
+                    config_type=entry.config_type,
+                )
+            )
+        results.append(
+            m.DescribeConfigsResult(
+                error_code=0,
+                resource_type=resource.resource_type,
+                resource_name=name,
+                configs=configs,
+            )
+        )
+    return m.DescribeConfigsResponse(results=results)

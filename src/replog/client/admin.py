@@ -28,6 +28,7 @@ from replog.errors import ErrorCode, InvalidConfigError, RequestTimeoutError
 from replog.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    RESOURCE_TOPIC,
     CreatableTopic,
     CreatableTopicConfig,
     CreatePartitionsRequest,
@@ -37,6 +38,9 @@ from replog.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResponse,
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -268,6 +272,31 @@ class AsyncAdmin:
             cluster_id=response.cluster_id,
         )
 
+    async def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Every supported config of each topic with the value that applies to it (the topic's
+        own setting, else the broker's default). An unknown topic raises the error for
+        UNKNOWN_TOPIC_OR_PARTITION (``RetriableBrokerResponseError``)."""
+        names = list(topics)
+        request = DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsResource(
+                    resource_type=RESOURCE_TOPIC, resource_name=name, configuration_keys=None
+                )
+                for name in names
+            ]
+        )
+        response: DescribeConfigsResponse = await self._client.send_any(
+            request, DescribeConfigsResponse
+        )
+        out: dict[str, dict[str, str]] = {}
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                raise error_for_code(result.error_code, result.error_message or "")
+            out[result.resource_name] = {
+                c.name: c.value for c in result.configs if c.value is not None
+            }
+        return out
+
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
     ) -> dict[TopicPartition, int]:
@@ -404,6 +433,10 @@ class Admin:
     def describe_cluster(self) -> ClusterDescription:
         """See ``AsyncAdmin.describe_cluster``."""
         return self._loop.run(self._admin.describe_cluster())
+
+    def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """See ``AsyncAdmin.describe_configs``."""
+        return self._loop.run(self._admin.describe_configs(list(topics)))
 
     def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"

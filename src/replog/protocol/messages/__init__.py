@@ -44,6 +44,20 @@ from replog.protocol.messages.cluster import (
     MetadataResponseTopic,
     SupportedFeatureKey,
 )
+from replog.protocol.messages.configs import (
+    CONFIG_SOURCE_DEFAULT,
+    CONFIG_SOURCE_STATIC_BROKER,
+    CONFIG_SOURCE_TOPIC,
+    DESCRIBE_CONFIGS,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 from replog.protocol.messages.fetch import (
     FETCH,
     AbortedTransaction,
@@ -162,6 +176,18 @@ __all__ = [
     "TopicProduceData",
     "TopicProduceResponse",
     "supported_api_versions",
+    "CONFIG_SOURCE_DEFAULT",
+    "CONFIG_SOURCE_STATIC_BROKER",
+    "CONFIG_SOURCE_TOPIC",
+    "DESCRIBE_CONFIGS",
+    "RESOURCE_BROKER",
+    "RESOURCE_TOPIC",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResource",
+    "DescribeConfigsResourceResult",
+    "DescribeConfigsResponse",
+    "DescribeConfigsResult",
+    "DescribeConfigsSynonym",
 ]
 
 
@@ -186,6 +212,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse),
         ApiSpec(OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         ApiSpec(CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
+        ApiSpec(DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
     )
 }
 
