@@ -86,6 +86,9 @@ class SimOptions:
     net: NetConfig
     fault_interval_ms: int
     fault_weights: tuple[tuple[str, int], ...]
+    #: min ISR set as the topic's ``min.insync.replicas`` config (stored with the topic) rather
+    #: than as the brokers' and controller's default
+    min_isr_in_topic: bool = False
     safety_ms: int = 1_500
     liveness_ms_max: int = 8_000
     produce_interval_ms: int = 15
@@ -142,6 +145,7 @@ class SimOptions:
             net=net,
             fault_interval_ms=rng.choice((100, 200, 400)),
             fault_weights=tuple(sorted(weights.items())),
+            min_isr_in_topic=rng.random() < 0.5,  # drawn last: earlier draws stay as they were
         )
 
     def describe(self) -> str:
@@ -149,7 +153,8 @@ class SimOptions:
         faults = ",".join(f"{k}={w}" for k, w in self.fault_weights if w)
         return (
             f"brokers={self.brokers} partitions={self.partitions} rf={self.replication_factor} "
-            f"min_isr={self.min_isr} durability={self.durability.value} acks={list(self.acks)} "
+            f"min_isr={self.min_isr}{'(topic)' if self.min_isr_in_topic else ''} "
+            f"durability={self.durability.value} acks={list(self.acks)} "
             f"net={attrs.asdict(self.net)} faults[{faults}]/{self.fault_interval_ms}ms"
         )
 
@@ -204,15 +209,16 @@ class Simulation:
         self.log_config = LogConfig(
             segment_bytes=1024, segment_index_bytes=256, index_interval_bytes=128
         )
+        default_min_isr = 1 if opts.min_isr_in_topic else opts.min_isr
         self.partition_config = PartitionConfig(
-            min_insync_replicas=opts.min_isr,
+            min_insync_replicas=default_min_isr,
             replica_lag_ms_max=opts.replica_lag_ms_max,
             durability=opts.durability,
             request_timeout_ms=opts.request_timeout_ms,
             fetch_wait_ms_max=0,
         )
         self.controller_config = ControllerConfig(
-            default_topic_policy=TopicPolicy(min_insync_replicas=opts.min_isr),
+            default_topic_policy=TopicPolicy(min_insync_replicas=default_min_isr),
             leader_imbalance_check_interval_ms=1_000,
         )
         self.brokers = {b: SimBroker(self, b) for b in range(1, opts.brokers + 1)}
@@ -300,6 +306,11 @@ class Simulation:
                 topic=TOPIC,
                 partition_count=self.opts.partitions,
                 replication_factor=self.opts.replication_factor,
+                configs=(
+                    {"min.insync.replicas": str(self.opts.min_isr)}
+                    if self.opts.min_isr_in_topic
+                    else {}
+                ),
             ),
         )
         self.after(100, self._produce_loop)
