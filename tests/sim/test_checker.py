@@ -150,3 +150,21 @@ def test_acked_record_missing_on_leader_detected() -> None:
     problems = checker.check([_view(1, is_leader=True, records={0: b"a"})], STORED)
     assert any(p.startswith("acked-record-lost") for p in problems)
     assert checker.on_acked(TP, 1, b"other")[0].startswith("acked-record-lost")
+
+
+def test_hw_moving_under_min_isr_detected() -> None:
+    checker = InvariantChecker(min_isr=2)
+    full = frozenset({1, 2})
+    assert checker.check([_view(1, is_leader=True, high_watermark=1, isr=full)], STORED) == []
+    # the ISR shrinks to the leader: the HW must stay where it is
+    alone = frozenset({1})
+    assert checker.check([_view(1, is_leader=True, high_watermark=1, isr=alone)], STORED) == []
+    problems = checker.check([_view(1, is_leader=True, high_watermark=2, isr=alone)], STORED)
+    assert any(p.startswith("hw-under-min-isr") for p in problems)
+
+
+def test_hw_moving_just_before_a_shrink_in_one_step_passes() -> None:
+    checker = InvariantChecker(min_isr=2)
+    checker.check([_view(1, is_leader=True, high_watermark=1, isr=frozenset({1, 2}))], STORED)
+    view = _view(1, is_leader=True, high_watermark=2, isr=frozenset({1}))
+    assert checker.check([view], STORED) == []

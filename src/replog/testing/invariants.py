@@ -10,6 +10,9 @@ Checked:
 
 - ``one-leader-per-epoch``: no two brokers ever lead one partition in one leader epoch;
 - ``leader-hw-decreased``: a leader's HW never goes down while it leads one epoch;
+- ``hw-under-min-isr``: a leader's HW moves only while its committed ISR has at least
+  min(min ISR, replicas) members (checked against the ISR before and after the step: the HW
+  may move just before a shrink in the same step);
 - ``consumer-hw-decreased``: the HW answered to consumers never goes back for a partition;
 - ``isr-not-in-ar``: ISR is a subset of AR (stored states and every leader's view);
 - ``isr-logs-diverge``: ISR members' records below the leader's HW are identical;
@@ -55,6 +58,10 @@ class InvariantChecker:
     consumer_hw: dict[TP, int] = attrs.field(factory=dict)
     #: tp -> offset -> value of every acknowledged acks=all record
     acked: dict[TP, dict[int, bytes]] = attrs.field(factory=dict)
+    #: the min.insync.replicas the run set (wherever it set it: the check is independent of
+    #: how the configuration reaches the brokers)
+    min_isr: int = 1
+    leader_isr_size: dict[tuple[int, int, TP, int], int] = attrs.field(factory=dict)
 
     def on_acked(self, tp: TP, offset: int, value: bytes) -> list[str]:
         """Remember an acknowledged acks=all record (two acks for one offset are a violation)."""
@@ -106,7 +113,17 @@ class InvariantChecker:
                     f"leader-hw-decreased: broker {v.broker_id} {v.tp} epoch {v.leader_epoch} "
                     f"HW {previous} -> {v.high_watermark}"
                 )
+            if 0 <= previous < v.high_watermark:
+                needed = min(self.min_isr, len(v.assigned))
+                before = self.leader_isr_size.get(term, len(v.isr))
+                if max(before, len(v.isr)) < needed:
+                    problems.append(
+                        f"hw-under-min-isr: broker {v.broker_id} {v.tp} epoch {v.leader_epoch} "
+                        f"HW {previous} -> {v.high_watermark} with ISR {sorted(v.isr)} "
+                        f"(min ISR {needed})"
+                    )
             self.leader_hw[term] = max(previous, v.high_watermark)
+            self.leader_isr_size[term] = len(v.isr)
         return problems
 
     @staticmethod

@@ -223,7 +223,7 @@ class Simulation:
         )
         self.brokers = {b: SimBroker(self, b) for b in range(1, opts.brokers + 1)}
         self.history = History()
-        self.checker = InvariantChecker()
+        self.checker = InvariantChecker(min_isr=opts.min_isr)
         self.violations: list[str] = []
         self.phase = "safety"
         self._values = itertools.count()
