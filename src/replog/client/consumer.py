@@ -48,6 +48,7 @@ from replog.errors import (
     OffsetOutOfRangeError,
     RequestTimeoutError,
 )
+from replog.log.records import Buffer
 from replog.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -439,7 +440,17 @@ class AsyncConsumer:
         records = part.records
         if budget <= 0 or not isinstance(records, (bytes, bytearray, memoryview)):
             return []
-        sliced = slice_columns(topic, tp[1], records, pos.offset, budget)
+        return self._take_records(topic, tp[1], records, pos, budget)
+
+    def _take_records(
+        self, topic: str, partition: int, records: Buffer, pos: _Position, budget: int
+    ) -> list[ColumnSlice]:
+        """Decode up to ``budget`` records of a fetch answer from ``pos.offset`` on and move
+        ``pos`` past them (offset, and the leader epoch of the last batch). The one step a
+        reader with another record layout overrides (``replog.spark.reading``); positions,
+        epochs, validation and errors stay the consumer's."""
+        assert pos.offset is not None
+        sliced = slice_columns(topic, partition, records, pos.offset, budget)
         pos.offset = sliced.next_offset
         if sliced.last_epoch >= 0:
             pos.offset_epoch = sliced.last_epoch

@@ -20,6 +20,7 @@ __all__ = [
     "ConsumerRecord",
     "FetchColumns",
     "FetchSlice",
+    "consumer_record",
     "slice_columns",
     "slice_records",
 ]
@@ -69,7 +70,7 @@ class ColumnSlice:
         c = self.columns
         return list(
             map(
-                _consumer_record,
+                consumer_record,
                 repeat(self.topic),
                 repeat(self.partition),
                 c.offsets,
@@ -82,7 +83,7 @@ class ColumnSlice:
         )
 
 
-def _consumer_record(
+def consumer_record(
     topic: str,
     partition: int,
     offset: int,
@@ -92,6 +93,7 @@ def _consumer_record(
     headers: tuple[tuple[str, bytes | None], ...],
     leader_epoch: int,
 ) -> ConsumerRecord:
+    """A ``ConsumerRecord`` from positional columns (for ``map`` over zipped columns)."""
     return ConsumerRecord(
         topic=topic,
         partition=partition,

@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 from replog.client import Admin, AsyncConsumer, ConsumerConfig, ConsumerRecord
 from replog.client.connection import ClusterClient, now_ms
 from replog.client.errors import ConnectionLostError
-from replog.client.fetching import ColumnSlice
-from replog.errors import ErrorCode, OffsetOutOfRangeError, ReplogError, RequestTimeoutError
-from replog.protocol.messages import FetchResponsePartition
+from replog.client.fetching import ColumnSlice, consumer_record
+from replog.errors import OffsetOutOfRangeError, ReplogError, RequestTimeoutError
+from replog.log.records import Buffer
 from replog.spark.arrays import RecordArrays, slice_arrays
 from replog.spark.ranges import DataLossError, DataLossWarning, OffsetRange, TopicPartition
 
@@ -165,7 +165,7 @@ def read_range(
     ):
         for arrays in pieces:
             pending += map(
-                _consumer_record,
+                consumer_record,
                 repeat(arrays.topic),
                 repeat(arrays.partition),
                 arrays.offsets.tolist(),
@@ -180,28 +180,6 @@ def read_range(
             del pending[:chunk_records]
     if pending:
         yield pending
-
-
-def _consumer_record(
-    topic: str,
-    partition: int,
-    offset: int,
-    timestamp: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: tuple[tuple[str, bytes | None], ...],
-    leader_epoch: int,
-) -> ConsumerRecord:
-    return ConsumerRecord(
-        topic=topic,
-        partition=partition,
-        offset=offset,
-        timestamp=timestamp,
-        key=key,
-        value=value,
-        headers=headers,
-        leader_epoch=leader_epoch,
-    )
 
 
 class _ArrayConsumer(AsyncConsumer):
@@ -246,26 +224,12 @@ class _ArrayConsumer(AsyncConsumer):
             if fetched or now_ms() >= deadline:
                 return fetched
 
-    def _on_fetched(
-        self, topic: str, part: FetchResponsePartition, budget: int
+    def _take_records(
+        self, topic: str, partition: int, records: Buffer, pos: Any, budget: int
     ) -> list[ColumnSlice]:
-        tp = (topic, part.partition_index)
-        pos = self._positions.get(tp)
-        if pos is None or pos.offset is None or pos.needs_validation:
-            return []  # unassigned or moved while the fetch was out: drop the answer
-        code = part.error_code
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            raise OffsetOutOfRangeError(pos.offset, part.log_start_offset, part.high_watermark)
-        if code == ErrorCode.FENCED_LEADER_EPOCH and pos.offset_epoch >= 0:
-            pos.needs_validation = True
-        if code != ErrorCode.NONE:
-            self._on_partition_error(code)
-            return []
-        pos.high_watermark = part.high_watermark
-        records = part.records
-        if not isinstance(records, (bytes, bytearray, memoryview)):
-            return []
-        sliced = slice_arrays(topic, tp[1], records, pos.offset, self._until_offset)
+        """Decode into ``RecordArrays`` (kept in ``_fetched``), cut at ``until_offset``; the
+        consumer's own rules handle positions, epochs and errors."""
+        sliced = slice_arrays(topic, partition, records, pos.offset, self._until_offset)
         pos.offset = sliced.next_offset
         if sliced.last_epoch >= 0:
             pos.offset_epoch = sliced.last_epoch
