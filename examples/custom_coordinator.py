@@ -919,10 +919,14 @@ class SqliteCoordinator(Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.complete_admin_request``."""
+        """See ``Coordinator.complete_admin_request`` (a controller's completion is checked in
+        the same transaction as the removal)."""
         with self._txn(timeout_ms) as cur:
+            if controller_epoch is not None:
+                self._check_controller(cur, controller_epoch)
             sql = "SELECT request FROM admin WHERE request_id = ?"
             request = _load(cur, AdminRequest, sql, request_id)
             if request is None:

@@ -8,7 +8,14 @@ from typing import Any, cast
 
 from replog.controller import ControllerRole
 from replog.coord.contract import Coordinator
-from replog.coord.types import CreateTopic, PartitionState
+from replog.coord.types import (
+    CONTROLLER_TARGET,
+    AdminRequestChanged,
+    AdminRequestChangeReason,
+    CreateTopic,
+    DeleteTopic,
+    PartitionState,
+)
 from replog.errors import ErrorCode
 
 from ._harness import Cluster
@@ -131,3 +138,24 @@ def test_version_mismatch_is_decided_again(coordinator: Coordinator) -> None:
     # Decided again against ISR {1,3} at partition epoch 1: the leader's proposal is stale.
     assert cluster.outcome(shrink) is ErrorCode.INVALID_UPDATE_VERSION
     assert set(cluster.state("t").isr) == {1, 3} and controller.is_active
+
+
+def test_zombie_admin_completion_is_fenced(coordinator: Coordinator) -> None:
+    """A request the zombie rejects without any other write (its view says the topic does not
+    exist): the completion itself is refused, so the request stays queued for NEW."""
+    cluster = _cluster(coordinator)
+    old, won = _zombie(cluster, "complete_admin_request")
+    delete = cluster.submit(DeleteTopic(topic="missing"))
+    assert cluster.poll(old) == []  # the completion was refused: nothing happened
+    assert old.role is ControllerRole.LOST and "fenced" in old.lost_reason
+    assert coordinator.pending_admin_requests(CONTROLLER_TARGET) == [delete]
+    assert not any(
+        isinstance(c, AdminRequestChanged) and c.reason is AdminRequestChangeReason.COMPLETED
+        for c in cluster.feed()
+    )
+    assert cluster.poll(old) == []  # and it keeps doing nothing
+
+    (new,) = won
+    cluster.poll(new)
+    assert cluster.outcome(delete) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert coordinator.pending_admin_requests(CONTROLLER_TARGET) == []

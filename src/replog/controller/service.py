@@ -299,7 +299,11 @@ class ControllerService:
                 c.submit_admin_request(write.target, write.payload, timeout_ms=t)
             elif isinstance(write, CompleteRequestWrite):
                 c.complete_admin_request(
-                    write.request_id, outcome=write.outcome, message=write.message, timeout_ms=t
+                    write.request_id,
+                    outcome=write.outcome,
+                    message=write.message,
+                    controller_epoch=epoch,
+                    timeout_ms=t,
                 )
         except FencedControllerError as e:
             self._lose(f"fenced: {e}")

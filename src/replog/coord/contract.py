@@ -371,11 +371,19 @@ class Coordinator(abc.ABC):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
         """Remove a request from its queue, recording ``outcome``; returns False if it is not
         queued (already completed: completion is idempotent). The caller makes the request's
-        effect durable *before* completing it. Feed: AdminRequestChanged(COMPLETED)."""
+        effect durable *before* completing it. Feed: AdminRequestChanged(COMPLETED).
+
+        The controller passes ``controller_epoch``: the completion is then fenced exactly like
+        the other controller writes, checked first and atomically with the removal. If it is
+        not the active controller's epoch, ``FencedControllerError`` is raised (even when the
+        request is not queued) and nothing is written: the request stays queued and no feed
+        record is appended. Without it (None, for callers that are not the controller, such as
+        a broker completing its own requests) the completion is not fenced."""
 
 
 @runtime_checkable

@@ -6,9 +6,11 @@ submission. The queue rules (checks, what a full queue drops) are ``replog.coord
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from replog.coord import codec, records
 from replog.coord.admin import requests_to_drop, validate_admin_request
-from replog.coord.etcd_client import op_delete, op_put, op_range
+from replog.coord.etcd_client import JsonObj, KeyValue, op_delete, op_put, op_range
 from replog.coord.etcd_txn import Done, EtcdTxnBase, Plan, plan
 from replog.coord.types import AdminPayload, AdminRequest, MetadataChange
 from replog.errors import ErrorCode
@@ -64,13 +66,19 @@ class EtcdAdminMixin(EtcdTxnBase):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.complete_admin_request``."""
+        """See ``Coordinator.complete_admin_request``: with ``controller_epoch``, the controller
+        keys are read with the index and compared in the removal's txn, as in other controller
+        writes."""
         id_key = self._k(f"admin/id/{request_id:020d}")
+        ctl_ops = [] if controller_epoch is None else self._ctl_ops()
 
         def attempt() -> Plan[bool] | Done[bool]:
-            last, seq_mod, (index,) = self._seq_read([op_range(id_key)], timeout_ms)
+            last, seq_mod, got = self._seq_read([*ctl_ops, op_range(id_key)], timeout_ms)
+            compares = [] if controller_epoch is None else self._guard(controller_epoch, got[:3])
+            index = got[-1]
             if not index:
                 return Done(False)
             queue_key = self._k(f"admin/q/{int(index[0].value)}/{request_id:020d}")
@@ -83,6 +91,14 @@ class EtcdAdminMixin(EtcdTxnBase):
                 return records.admin_completed(seq, request, outcome, message)
 
             ops = [op_delete(id_key), op_delete(queue_key)]
-            return plan(last, seq_mod, [], ops, build, lambda _: True)
+            return plan(last, seq_mod, compares, ops, build, lambda _: True)
 
         return self._run(timeout_ms, attempt)
+
+    if TYPE_CHECKING:  # provided by EtcdCoordinator; declared here for the type checker
+
+        def _ctl_ops(self) -> list[JsonObj]:
+            """The reads a controller check needs."""
+
+        def _guard(self, controller_epoch: int, got: list[list[KeyValue]]) -> list[JsonObj]:
+            """Check ``controller_epoch`` is the active controller's; the compares keeping it."""

@@ -576,8 +576,11 @@ class MemoryCoordinator(Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
         """See ``Coordinator.complete_admin_request``."""
         with self._op(timeout_ms):
+            if controller_epoch is not None:
+                self._check_controller(controller_epoch)
             return self._admin.complete(self._write, request_id, outcome, message)

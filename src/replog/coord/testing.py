@@ -403,10 +403,14 @@ class CoordinatorContract:
         assert result.status.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
         assert result.active_controller_epoch == new.controller_epoch
         epoch = zombie.controller_epoch
+        queued = coord.submit_admin_request(CONTROLLER_TARGET, DeleteTopic(topic="t"))
         writes: list[Callable[[], object]] = [
             lambda: coord.create_topic("u", [[2]], controller_epoch=epoch),
             lambda: coord.delete_topic("t", controller_epoch=epoch),
             lambda: coord.add_partitions("t", [[2]], controller_epoch=epoch),
+            lambda: coord.complete_admin_request(
+                queued.request_id, outcome=ErrorCode.UNKNOWN_SERVER_ERROR, controller_epoch=epoch
+            ),
         ]
         for write in writes:
             with pytest.raises(FencedControllerError) as e:
@@ -414,6 +418,8 @@ class CoordinatorContract:
             assert e.value.active_controller_epoch == new.controller_epoch
         after = coord.snapshot()
         assert (after.topics, after.partitions) == (before.topics, before.partitions)
+        assert coord.pending_admin_requests(CONTROLLER_TARGET) == [queued]
+        assert self.completions(coord) == []
         ok = coord.compare_and_set_partition_state(
             "t", 0, 0, proposal, controller_epoch=new.controller_epoch
         )
@@ -437,6 +443,10 @@ class CoordinatorContract:
         with pytest.raises(CoordinatorUnavailableError):
             coord.create_topic("t", [[1]], controller_epoch=ctl.controller_epoch)
         assert coord.list_topics() == []
+        queued = coord.submit_admin_request(CONTROLLER_TARGET, DeleteTopic(topic="t"))
+        with pytest.raises(CoordinatorUnavailableError):
+            coord.complete_admin_request(queued.request_id, controller_epoch=ctl.controller_epoch)
+        assert coord.pending_admin_requests(CONTROLLER_TARGET) == [queued]
         faults.resume_session(1)
         self.eventually(lambda: coord.session_state(1) is SessionState.CONNECTED, "CONNECTED")
         coord.create_topic("t", [[1]], controller_epoch=ctl.controller_epoch)
@@ -979,6 +989,81 @@ class CoordinatorContract:
         assert [(c.request, c.outcome, c.message) for c in done] == [
             (queued, ErrorCode.NONE, "deleted")
         ]
+
+    def completions(self, coord: Coordinator) -> list[AdminRequestChanged]:
+        """The feed's AdminRequestChanged(COMPLETED) records."""
+        return [
+            c
+            for c in self.all_changes(coord)
+            if isinstance(c, AdminRequestChanged) and c.reason is AdminRequestChangeReason.COMPLETED
+        ]
+
+    def test_controller_completes_admin_requests_with_its_epoch(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        queued = coord.submit_admin_request(CONTROLLER_TARGET, DeleteTopic(topic="t"))
+        epoch = ctl.controller_epoch
+        assert coord.complete_admin_request(
+            queued.request_id,
+            outcome=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            message="unknown topic",
+            controller_epoch=epoch,
+        )
+        assert not coord.complete_admin_request(queued.request_id, controller_epoch=epoch)
+        assert coord.pending_admin_requests(CONTROLLER_TARGET) == []
+        assert [(c.request, c.outcome, c.message) for c in self.completions(coord)] == [
+            (queued, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+        ]
+
+    def test_stale_controller_cannot_complete_admin_requests(self, coord: Coordinator) -> None:
+        brokers, old = self.cluster(coord)
+        queued = coord.submit_admin_request(CONTROLLER_TARGET, DeleteTopic(topic="t"))
+        assert coord.resign_controller(1, old.controller_epoch)
+        vacant = coord.snapshot()
+        with pytest.raises(FencedControllerError) as e:  # fenced before any successor
+            coord.complete_admin_request(queued.request_id, controller_epoch=old.controller_epoch)
+        assert e.value.active_controller_epoch is None
+        assert coord.snapshot().seq == vacant.seq
+        new = coord.elect_controller(2, brokers[1].incarnation_epoch)
+        assert new.controller_epoch > old.controller_epoch
+        before = coord.snapshot()
+        attempts: list[Callable[[], object]] = [
+            lambda: coord.complete_admin_request(
+                queued.request_id,
+                outcome=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                message="stale view",
+                controller_epoch=old.controller_epoch,
+            ),
+            # checked first: also for a request that is not queued
+            lambda: coord.complete_admin_request(
+                queued.request_id + 1_000, controller_epoch=old.controller_epoch
+            ),
+            lambda: coord.complete_admin_request(
+                queued.request_id, controller_epoch=new.controller_epoch + 1
+            ),
+        ]
+        for attempt in attempts:
+            with pytest.raises(FencedControllerError) as e:
+                attempt()
+            assert e.value.active_controller_epoch == new.controller_epoch
+        assert coord.pending_admin_requests(CONTROLLER_TARGET) == [queued]
+        assert coord.snapshot().seq == before.seq
+        assert coord.changes_since(before.seq).changes == ()
+        assert self.completions(coord) == []
+        assert coord.complete_admin_request(
+            queued.request_id, message="done", controller_epoch=new.controller_epoch
+        )
+        assert [(c.request, c.message) for c in self.completions(coord)] == [(queued, "done")]
+
+    def test_admin_completion_without_an_epoch_is_not_fenced(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        to_broker = coord.submit_admin_request(2, StartReplica(topic="t", partition=0))
+        to_controller = coord.submit_admin_request(CONTROLLER_TARGET, DeleteTopic(topic="t"))
+        assert coord.resign_controller(1, ctl.controller_epoch)  # no controller at all
+        assert coord.complete_admin_request(to_broker.request_id, message="started")
+        assert coord.complete_admin_request(to_controller.request_id)
+        assert coord.pending_admin_requests(2) == []
+        assert coord.pending_admin_requests(CONTROLLER_TARGET) == []
+        assert [c.request for c in self.completions(coord)] == [to_broker, to_controller]
 
     def test_admin_queue_is_fifo_per_target(self, coord: Coordinator) -> None:
         made = [

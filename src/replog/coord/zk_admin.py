@@ -4,6 +4,7 @@ its submission. The queue rules (checks, what a full queue drops) are ``replog.c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from replog.coord import codec, records
@@ -63,21 +64,40 @@ class ZkAdminQueues:
 
         return io.transact(c, prepare, deadline)
 
-    def complete(self, request_id: int, outcome: ErrorCode, message: str, deadline: float) -> bool:
-        """Remove a queued request and record its outcome; False if it is not queued."""
-        io, c = self._io, self._main
+    def complete(
+        self,
+        request_id: int,
+        outcome: ErrorCode,
+        message: str,
+        deadline: float,
+        *,
+        client: Any = None,
+        fence: Callable[[], list[Op]] | None = None,
+    ) -> bool:
+        """Remove a queued request and record its outcome; False if it is not queued.
+
+        With ``fence`` (a controller's completion) the write goes through ``client`` and
+        ``fence()`` (which raises ``FencedControllerError`` unless the caller's controller epoch
+        is the active one) is checked first, and its version checks go into the same multi-op
+        as the removal, so a controller replaced meanwhile removes nothing."""
+        io = self._io
+        c = self._main if client is None else client
         dirs = io.children(c, QUEUES, deadline)
         paths = [f"{QUEUES}/{d}/{request_id:010d}" for d in dirs]
         found = [p for p, g in zip(paths, io.gets(c, paths, deadline), strict=True) if g]
         if not found:
+            if fence is not None:
+                fence()  # a fenced caller is told so even when there is nothing to remove
             return False
         path = found[0]
 
         def prepare(seq: int) -> Plan[bool]:
+            ops: list[Op] = [] if fence is None else fence()
             got = io.get(c, path, deadline)
             if got is None:
                 return Plan(False, write=False)
             done = records.admin_completed(seq, _decode(got[0]), outcome, message)
-            return Plan(True, [("delete", path, got[1].version)], done)
+            ops.append(("delete", path, got[1].version))
+            return Plan(True, ops, done)
 
         return io.transact(c, prepare, deadline)

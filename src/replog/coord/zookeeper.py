@@ -633,9 +633,22 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.complete_admin_request``."""
+        """See ``Coordinator.complete_admin_request``: with ``controller_epoch``, the checks
+        on the controller nodes go into the removal's multi-op, as in other controller writes."""
         deadline = self._deadline(timeout_ms)
         with kazoo_errors():
-            return self._admin.complete(request_id, outcome, message, deadline)
+            if controller_epoch is None:
+                return self._admin.complete(request_id, outcome, message, deadline)
+            epoch = controller_epoch
+            client = self._controller_client(epoch, deadline)
+            return self._admin.complete(
+                request_id,
+                outcome,
+                message,
+                deadline,
+                client=client,
+                fence=lambda: self._fence(client, epoch, deadline),
+            )
