@@ -183,6 +183,25 @@ def _load_all(cur: sqlite3.Cursor, cls: type[T], sql: str, *args: Any) -> list[T
     return [_decode(row[0], cls) for row in cur.execute(sql, args).fetchall()]
 
 
+def _prepare_file(db: sqlite3.Connection, timeout_ms: int) -> None:
+    """WAL mode, the schema and its migrations, retried while another handle holds the file:
+    switching to WAL and upgrading a read lock can fail at once with "database is locked"
+    (SQLite does not wait when waiting could deadlock), e.g. when two processes open a file
+    made in rollback-journal mode together. Every step is idempotent."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            with _sqlite_errors():
+                db.execute("PRAGMA journal_mode = WAL")
+                db.executescript(SCHEMA)
+                _migrate(db)
+            return
+        except RequestTimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _migrate(db: sqlite3.Connection) -> None:
     """Add the ``_MIGRATIONS`` columns a file made by an older version lacks, in one write
     transaction (so handles opening the file at once do not both add one)."""
@@ -269,10 +288,11 @@ class SqliteCoordinator(Coordinator):
         db = sqlite3.connect(
             path, timeout=default_timeout_ms / 1000, isolation_level=None, check_same_thread=False
         )
-        with _sqlite_errors():
-            db.execute("PRAGMA journal_mode = WAL")
-            db.executescript(SCHEMA)
-            _migrate(db)
+        try:
+            _prepare_file(db, default_timeout_ms)
+        except BaseException:
+            db.close()
+            raise
         coordinator = cls(db, clock, default_timeout_ms, admin_queue_limit)
         if poll_interval_ms is not None:
             threading.Thread(
