@@ -19,7 +19,7 @@ import pytest
 
 from replog.coord import ManualClock, codec, registry
 from replog.coord.contract import SessionFaults
-from replog.coord.testing import CoordinatorContract, CoordinatorFactory
+from replog.coord.testing import CoordinatorFactory, SecondHandleContract
 from replog.coord.types import (
     BrokerChanged,
     ChangeBatch,
@@ -47,7 +47,7 @@ example = _load_example()
 SqliteCoordinator: Any = example.SqliteCoordinator
 
 
-class TestSqliteCoordinator(CoordinatorContract):
+class TestSqliteCoordinator(SecondHandleContract):
     """Every contract test (session tests included: it implements ``SessionFaults``) on a
     fresh database file with a manual clock and its background poller running."""
 
@@ -129,8 +129,8 @@ def test_a_handle_sees_what_another_wrote(tmp_path: Path) -> None:
         def seen() -> list[int]:
             return [c.broker_id for b in batches for c in b.changes if isinstance(c, BrokerChanged)]
 
-        CoordinatorContract().eventually(lambda: seen() == [2, 1, 2], "feed pushed by the poller")
-        CoordinatorContract().eventually(lambda: len(events) == 2, "LOST noticed by the poller")
+        SecondHandleContract().eventually(lambda: seen() == [2, 1, 2], "feed pushed by the poller")
+        SecondHandleContract().eventually(lambda: len(events) == 2, "LOST noticed by the poller")
         assert events[-1] == SessionEvent(2, held.incarnation_epoch, SessionState.LOST)
 
 

@@ -8,14 +8,14 @@ import uuid
 import attrs
 import pytest
 
-from replog.coord.testing import CoordinatorContract, CoordinatorFactory
+from replog.coord.testing import CoordinatorFactory, SecondHandleContract
 from tests.coord.etcd_fixtures import etcd_factory, etcd_server
 from tests.servers_etcd import EtcdServer
 
 __all__ = ["etcd_server"]  # the fixture, re-exported so pytest finds it here
 
 
-class TestEtcdCoordinator(CoordinatorContract):
+class TestEtcdCoordinator(SecondHandleContract):
     """Every contract test on one shared etcd, a fresh key prefix per test (every handle of a
     test opens that prefix). Session faults: expire = lease revoke; suspend/resume = stop
     renewing the lease and refuse calls."""

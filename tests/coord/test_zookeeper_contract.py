@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from replog.coord.contract import SessionFaults
-from replog.coord.testing import CoordinatorContract, CoordinatorFactory
+from replog.coord.testing import CoordinatorFactory, SecondHandleContract
 from tests.servers import ZkServer
 
 pytest.importorskip("kazoo.client")
@@ -17,7 +17,7 @@ pytest.importorskip("kazoo.client")
 from replog.coord.zookeeper import ZooKeeperCoordinator
 
 
-class TestZooKeeperCoordinator(CoordinatorContract):
+class TestZooKeeperCoordinator(SecondHandleContract):
     """Every contract test on a fresh chroot; sessions expire by twin-session close."""
 
     session_timeout_ms = 6_000

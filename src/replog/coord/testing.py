@@ -10,9 +10,10 @@ fresh, empty, isolated store (a new chroot, key prefix or database)::
             return lambda: SqliteCoordinator.open(tmp_path / "meta.db")
 
 Session tests need the backend to implement ``SessionFaults`` and are skipped otherwise.
-Tests of what a second handle on the same store sees need a ``peer_factory`` fixture that opens
-one (often ``coordinator_factory`` itself, when it reopens one chroot, key prefix or file) and
-are skipped without it.
+A backend that can open a second handle on one store also subclasses ``SecondHandleContract``
+(instead of ``CoordinatorContract``) and provides a ``peer_factory`` fixture that opens one
+(often ``coordinator_factory`` itself, when it reopens one chroot, key prefix or file); its
+tests check what the second handle sees.
 Listener assertions wait up to ``settle_timeout_s`` for asynchronous backends; the in-memory
 backend delivers before the writing call returns.
 """
@@ -72,7 +73,7 @@ from replog.coord.types import (
 )
 from replog.errors import ErrorCode, InvalidTopicError
 
-__all__ = ["CoordinatorContract", "CoordinatorFactory", "replay"]
+__all__ = ["CoordinatorContract", "CoordinatorFactory", "SecondHandleContract", "replay"]
 
 CoordinatorFactory = Callable[[], Coordinator]
 
@@ -142,23 +143,6 @@ class CoordinatorContract:
             yield coordinator
         finally:
             coordinator.close()
-
-    @pytest.fixture
-    def peer_factory(self) -> CoordinatorFactory | None:
-        """Opens another handle on the store ``coord`` uses; None (this default): the backend
-        cannot, and the tests that need one are skipped. Override it where it can."""
-        return None
-
-    @pytest.fixture
-    def peer(self, coord: Coordinator, peer_factory: CoordinatorFactory | None) -> Iterator[Any]:
-        """A second handle on ``coord``'s store (after ``coord``), closed after the test."""
-        if peer_factory is None:
-            pytest.skip("no peer_factory: the backend cannot open a second handle on a store")
-        other = peer_factory()
-        try:
-            yield other
-        finally:
-            other.close()
 
     def faults(self, coord: Coordinator) -> SessionFaults:
         """The backend's fault hooks, or skip the test."""
@@ -597,31 +581,6 @@ class CoordinatorContract:
         )
         assert moved.ok
         assert coord.get_topic("t") == created  # partition changes leave the configs be
-
-    def test_topic_configs_are_seen_by_another_handle(
-        self, coord: Coordinator, peer: Coordinator
-    ) -> None:
-        _, ctl = self.cluster(coord)
-        start = peer.snapshot().seq
-        pushed: list[ChangeBatch] = []
-        peer.subscribe(pushed.append, from_seq=start)
-        created = coord.create_topic(
-            "t", [[1], [2]], controller_epoch=ctl.controller_epoch, configs=self.CONFIGS
-        )
-        assert created.configs == self._sorted_configs()
-        assert peer.get_topic("t") == created
-        assert peer.snapshot().topics == {"t": created}
-        topic_changes = [
-            c for c in peer.changes_since(start).changes if isinstance(c, TopicChanged)
-        ]
-        assert [(c.reason, c.assignment) for c in topic_changes] == [
-            (TopicChangeReason.CREATED, created)
-        ]
-
-        def pushed_created() -> list[TopicAssignment]:
-            return [c.assignment for b in pushed for c in b.changes if isinstance(c, TopicChanged)]
-
-        self.eventually(lambda: pushed_created() == [created], "TopicChanged pushed to the peer")
 
     def test_add_partitions_keeps_topic_configs(self, coord: Coordinator) -> None:
         _, ctl = self.cluster(coord)
@@ -1086,3 +1045,42 @@ class CoordinatorContract:
         coord.close()
         with pytest.raises(CoordinatorClosedError):
             coord.live_brokers()
+
+
+class SecondHandleContract(CoordinatorContract):
+    """The contract plus what a second handle on the same store sees; subclass it with a
+    ``peer_factory`` fixture as well (module docstring)."""
+
+    @pytest.fixture
+    def peer(self, coord: Coordinator, peer_factory: CoordinatorFactory) -> Iterator[Any]:
+        """A second handle on ``coord``'s store (after ``coord``), closed after the test."""
+        other = peer_factory()
+        try:
+            yield other
+        finally:
+            other.close()
+
+    def test_topic_configs_are_seen_by_another_handle(
+        self, coord: Coordinator, peer: Coordinator
+    ) -> None:
+        _, ctl = self.cluster(coord)
+        start = peer.snapshot().seq
+        pushed: list[ChangeBatch] = []
+        peer.subscribe(pushed.append, from_seq=start)
+        created = coord.create_topic(
+            "t", [[1], [2]], controller_epoch=ctl.controller_epoch, configs=self.CONFIGS
+        )
+        assert created.configs == self._sorted_configs()
+        assert peer.get_topic("t") == created
+        assert peer.snapshot().topics == {"t": created}
+        topic_changes = [
+            c for c in peer.changes_since(start).changes if isinstance(c, TopicChanged)
+        ]
+        assert [(c.reason, c.assignment) for c in topic_changes] == [
+            (TopicChangeReason.CREATED, created)
+        ]
+
+        def pushed_created() -> list[TopicAssignment]:
+            return [c.assignment for b in pushed for c in b.changes if isinstance(c, TopicChanged)]
+
+        self.eventually(lambda: pushed_created() == [created], "TopicChanged pushed to the peer")
