@@ -90,7 +90,6 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
-    topic_configs,
 )
 from replog.errors import (
     ErrorCode,
@@ -741,8 +740,9 @@ class SqliteCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic``."""
-        assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
-        stored = topic_configs(configs)  # checked before anything is written
+        assignment, states, stored = rules.new_topic(
+            topic, replica_assignment, initial_states, configs
+        )
         with self._txn(timeout_ms) as cur:
             self._check_controller(cur, controller_epoch)
             rules.check_topic_free(topic, [n for (n,) in cur.execute("SELECT name FROM topics")])

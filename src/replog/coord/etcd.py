@@ -289,8 +289,9 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic`` (``configs`` go in the ``topics/<t>`` value)."""
-        assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
-        stored = topic_configs(configs)
+        assignment, states, stored = rules.new_topic(
+            topic, replica_assignment, initial_states, configs
+        )
         topics_p = self._k("topics/")
 
         def attempt() -> Plan[TopicAssignment]:

@@ -60,7 +60,6 @@ from replog.coord.types import (
     Subscription,
     TopicAssignment,
     TopicConfigs,
-    topic_configs,
 )
 from replog.errors import ErrorCode
 
@@ -405,8 +404,9 @@ class MemoryCoordinator(Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic``."""
-        assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
-        stored_configs = topic_configs(configs)
+        assignment, states, stored_configs = rules.new_topic(
+            topic, replica_assignment, initial_states, configs
+        )
         with self._op(timeout_ms):
             self._check_controller(controller_epoch)
             rules.check_topic_free(topic, self._topics)

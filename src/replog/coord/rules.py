@@ -4,7 +4,7 @@ A backend reads the state its own way, calls these, and commits the result its o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -21,6 +21,8 @@ from replog.coord.types import (
     ControllerInfo,
     PartitionState,
     TopicAssignment,
+    TopicConfigs,
+    topic_configs,
 )
 from replog.topics import collision_key, validate_topic_name
 
@@ -102,10 +104,14 @@ def new_topic(
     topic: str,
     replica_assignment: Sequence[Sequence[int]],
     initial_states: Sequence[PartitionState] | None,
-) -> tuple[tuple[tuple[int, ...], ...], list[PartitionState]]:
-    """``create_topic``'s checks before touching the store: (assignment, states to store)."""
+    configs: Mapping[str, str] | None = None,
+) -> tuple[tuple[tuple[int, ...], ...], list[PartitionState], TopicConfigs]:
+    """``create_topic``'s checks before touching the store: (assignment, states, configs to
+    store; ``types.topic_configs`` normalises and bounds the configs)."""
     validate_topic_name(topic)
-    return new_partitions(replica_assignment, initial_states)
+    stored = topic_configs(configs)
+    assignment, states = new_partitions(replica_assignment, initial_states)
+    return assignment, states, stored
 
 
 def new_partitions(

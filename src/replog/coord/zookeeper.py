@@ -74,7 +74,6 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
-    topic_configs,
 )
 from replog.coord.zk_admin import ZkAdminQueues
 from replog.coord.zk_codec import (
@@ -408,8 +407,9 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         timeout_ms: int | None = None,
     ) -> TopicAssignment:
         """See ``Coordinator.create_topic`` (``configs`` go in the topic znode)."""
-        assignment, states = rules.new_topic(topic, replica_assignment, initial_states)
-        stored = topic_configs(configs)
+        assignment, states, stored = rules.new_topic(
+            topic, replica_assignment, initial_states, configs
+        )
         deadline = self._deadline(timeout_ms)
         io = self._io
         with kazoo_errors():
