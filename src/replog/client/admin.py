@@ -21,6 +21,7 @@ import attrs
 from replog.client._sync import LoopThread
 from replog.client.connection import ClusterClient, now_ms
 from replog.client.errors import BrokerResponseError, ConnectionLostError, error_for_code
+from replog.client.offsets import ask_leader
 from replog.coord import connect
 from replog.coord.contract import Coordinator
 from replog.coord.types import CONTROLLER_TARGET, AdminRequest, PreferredElection, ReassignPartition
@@ -41,10 +42,6 @@ from replog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
     DescribeConfigsResponse,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    ListOffsetsTopic,
     MetadataRequest,
     MetadataResponse,
 )
@@ -320,24 +317,11 @@ class AsyncAdmin:
             groups.setdefault(leader, []).append(tp)
         out: dict[TopicPartition, int] = {}
         for leader, group in groups.items():
-            topics: dict[str, list[ListOffsetsPartition]] = {}
-            for t, p in group:
-                topics.setdefault(t, []).append(
-                    ListOffsetsPartition(partition_index=p, timestamp=ts)
-                )
-            request = ListOffsetsRequest(
-                replica_id=-1,
-                isolation_level=0,
-                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
-            )
-            response = await self._client.send(leader, request, ListOffsetsResponse)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    if part.error_code != ErrorCode.NONE:
-                        raise error_for_code(
-                            part.error_code, f"{topic.name}-{part.partition_index}"
-                        )
-                    out[(topic.name, part.partition_index)] = part.offset
+            answers = await ask_leader(self._client, leader, {tp: (ts, -1) for tp in group})
+            for tp, part in answers.items():
+                if part.error_code != ErrorCode.NONE:
+                    raise error_for_code(part.error_code, f"{tp[0]}-{tp[1]}")
+                out[tp] = part.offset
         return out
 
     # -- through the coordinator --------------------------------------------------------------

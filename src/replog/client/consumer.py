@@ -41,7 +41,7 @@ from replog.client.errors import (
     error_for_code,
 )
 from replog.client.fetching import ColumnSlice, ConsumerRecord, slice_columns
-from replog.client.offsets import OffsetAndTimestamp, offsets_for_times
+from replog.client.offsets import OffsetAndTimestamp, ask_leader, offsets_for_times
 from replog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -57,10 +57,6 @@ from replog.protocol.messages import (
     FetchResponse,
     FetchResponsePartition,
     FetchTopic,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    ListOffsetsTopic,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     OffsetForLeaderPartition,
@@ -269,36 +265,23 @@ class AsyncConsumer:
 
     async def _reset_positions(self, tps: list[TopicPartition]) -> None:
         for leader, group in self._by_leader(tps).items():
-            topics: dict[str, list[ListOffsetsPartition]] = {}
+            queries: dict[TopicPartition, tuple[int, int]] = {}
             for tp in group:
                 reset_pos = self._positions[tp]
                 policy = reset_pos.reset or self.config.auto_reset
                 if policy == "none":
                     raise NoOffsetForPartitionError(*tp)
                 ts = EARLIEST_TIMESTAMP if policy == "earliest" else LATEST_TIMESTAMP
-                topics.setdefault(tp[0], []).append(
-                    ListOffsetsPartition(
-                        partition_index=tp[1],
-                        current_leader_epoch=reset_pos.leader_epoch,
-                        timestamp=ts,
-                    )
-                )
-            request = ListOffsetsRequest(
-                replica_id=-1,
-                isolation_level=0,
-                topics=[ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()],
-            )
-            response = await self._client.send(leader, request, ListOffsetsResponse)
-            for topic in response.topics:
-                for p in topic.partitions:
-                    pos = self._positions.get((topic.name, p.partition_index))
-                    if pos is None:
-                        continue
-                    if p.error_code != ErrorCode.NONE:
-                        self._on_partition_error(p.error_code)
-                        continue
-                    pos.offset, pos.reset, pos.needs_validation = p.offset, None, False
-                    pos.offset_epoch = -1
+                queries[tp] = (ts, reset_pos.leader_epoch)
+            for tp, p in (await ask_leader(self._client, leader, queries)).items():
+                pos = self._positions.get(tp)
+                if pos is None:
+                    continue
+                if p.error_code != ErrorCode.NONE:
+                    self._on_partition_error(p.error_code)
+                    continue
+                pos.offset, pos.reset, pos.needs_validation = p.offset, None, False
+                pos.offset_epoch = -1
 
     async def _validate_positions(self, tps: list[TopicPartition]) -> None:
         diverged: dict[TopicPartition, tuple[int, int]] = {}

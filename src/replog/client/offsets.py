@@ -1,6 +1,7 @@
-"""Offsets by timestamp for the consumer (``offsets_for_times``): ListOffsets to each
-partition's leader with a time instead of earliest/latest, retried across leader changes until
-the deadline."""
+"""ListOffsets for the clients: ``ask_leader`` (one request to a partition leader, shared by
+the consumer's position resets, ``Admin.list_offsets`` and the lookups here) and
+``offsets_for_times`` (a time instead of earliest/latest, retried across leader changes until
+the deadline)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from replog.client.errors import ConnectionLostError, error_for_code, is_retriab
 from replog.errors import ErrorCode, RequestTimeoutError
 from replog.protocol.messages import (
     ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
 
-__all__ = ["OffsetAndTimestamp", "offsets_for_times"]
+__all__ = ["OffsetAndTimestamp", "ask_leader", "offsets_for_times"]
 
 TopicPartition = tuple[str, int]
 
@@ -72,14 +74,19 @@ async def offsets_for_times(
     return found
 
 
-async def _ask(
-    client: ClusterClient, leader: int, timestamps: dict[TopicPartition, int]
-) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-    """One ListOffsets to ``leader``; partitions with a retriable error are left out."""
+async def ask_leader(
+    client: ClusterClient, leader: int, queries: Mapping[TopicPartition, tuple[int, int]]
+) -> dict[TopicPartition, ListOffsetsPartitionResponse]:
+    """One ListOffsets (as a consumer) to ``leader``: per partition, (timestamp or
+    EARLIEST/LATEST, current leader epoch or -1) -> the broker's answer for it."""
     topics: dict[str, list[ListOffsetsPartition]] = {}
-    for (topic, partition), timestamp in timestamps.items():
+    for (topic, partition), (timestamp, leader_epoch) in queries.items():
         topics.setdefault(topic, []).append(
-            ListOffsetsPartition(partition_index=partition, timestamp=timestamp)
+            ListOffsetsPartition(
+                partition_index=partition,
+                current_leader_epoch=leader_epoch,
+                timestamp=timestamp,
+            )
         )
     request = ListOffsetsRequest(
         replica_id=-1,
@@ -87,16 +94,25 @@ async def _ask(
         topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
     )
     response = await client.send(leader, request, ListOffsetsResponse)
-    answered: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-    for answer in response.topics:
-        for p in answer.partitions:
-            tp = (answer.name, p.partition_index)
-            if tp not in timestamps:
+    return {
+        (answer.name, p.partition_index): p
+        for answer in response.topics
+        for p in answer.partitions
+        if (answer.name, p.partition_index) in queries
+    }
+
+
+async def _ask(
+    client: ClusterClient, leader: int, timestamps: dict[TopicPartition, int]
+) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    """One lookup to ``leader``; partitions with a retriable error are left out."""
+    answers = await ask_leader(client, leader, {tp: (ts, -1) for tp, ts in timestamps.items()})
+    found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+    for tp, p in answers.items():
+        if p.error_code != ErrorCode.NONE:
+            if is_retriable(p.error_code):
+                client.metadata.mark_stale()
                 continue
-            if p.error_code != ErrorCode.NONE:
-                if is_retriable(p.error_code):
-                    client.metadata.mark_stale()
-                    continue
-                raise error_for_code(p.error_code, f"offsets by time for {tp[0]}-{tp[1]}")
-            answered[tp] = None if p.offset < 0 else OffsetAndTimestamp(p.offset, p.timestamp)
-    return answered
+            raise error_for_code(p.error_code, f"offsets by time for {tp[0]}-{tp[1]}")
+        found[tp] = None if p.offset < 0 else OffsetAndTimestamp(p.offset, p.timestamp)
+    return found
