@@ -18,6 +18,8 @@ accepted and silently ignored. Pure: no IO (the controller, which is sans-IO, us
 
 from __future__ import annotations
 
+import enum
+import functools
 from collections.abc import Mapping
 
 import attrs
@@ -27,10 +29,12 @@ from replog.log.config import LogConfig
 
 __all__ = [
     "SUPPORTED_KEYS",
+    "ConfigSource",
     "EffectiveConfig",
     "TopicSettings",
     "effective_topic_configs",
     "parse_topic_configs",
+    "stored_topic_settings",
 ]
 
 _LOG_KEYS = {
@@ -107,6 +111,20 @@ def parse_topic_configs(
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def stored_topic_settings(configs: tuple[tuple[str, str], ...]) -> TopicSettings:
+    """The settings of a topic's stored configs (``TopicAssignment.configs``), parsed once per
+    distinct value: the controller asks on every election decision. They were validated when
+    the topic was created; a value that no longer parses (a newer replog's key, say) keeps
+    every default rather than stopping elections or leaving replicas unserved."""
+    if not configs:
+        return TopicSettings()
+    try:
+        return parse_topic_configs(configs)
+    except InvalidConfigError:
+        return TopicSettings()
+
+
 def _int(key: str, value: str) -> int:
     try:
         return int(value.strip())
@@ -127,14 +145,21 @@ CONFIG_TYPES = {
 _LONG = 5
 
 
+class ConfigSource(enum.Enum):
+    """Where an effective value comes from."""
+
+    TOPIC = "topic"  # set on the topic
+    BROKER = "broker"  # the broker's config (its log table, its default min ISR)
+    DEFAULT = "default"  # built into replog
+
+
 @attrs.frozen
 class EffectiveConfig:
-    """A topic setting as it applies: its value, and whether the topic sets it (else the broker
-    or built-in default applies)."""
+    """A topic setting as it applies: its value and where it comes from."""
 
     name: str
     value: str
-    from_topic: bool
+    source: ConfigSource
     config_type: int
 
 
@@ -148,16 +173,22 @@ def effective_topic_configs(
     """Every supported key with the value that applies to a topic whose stored configs are
     ``stored`` on a broker with these defaults, sorted by key."""
     defaults = {
-        "min.insync.replicas": str(min_insync_replicas),
-        "unclean.leader.election.enable": "true" if unclean_leader_election else "false",
-        "cleanup.policy": "delete",
-        **{key: str(getattr(log_defaults, field)) for key, field in _LOG_KEYS.items()},
+        "min.insync.replicas": (str(min_insync_replicas), ConfigSource.BROKER),
+        "unclean.leader.election.enable": (
+            "true" if unclean_leader_election else "false",
+            ConfigSource.DEFAULT,
+        ),
+        "cleanup.policy": ("delete", ConfigSource.DEFAULT),
+        **{
+            key: (str(getattr(log_defaults, field)), ConfigSource.BROKER)
+            for key, field in _LOG_KEYS.items()
+        },
     }
     return [
         EffectiveConfig(
             name=key,
-            value=stored.get(key, defaults[key]),
-            from_topic=key in stored,
+            value=stored[key] if key in stored else defaults[key][0],
+            source=ConfigSource.TOPIC if key in stored else defaults[key][1],
             config_type=CONFIG_TYPES.get(key, _LONG),
         )
         for key in SUPPORTED_KEYS

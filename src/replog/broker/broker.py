@@ -586,17 +586,15 @@ class Broker:
     async def apply_retention(self) -> int:
         """Delete segments past retention (never past the HW) on every online log, holding the
         storage lock so no worker-thread fsync meets a deleted segment; returns how many."""
-        if self.log_manager is None:
+        if self._rm is None:
             return 0
         async with self.storage_lock:
             try:
-                deleted = self.log_manager.delete_old_segments()
+                deleted = self.rm.delete_old_segments()
             except StorageError as exc:
                 _log.error("broker %s: retention failed: %s", self.broker_id, exc)
                 return 0
-            if deleted:
-                self.rm.data_version += 1  # log start offsets moved: wake long polls
-                self.after_input()
+            self.after_input()
         return deleted
 
     # ------------------------------------------------------------------ controller role

@@ -27,7 +27,7 @@ from replog.protocol import (
 )
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
-from replog.topic_config import effective_topic_configs, parse_topic_configs
+from replog.topic_config import ConfigSource, effective_topic_configs, parse_topic_configs
 from replog.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -413,6 +413,13 @@ async def _create_partitions(
 # ---------------------------------------------------------------------- configs
 
 
+_WIRE_CONFIG_SOURCE = {
+    ConfigSource.TOPIC: m.CONFIG_SOURCE_TOPIC,
+    ConfigSource.BROKER: m.CONFIG_SOURCE_STATIC_BROKER,
+    ConfigSource.DEFAULT: m.CONFIG_SOURCE_DEFAULT,
+}
+
+
 def _describe_configs(broker: Broker, body: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
     """Topic configs as they apply: the topic's own (config_source TOPIC) over this broker's
     defaults (STATIC_BROKER for its config file's settings, DEFAULT for built-in ones)."""
@@ -449,13 +456,7 @@ def _describe_configs(broker: Broker, body: m.DescribeConfigsRequest) -> m.Descr
         ):
             if wanted is not None and entry.name not in wanted:
                 continue
-            source = (
-                m.CONFIG_SOURCE_TOPIC
-                if entry.from_topic
-                else m.CONFIG_SOURCE_DEFAULT
-                if entry.name in ("unclean.leader.election.enable", "cleanup.policy")
-                else m.CONFIG_SOURCE_STATIC_BROKER
-            )
+            source = _WIRE_CONFIG_SOURCE[entry.source]
             synonyms = (
                 [m.DescribeConfigsSynonym(name=entry.name, value=entry.value, source=source)]
                 if body.include_synonyms

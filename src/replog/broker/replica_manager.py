@@ -46,7 +46,6 @@ from replog.coord.types import (
 from replog.errors import (
     CorruptRecordError,
     ErrorCode,
-    InvalidConfigError,
     InvalidOffsetError,
     RecordBatchTooLargeError,
     StorageError,
@@ -67,7 +66,7 @@ from replog.isr import (
 )
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager, TopicPartition
-from replog.topic_config import TopicSettings, parse_topic_configs
+from replog.topic_config import TopicSettings, stored_topic_settings
 
 __all__ = ["ManagerReady", "ReplicaManager", "TP"]
 
@@ -229,15 +228,9 @@ class ReplicaManager:
         return replica
 
     def _topic_settings(self, topic: str) -> TopicSettings:
-        """The topic's stored configs (validated when it was created; a value that no longer
-        parses keeps the broker's defaults rather than leaving the replica unserved)."""
+        """The topic's stored configs as settings (defaults for a topic not yet known)."""
         assignment = self.topics.get(topic)
-        if assignment is None or not assignment.configs:
-            return TopicSettings()
-        try:
-            return parse_topic_configs(assignment.configs)
-        except InvalidConfigError:
-            return TopicSettings()
+        return stored_topic_settings(() if assignment is None else assignment.configs)
 
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)
@@ -467,6 +460,14 @@ class ReplicaManager:
             if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
                 self.data_version += 1
             self._collect(tp, replica)
+
+    def delete_old_segments(self) -> int:
+        """Apply retention to every online log (never past a HW); returns the segments deleted.
+        Log start offsets may move, so waiting fetches are woken."""
+        deleted = self.log_manager.delete_old_segments()
+        if deleted:
+            self.data_version += 1
+        return deleted
 
     def maybe_checkpoint(self, now_ms: int) -> bool:
         """Write the HW, recovery-point and log-start checkpoints every

@@ -88,8 +88,8 @@ from replog.election.state import (
     TopicPartition,
 )
 from replog.election.state_change import Actor, StateChange
-from replog.errors import ErrorCode, InvalidConfigError
-from replog.topic_config import parse_topic_configs
+from replog.errors import ErrorCode
+from replog.topic_config import stored_topic_settings
 
 __all__ = ["ControllerConfig", "ControllerMachine", "TopicPolicy", "fixed_placement_start"]
 
@@ -128,17 +128,11 @@ class ControllerConfig:
         (configs were validated when the topic was created; a value that no longer parses
         keeps the default rather than stopping elections)."""
         policy = self.topic_policies.get(topic, self.default_topic_policy)
-        if configs:
-            try:
-                settings = parse_topic_configs(configs)
-            except InvalidConfigError:
-                settings = None
-            if settings is not None and settings.min_insync_replicas is not None:
-                policy = attrs.evolve(policy, min_insync_replicas=settings.min_insync_replicas)
-            if settings is not None and settings.unclean_leader_election is not None:
-                policy = attrs.evolve(
-                    policy, unclean_leader_election=settings.unclean_leader_election
-                )
+        settings = stored_topic_settings(configs)
+        if settings.min_insync_replicas is not None:
+            policy = attrs.evolve(policy, min_insync_replicas=settings.min_insync_replicas)
+        if settings.unclean_leader_election is not None:
+            policy = attrs.evolve(policy, unclean_leader_election=settings.unclean_leader_election)
         return policy.election_policy()
 
 
