@@ -1,4 +1,5 @@
-"""The in-process store of feed records and the clocks and lock the memory backend uses.
+"""The in-process store of feed records and the lock the memory backend uses (its clocks are
+``replog.clock``'s, re-exported here).
 
 ``FeedLog`` assigns seqs (1, 2, 3, ... per atomic write), keeps the newest ``retention_max``
 records in whole seq groups, and remembers the trim boundary: every record with a seq below
@@ -10,40 +11,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 
+from replog.clock import ManualClock, monotonic_ms
 from replog.coord.errors import MustResyncError
 from replog.coord.types import ChangeBatch, MetadataChange
 from replog.errors import RequestTimeoutError, invariant
 
 __all__ = ["FeedLog", "ManualClock", "TimedLock", "monotonic_ms"]
-
-
-class ManualClock:
-    """A clock that moves only when told to; call it for the time in ms."""
-
-    def __init__(self, now_ms: int = 0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def set(self, now_ms: int) -> None:
-        """Move to ``now_ms``; time never goes back."""
-        if now_ms < self.now_ms:
-            raise ValueError(f"clock cannot go back from {self.now_ms} to {now_ms}")
-        self.now_ms = now_ms
-
-    def advance(self, delta_ms: int) -> int:
-        """Move forward by ``delta_ms`` and return the new time."""
-        self.set(self.now_ms + delta_ms)
-        return self.now_ms
-
-
-def monotonic_ms() -> int:
-    """The process's monotonic clock in ms (the clock for real, not simulated, runs)."""
-    return time.monotonic_ns() // 1_000_000
 
 
 class TimedLock:
