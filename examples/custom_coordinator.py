@@ -651,6 +651,27 @@ class SqliteCoordinator(Coordinator):
                 self._append(cur, records.broker_updated(self._next_seq(cur), new))
             return new
 
+    def mark_unclean_restart_handled(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.mark_unclean_restart_handled``."""
+        with self._txn(timeout_ms) as cur:
+            self._check_controller(cur, controller_epoch)
+            old = self._broker(cur, broker_id)
+            new = rules.marked_unclean_handled(old, incarnation_epoch)
+            if new is None:
+                return False
+            if new != old:
+                sql = "UPDATE brokers SET info = ? WHERE broker_id = ?"
+                cur.execute(sql, (codec.dumps(new), broker_id))
+                self._append(cur, records.broker_updated(self._next_seq(cur), new))
+            return True
+
     def unregister_broker(
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> bool:

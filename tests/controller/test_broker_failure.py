@@ -212,3 +212,99 @@ def test_controlled_shutdown_moves_leadership(coordinator: Coordinator) -> None:
     cluster.poll(controller)
     state = cluster.state("t")
     assert (state.leader, set(state.isr)) == (2, {2, 3})
+
+
+def _unclean_restart_and_rejoin(cluster: Cluster, controller: object, broker_id: int) -> None:
+    """``broker_id`` crashes, re-registers without a clean shutdown (leaving the ISR), catches
+    up and is added back by its leader's AlterPartition."""
+    from replog.controller import ControllerService
+
+    assert isinstance(controller, ControllerService)
+    cluster.expire(broker_id)
+    cluster.settle(controller)
+    cluster.register(broker_id, clean_shutdown=False)
+    cluster.settle(controller)
+    assert broker_id not in cluster.state("t").isr
+    epochs = {b: info.incarnation_epoch for b, info in cluster.brokers.items()}
+    isr = [*cluster.state("t").isr, broker_id]
+    request = cluster.propose_isr("t", 0, isr, broker_epochs=epochs)
+    cluster.settle(controller)
+    assert cluster.outcome(request) is ErrorCode.NONE
+    assert broker_id in cluster.state("t").isr
+
+
+@pytest.mark.parametrize("crash_before_mark", [False, True])
+def test_unclean_restart_is_handled_once_across_failover(
+    coordinator: Coordinator, crash_before_mark: bool
+) -> None:
+    """The black-box failover that wedged every partition: 2 and 3 each restart uncleanly,
+    leave the ISR, catch up and rejoin; then the controller fails over. The new controller must
+    not remove them again (it did, from the snapshot's clean_shutdown=False); once the leader
+    dies too, a leader is elected from {2, 3}. With ``crash_before_mark`` the old controller
+    dies between removing 3 and recording that it did: its successor finishes the job (3 has
+    not rejoined yet, so removing it again loses nothing) and 3 rejoins afterwards."""
+    from replog.coord.types import BrokerChanged
+
+    policy = TopicPolicy(min_insync_replicas=2)
+    cluster = Cluster(coordinator, ControllerConfig(topic_policies={"t": policy}))
+    cluster.register(1, 2, 3, CONTROLLER, CONTROLLER + 1)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "t", [1, 2, 3])
+    cluster.settle(controller)
+    _unclean_restart_and_rejoin(cluster, controller, 2)
+    if crash_before_mark:
+        cluster.expire(3)
+        cluster.settle(controller)
+        cluster.register(3, clean_shutdown=False)
+        controller.coordinator = _NoMark(controller.coordinator)  # type: ignore[assignment]
+        cluster.poll(controller)
+        assert 3 not in cluster.state("t").isr
+        assert not cluster.coord.get_broker(3).unclean_restart_handled  # type: ignore[union-attr]
+    else:
+        _unclean_restart_and_rejoin(cluster, controller, 3)
+    assert set(cluster.state("t").isr) == ({1, 2} if crash_before_mark else {1, 2, 3})
+    marked = [
+        c.broker.broker_id
+        for c in cluster.feed()
+        if isinstance(c, BrokerChanged) and c.broker is not None
+        and c.broker.unclean_restart_handled
+    ]  # fmt: skip
+    assert 2 in marked
+
+    cluster.expire(CONTROLLER)
+    successor = cluster.controller(CONTROLLER + 1)
+    cluster.settle(successor)
+    assert {1, 2} <= set(cluster.state("t").isr)  # 2 was not removed a second time
+    assert cluster.coord.get_broker(3).unclean_restart_handled  # type: ignore[union-attr]
+    if crash_before_mark:
+        epochs = {b: info.incarnation_epoch for b, info in cluster.brokers.items()}
+        request = cluster.propose_isr("t", 0, [1, 2, 3], broker_epochs=epochs)
+        cluster.settle(successor)
+        assert cluster.outcome(request) is ErrorCode.NONE
+    assert set(cluster.state("t").isr) == {1, 2, 3}
+
+    cluster.expire(1)  # the leader dies: 2 and 3 hold every committed record
+    deadline = time.monotonic() + 10  # real stores record the expiry a little later
+    while cluster.state("t").leader == 1 and time.monotonic() < deadline:
+        cluster.poll(successor)
+        time.sleep(0.02)
+    state = cluster.state("t")
+    assert state.leader in (2, 3) and set(state.isr) == {2, 3}
+
+
+class _NoMark:
+    """A coordinator proxy on which the controller 'crashes' right before it marks an unclean
+    restart handled: the mark is not written and the controller stops acting."""
+
+    def __init__(self, inner: Coordinator) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        if name == "mark_unclean_restart_handled":
+            from replog.coord.errors import SessionExpiredError
+
+            def crash(*args: object, **kwargs: object) -> bool:
+                raise SessionExpiredError(CONTROLLER, -1, None)
+
+            return crash
+        return getattr(self._inner, name)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from replog.controller import ControllerMachine
 from replog.coord.types import BrokerInfo, MetadataSnapshot, PartitionState, TopicAssignment
-from replog.election.controller_writes import CasPartitionWrite, parse_alter_partition_result
+from replog.election.controller_writes import (
+    CasPartitionWrite,
+    MarkUncleanRestartHandledWrite,
+    parse_alter_partition_result,
+)
 from replog.election.state_change import Phase, Role, StateChangeKind
 from replog.errors import ErrorCode
 
@@ -58,10 +62,16 @@ def test_unclean_restart_leaves_the_elr() -> None:
     machine.on_broker_fenced(1, now_ms=1)
     new_two = BrokerInfo(broker_id=2, incarnation_epoch=50, host="h", port=2)
     writes = machine.on_broker_registered(new_two, now_ms=2, unclean_shutdown=True).writes
-    write = writes[-1]  # the old incarnation is handled as gone first, then the restart
+    # the old incarnation is handled as gone first, then the restart, then the store's mark
+    *cas, mark = writes
+    assert isinstance(mark, MarkUncleanRestartHandledWrite)
+    assert (mark.broker_id, mark.incarnation_epoch) == (2, 50)
+    write = cas[-1]
     assert isinstance(write, CasPartitionWrite)
-    assert [w.expected_partition_epoch for w in writes] == list(range(8, 8 + len(writes)))
+    epochs = [w.expected_partition_epoch for w in cas if isinstance(w, CasPartitionWrite)]
+    assert epochs == list(range(8, 8 + len(cas)))
     assert 2 not in write.state.elr and 2 not in write.state.isr
+    assert machine.unclean_restart_cleared(2, 50, now_ms=3)
 
 
 def test_alter_partition_rejection_record() -> None:

@@ -8,10 +8,12 @@ change feed from the snapshot's cursor. One poll:
 
 1. reads the feed (``changes_since``; a ``MustResyncError`` rebuilds from a new snapshot) and
    feeds every record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
-   False removes that incarnation from every ISR and ELR, KIP-966);
+   False removes that incarnation from every ISR and ELR, KIP-966, and then marks it handled in
+   the store, so no later controller repeats it);
 2. right after winning (or a rebuild), removes the unclean-restarted incarnations the snapshot
-   names from ISR and ELR (the previous term may have died first), reconciles every partition
-   with the brokers' liveness and resumes reassignments (``on_become_controller``);
+   names and no controller has marked handled (the previous term may have died in between),
+   reconciles every partition with the brokers' liveness and resumes reassignments
+   (``on_become_controller``);
 3. checks ``current_controller()`` is still this term, then handles every pending admin request
    for ``CONTROLLER_TARGET``, oldest first;
 4. runs ``on_tick`` (one step of each reassignment, auto leader rebalance when due).
@@ -53,6 +55,7 @@ from replog.election.controller_writes import (
     ControllerWrite,
     CreateTopicWrite,
     DeleteTopicWrite,
+    MarkUncleanRestartHandledWrite,
     SubmitRequestWrite,
 )
 from replog.election.state_change import StateChange
@@ -297,6 +300,11 @@ class ControllerService:
                 c.delete_topic(write.topic, controller_epoch=epoch, timeout_ms=t)
             elif isinstance(write, SubmitRequestWrite):
                 c.submit_admin_request(write.target, write.payload, timeout_ms=t)
+            elif isinstance(write, MarkUncleanRestartHandledWrite):
+                b, e = write.broker_id, write.incarnation_epoch
+                if not self._machine().unclean_restart_cleared(b, e, now_ms):
+                    return False  # a removal did not happen: handled again next tick
+                c.mark_unclean_restart_handled(b, e, controller_epoch=epoch, timeout_ms=t)
             elif isinstance(write, CompleteRequestWrite):
                 c.complete_admin_request(
                     write.request_id,

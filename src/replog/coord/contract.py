@@ -162,6 +162,24 @@ class Coordinator(abc.ABC):
         incarnation is not current; ``CoordinatorUnavailableError`` while SUSPENDED."""
 
     @abc.abstractmethod
+    def mark_unclean_restart_handled(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """Record on the registration that the controller has removed this unclean incarnation
+        (``clean_shutdown`` False) from every ISR and ELR (KIP-966), so that no later controller
+        repeats it: ``unclean_restart_handled`` becomes True. Fenced like every controller write
+        (``FencedControllerError`` unless ``controller_epoch`` is the active one, checked
+        atomically with the write). Returns False, writing nothing, when that incarnation is not
+        the registered one (expired, replaced); True otherwise (also when already marked, or
+        when the registration was clean). Feed: BrokerChanged(UPDATED), only if it changed.
+        Works whatever handle registered the broker."""
+
+    @abc.abstractmethod
     def unregister_broker(
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> bool:

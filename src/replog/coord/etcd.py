@@ -192,6 +192,35 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
             cmp_create(lease_kv.key, lease_kv.create_revision),
         ]
 
+    def mark_unclean_restart_handled(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.mark_unclean_restart_handled``: the registration key is rewritten
+        under the same lease, guarded by the controller fence and its own mod revision."""
+        ids = self._ids_key(broker_id)
+
+        def attempt() -> Plan[bool] | Done[bool]:
+            last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
+            compares = self._guard(controller_epoch, got)
+            kvs = [kv for kv in got[2] if kv.key == ids]
+            old = self._broker(kvs)
+            new = rules.marked_unclean_handled(old, incarnation_epoch)
+            if new is None:
+                return Done(False)
+            if new == old:
+                return Done(True)
+            compares.append(cmp_mod(ids, kvs[0].mod_revision))
+            ops = [op_put(ids, codec.dumps(new), kvs[0].lease)]
+            build: Records = functools.partial(records.broker_updated, broker=new)
+            return plan(last, seq_mod, compares, ops, build, lambda _: True)
+
+        return self._run(timeout_ms, attempt)
+
     def elect_controller(
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> ControllerInfo:

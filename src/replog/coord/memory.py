@@ -309,6 +309,28 @@ class MemoryCoordinator(Coordinator):
                 self._write(lambda seq: records.broker_updated(seq, new))
             return new
 
+    def mark_unclean_restart_handled(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.mark_unclean_restart_handled``."""
+        with self._op(timeout_ms):
+            rules.check_controller_epoch(self._controller, controller_epoch)
+            session = self._sessions.get(broker_id)
+            new = rules.marked_unclean_handled(
+                None if session is None else session.broker, incarnation_epoch
+            )
+            if session is None or new is None:
+                return False
+            if new != session.broker:
+                session.broker = new
+                self._write(lambda seq: records.broker_updated(seq, new))
+            return True
+
     def unregister_broker(
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "check_topic_free",
     "grown_assignment",
     "holds_controller",
+    "marked_unclean_handled",
     "new_partitions",
     "new_topic",
     "updated_broker",
@@ -74,6 +75,17 @@ def updated_broker(
             old.in_controlled_shutdown if in_controlled_shutdown is None else in_controlled_shutdown
         ),
     )
+
+
+def marked_unclean_handled(old: BrokerInfo | None, incarnation_epoch: int) -> BrokerInfo | None:
+    """``mark_unclean_restart_handled``'s new registration: None when ``incarnation_epoch`` is
+    not the registered one (nothing to mark), else ``old`` with the mark (equal to ``old`` when
+    there is nothing to change)."""
+    if old is None or old.incarnation_epoch != incarnation_epoch:
+        return None
+    if old.clean_shutdown or old.unclean_restart_handled:
+        return old
+    return attrs.evolve(old, unclean_restart_handled=True)
 
 
 # ---- controller ----

@@ -143,7 +143,11 @@ class BrokerInfo:
     greater than every earlier incarnation of the same ``broker_id`` (KIP-903: a restarted
     broker is distinguishable from its old self). ``clean_shutdown`` is what the broker said at
     registration: False when its previous run ended without a clean shutdown (it may have lost
-    an unflushed log tail), so the controller removes it from every ISR and ELR (KIP-966)."""
+    an unflushed log tail), so the controller removes it from every ISR and ELR (KIP-966).
+    ``unclean_restart_handled`` is set by the controller once it has done so
+    (``Coordinator.mark_unclean_restart_handled``): the removal happens exactly once per
+    incarnation, whichever controller sees it, and a later controller never repeats it after the
+    incarnation caught up and rejoined."""
 
     broker_id: int
     incarnation_epoch: int
@@ -153,6 +157,12 @@ class BrokerInfo:
     fenced: bool = False
     in_controlled_shutdown: bool = False
     clean_shutdown: bool = True
+    unclean_restart_handled: bool = False
+
+    @property
+    def unclean_restart_pending(self) -> bool:
+        """An unclean restart the controller has yet to handle (KIP-966)."""
+        return not self.clean_shutdown and not self.unclean_restart_handled
 
 
 @attrs.frozen

@@ -89,6 +89,7 @@ from replog.coord.zk_codec import (
     decode_epoch,
     decode_state,
     decode_topic,
+    encode_broker,
     encode_controller,
     encode_epoch,
     encode_state,
@@ -257,6 +258,35 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         deadline = self._deadline(timeout_ms)
         with kazoo_errors():
             return self._brokers(deadline)
+
+    def mark_unclean_restart_handled(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.mark_unclean_restart_handled``: the flag goes into the broker's
+        (ephemeral) registration znode, in one multi-op with the controller fence."""
+        deadline = self._deadline(timeout_ms)
+        io, path = self._io, f"{IDS}/{broker_id}"
+        with kazoo_errors():
+            client = self._controller_client(controller_epoch, deadline)
+
+            def prepare(seq: int) -> Plan[bool]:
+                ops = self._fence(client, controller_epoch, deadline)
+                got = io.get(client, path, deadline)
+                old = None if got is None else decode_broker(broker_id, got[0])
+                new = rules.marked_unclean_handled(old, incarnation_epoch)
+                if got is None or new is None:
+                    return Plan(False, write=False)
+                if new == old:
+                    return Plan(True, write=False)
+                ops.append(("set", path, encode_broker(new), got[1].version))
+                return Plan(True, ops, records.broker_updated(seq, new))
+
+            return io.transact(client, prepare, deadline)
 
     # ---- controller ----
 

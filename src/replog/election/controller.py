@@ -15,15 +15,17 @@ store's state to ``on_cas_conflict`` and the machine decides again from the writ
 own writes come back through the feed and are recognised by their partition epoch (not newer
 than the view's: ignored).
 
-Unclean restarts (KIP-966). A registration with ``clean_shutdown`` False (the broker's previous
-run did not end cleanly, so it may have lost an unflushed tail) removes the new incarnation from
-every ISR and ELR: when it arrives on the feed, and, for a machine rebuilt from a snapshot, for
-every such registration in the snapshot (``unclean_pending``, handled first by
-``on_become_controller``: the previous term may have died before handling it). The store keeps
-no record that a registration was handled, so a rebuild also removes an unclean incarnation that
-had since caught up and rejoined; its leader adds it back (an ISR shrink, never lost data).
-``unclean_handled`` holds the incarnations handled in this term, so a rebuild within the term
-skips them.
+Unclean restarts (KIP-966), handled exactly once. A registration with ``clean_shutdown`` False
+(the broker's previous run did not end cleanly, so it may have lost an unflushed tail) removes
+the new incarnation from every ISR and ELR, then records in the store that it did
+(``MarkUncleanRestartHandledWrite``, written only once the view confirms the removal, see
+``unclean_restart_cleared``). A machine rebuilt from a snapshot handles the registrations still
+unmarked (``unclean_pending``, first thing in ``on_become_controller``: the previous term may have
+died between the removal and the mark) and never the marked ones, so an incarnation that caught
+up and rejoined is not removed again by a later controller (the failover that once left every
+partition leaderless). ``unclean_handled`` holds the incarnations handled in this term, so a
+rebuild within the term skips them; a mark the view does not confirm puts the incarnation back
+in ``unclean_pending`` for the next tick.
 
 Admin requests are handled in ``controller_requests``. Decisions use the package's pure
 functions only: ``broker_events`` for fence / unfence /
@@ -65,6 +67,7 @@ from replog.election.controller_writes import (
     CompleteRequestWrite,
     ControllerOutput,
     ControllerWrite,
+    MarkUncleanRestartHandledWrite,
     SubmitRequestWrite,
     WriteCause,
     broker_registration,
@@ -187,7 +190,7 @@ class ControllerMachine:
             unclean_pending={
                 (b.broker_id, b.incarnation_epoch)
                 for b in snapshot.brokers.values()
-                if not b.clean_shutdown
+                if b.unclean_restart_pending
             },
         )
 
@@ -249,14 +252,19 @@ class ControllerMachine:
     def on_become_controller(self, now_ms: int) -> ControllerOutput:
         """Decisions owed after a failover: whatever happened while no controller acted
         (unclean restarts in the snapshot first, then ``reconcile``)."""
+        writes = self._pending_unclean_restarts(now_ms)
+        writes.extend(self.reconcile(now_ms).writes)
+        return ControllerOutput(tuple(writes))
+
+    def _pending_unclean_restarts(self, now_ms: int) -> list[ControllerWrite]:
+        """Handle the unclean restarts owed: from the snapshot, or whose mark was held back."""
         writes: list[ControllerWrite] = []
         pending, self.unclean_pending = self.unclean_pending, set()
         for broker_id, epoch in sorted(pending - self.unclean_handled):
             registration = self.cluster.broker(broker_id)
             if registration is not None and registration.broker_epoch == epoch:
                 writes.extend(self._unclean_restart(broker_id, epoch, now_ms))
-        writes.extend(self.reconcile(now_ms).writes)
-        return ControllerOutput(tuple(writes))
+        return writes
 
     def reconcile(self, now_ms: int) -> ControllerOutput:
         """``reconcile_partition`` for every partition."""
@@ -295,7 +303,7 @@ class ControllerMachine:
                 )
             if change.reason is ct.BrokerChangeReason.REGISTERED:
                 return self.on_broker_registered(
-                    change.broker, now_ms, unclean_shutdown=not change.broker.clean_shutdown
+                    change.broker, now_ms, unclean_shutdown=change.broker.unclean_restart_pending
                 )
             return self.on_broker_updated(change.broker, now_ms)
         if isinstance(change, ct.TopicChanged):
@@ -358,7 +366,8 @@ class ControllerMachine:
     ) -> ControllerOutput:
         """A broker incarnation registered. An older incarnation still in the view is handled
         as gone first. ``unclean_shutdown``: the broker says it did not shut down cleanly
-        (KIP-966: it leaves ISR and ELR); ``on_change`` passes ``not info.clean_shutdown``."""
+        (KIP-966: it leaves ISR and ELR) and no controller has handled that yet; ``on_change``
+        passes ``info.unclean_restart_pending``."""
         old = self.cluster.broker(info.broker_id)
         if old is not None and old.broker_epoch >= info.incarnation_epoch:
             return self.on_broker_updated(info, now_ms)
@@ -380,12 +389,41 @@ class ControllerMachine:
 
     def _unclean_restart(self, broker_id: int, epoch: int, now_ms: int) -> list[ControllerWrite]:
         """The registered incarnation ``epoch`` of ``broker_id`` restarted uncleanly: it leaves
-        every ISR and ELR naming it (with ELR off: handled as fenced)."""
+        every ISR and ELR naming it (with ELR off: handled as fenced); then the store records
+        that this is done (the last write, its own group)."""
         self.unclean_handled.add((broker_id, epoch))
         writes: list[ControllerWrite] = []
         for tp in self._naming(broker_id):
             writes.extend(self._unclean_restart_of(tp, (broker_id, epoch), now_ms))
+        writes.append(
+            MarkUncleanRestartHandledWrite(
+                group=self.new_group(),
+                cause=WriteCause(unclean_restart=(broker_id, epoch)),
+                broker_id=broker_id,
+                incarnation_epoch=epoch,
+            )
+        )
         return writes
+
+    def unclean_restart_cleared(self, broker_id: int, epoch: int, now_ms: int) -> bool:
+        """Whether the view confirms the unclean restart of incarnation ``epoch`` is fully
+        handled: deciding it again changes no partition (True too when that incarnation is no
+        longer registered: there is nothing left to mark). When False, the incarnation goes back
+        to ``unclean_pending`` and is handled again at the next tick."""
+        registration = self.cluster.broker(broker_id)
+        if registration is None or registration.broker_epoch != epoch:
+            return True
+        for tp in self._naming(broker_id):
+            current = self.partitions[tp]
+            decision = on_broker_unclean_restart(
+                tp, current, registration, self.cluster,
+                policy=self.policy(tp), now_ms=now_ms, requester=self.actor,
+            )  # fmt: skip
+            if decision.changed(current):
+                self.unclean_handled.discard((broker_id, epoch))
+                self.unclean_pending.add((broker_id, epoch))
+                return False
+        return True
 
     def _unclean_restart_of(
         self, tp: TopicPartition, incarnation: tuple[int, int], now_ms: int
@@ -405,7 +443,9 @@ class ControllerMachine:
         """A registration's flags changed: fenced / unfenced / entering controlled shutdown."""
         old = self.cluster.broker(info.broker_id)
         if old is None or old.broker_epoch != info.incarnation_epoch:
-            return self.on_broker_registered(info, now_ms, unclean_shutdown=not info.clean_shutdown)
+            return self.on_broker_registered(
+                info, now_ms, unclean_shutdown=info.unclean_restart_pending
+            )
         writes: list[ControllerWrite] = []
         if info.fenced and not old.fenced:
             writes.extend(self.on_broker_fenced(info.broker_id, now_ms).writes)
@@ -556,9 +596,10 @@ class ControllerMachine:
         return writes, results, rejected
 
     def on_tick(self, now_ms: int) -> ControllerOutput:
-        """Periodic work: one step of every reassignment, and the auto leader rebalance when
-        its interval has passed (ZK rule: a broker's imbalance above the percentage)."""
-        writes: list[ControllerWrite] = []
+        """Periodic work: unclean restarts whose handling was not confirmed, one step of every
+        reassignment, and the auto leader rebalance when its interval has passed (ZK rule: a
+        broker's imbalance above the percentage)."""
+        writes = self._pending_unclean_restarts(now_ms)
         for tp in sorted(self.partitions):
             writes.extend(self._reassignment_step(tp, now_ms))
         if self.config.auto_leader_rebalance and now_ms >= self.next_rebalance_ms:

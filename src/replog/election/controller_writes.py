@@ -47,6 +47,7 @@ __all__ = [
     "ControllerWrite",
     "CreateTopicWrite",
     "DeleteTopicWrite",
+    "MarkUncleanRestartHandledWrite",
     "SubmitRequestWrite",
     "WriteCause",
     "broker_registration",
@@ -140,6 +141,20 @@ class CompleteRequestWrite:
     state_changes: tuple[StateChange, ...] = ()
 
 
+@attrs.frozen(kw_only=True)
+class MarkUncleanRestartHandledWrite:
+    """``mark_unclean_restart_handled(broker_id, incarnation_epoch)``: the KIP-966 removal of
+    that incarnation from every ISR and ELR is done, so no later controller repeats it. The
+    driver writes it only if the machine's view confirms the removal
+    (``ControllerMachine.unclean_restart_cleared``) at the moment it gets there."""
+
+    group: int
+    cause: WriteCause
+    broker_id: int
+    incarnation_epoch: int
+    state_changes: tuple[StateChange, ...] = ()
+
+
 ControllerWrite = (
     CasPartitionWrite
     | CreateTopicWrite
@@ -147,6 +162,7 @@ ControllerWrite = (
     | DeleteTopicWrite
     | SubmitRequestWrite
     | CompleteRequestWrite
+    | MarkUncleanRestartHandledWrite
 )
 
 
