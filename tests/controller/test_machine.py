@@ -3,7 +3,7 @@ writes and state-change records; conflicts and an unclean restart (scenario 15 s
 
 from __future__ import annotations
 
-from replog.controller import ControllerMachine
+from replog.controller import ControllerConfig, ControllerMachine, TopicPolicy
 from replog.coord.types import BrokerInfo, MetadataSnapshot, PartitionState, TopicAssignment
 from replog.election.controller_writes import (
     CasPartitionWrite,
@@ -14,7 +14,9 @@ from replog.election.state_change import Phase, Role, StateChangeKind
 from replog.errors import ErrorCode
 
 
-def _machine(isr: tuple[int, ...] = (1, 2, 3), **state: object) -> ControllerMachine:
+def _machine(
+    isr: tuple[int, ...] = (1, 2, 3), config: ControllerConfig | None = None, **state: object
+) -> ControllerMachine:
     partition = PartitionState(replicas=(1, 2, 3), leader=isr[0], leader_epoch=4, isr=isr,
                                partition_epoch=7, **state)  # type: ignore[arg-type]  # fmt: skip
     snapshot = MetadataSnapshot(
@@ -27,7 +29,9 @@ def _machine(isr: tuple[int, ...] = (1, 2, 3), **state: object) -> ControllerMac
         controller=None,
         controller_epoch=5,
     )
-    return ControllerMachine.from_snapshot(snapshot, controller_id=9, controller_epoch=5, now_ms=0)
+    return ControllerMachine.from_snapshot(
+        snapshot, controller_id=9, controller_epoch=5, now_ms=0, config=config
+    )
 
 
 def test_fence_decision_is_a_cas_with_records() -> None:
@@ -57,8 +61,12 @@ def test_conflict_adopts_the_store_state_and_reconciles() -> None:
 
 
 def test_unclean_restart_leaves_the_elr() -> None:
-    """Scenario 15 step 3: 2 re-registers after an unclean shutdown and leaves the ELR."""
-    machine = _machine(isr=(1,), elr=(2,))
+    """Scenario 15 step 3: 2 re-registers after an unclean shutdown and leaves the ELR (with
+    balanced recovery off; see the next test for what it does)."""
+    no_recovery = ControllerConfig(
+        default_topic_policy=TopicPolicy(last_known_leader_recovery=False)
+    )
+    machine = _machine(isr=(1,), elr=(2,), config=no_recovery)
     machine.on_broker_fenced(1, now_ms=1)
     new_two = BrokerInfo(broker_id=2, incarnation_epoch=50, host="h", port=2)
     writes = machine.on_broker_registered(new_two, now_ms=2, unclean_shutdown=True).writes
@@ -87,3 +95,23 @@ def test_alter_partition_rejection_record() -> None:
     assert record.phase is Phase.REJECTED and record.requester.role is Role.LEADER
     result = parse_alter_partition_result(done.outcome, done.message)  # type: ignore[union-attr]
     assert (result.leader, result.leader_epoch, result.partition_epoch) == (1, 4, 7)
+
+
+def test_balanced_recovery_elects_the_last_known_leader() -> None:
+    """KIP-966 balanced recovery: 2 leads alone (ISR [2], min ISR 1), crashes (ISR and ELR
+    empty after its unclean restart) and is the last known leader: once its new incarnation
+    registers it is elected uncleanly (RECOVERING, ISR [2]) instead of leaving the partition
+    offline for good. 1 is fenced throughout."""
+    machine = _machine(isr=(2,))
+    machine.on_broker_fenced(1, now_ms=1)
+    gone = machine.on_broker_unregistered(2, 2, now_ms=2).writes
+    (cas,) = [w for w in gone if isinstance(w, CasPartitionWrite)]
+    assert (cas.state.leader, cas.state.isr, cas.state.last_known_elr) == (-1, (), (2,))
+    new_two = BrokerInfo(broker_id=2, incarnation_epoch=50, host="h", port=2, clean_shutdown=False)
+    writes = machine.on_broker_registered(new_two, now_ms=3, unclean_shutdown=True).writes
+    states = [w.state for w in writes if isinstance(w, CasPartitionWrite)]
+    final = states[-1]
+    assert (final.leader, final.isr, final.elr, final.last_known_elr) == (2, (2,), (), ())
+    assert final.leader_recovery_state.name == "RECOVERING"
+    records = [c for w in writes for c in w.state_changes]
+    assert any("last known leader" in c.detail for c in records)

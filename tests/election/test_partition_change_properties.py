@@ -84,7 +84,14 @@ class PartitionMachine(RuleBasedStateMachine):
             assert cluster.is_acceptable_leader(new.leader)
         if not self.policy.unclean_allowed and new.leader not in (NO_LEADER, old.leader):
             in_sync = set(old.isr) | set(old.elr) | vouched
-            assert new.leader in in_sync, (old.describe(), new.describe())
+            if new.leader not in in_sync:
+                # KIP-966 balanced recovery: only the last known leader, only once ISR and ELR
+                # are empty, and as an unclean election
+                policy = self.policy
+                assert policy.elr_enabled and policy.last_known_leader, (old, new)
+                assert not old.isr and not old.elr and old.last_known_elr == (new.leader,)
+                assert new.leader_recovery_state is LeaderRecoveryState.RECOVERING
+                assert new.isr == (new.leader,) and not new.elr and not new.last_known_elr
         self.partition = new
 
     # -- rules -------------------------------------------------------------------------------

@@ -100,11 +100,14 @@ __all__ = ["ControllerConfig", "ControllerMachine", "TopicPolicy", "fixed_placem
 @attrs.frozen(kw_only=True)
 class TopicPolicy:
     """A topic's election settings: min.insync.replicas (the ELR rules use it), unclean leader
-    election (off, Kafka's default) and Eligible Leader Replicas (KIP-966, on by default)."""
+    election (off, Kafka's default), Eligible Leader Replicas (KIP-966, on by default) and
+    KIP-966's balanced recovery, which elects the last known leader once ISR and ELR are both
+    empty (on by default, as Kafka's ``useLastKnownLeaderInBalancedRecovery``)."""
 
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
     eligible_leader_replicas: bool = True
+    last_known_leader_recovery: bool = True
 
     def election_policy(self) -> ElectionPolicy:
         """The policy the election functions take."""
@@ -112,6 +115,7 @@ class TopicPolicy:
             min_isr=self.min_insync_replicas,
             elr_enabled=self.eligible_leader_replicas,
             unclean_allowed=self.unclean_leader_election,
+            last_known_leader=self.last_known_leader_recovery,
         )
 
 

@@ -13,11 +13,21 @@ works out everything that follows, in this order:
 4. **Election.** "Valid" = in the assignment, acceptable (registered, unfenced, not shutting
    down) and in the requested ISR, or, when that ISR is empty, in the ELR. Keep the current leader
    if valid; else the first valid replica in assignment order (an ELR member becomes ISR=[it]);
-   else, if unclean election is allowed, the first acceptable replica (last-known-ELR members
-   first), with ISR=[it] and RECOVERING; else no leader. PREFERRED tries ``replicas[0]`` first and
-   never elects uncleanly; REASSIGN never keeps or elects a replica that is being removed.
-5. **ELR.** ``ELR = (oldELR | oldISR) - ISR - uncleanShutdownReplicas``, cleared (with
-   last-known-ELR) whenever ``ISR >= minISR``; an unclean election clears both.
+   else the last known leader (below), with ISR=[it] and RECOVERING; else, if unclean election
+   is allowed, the first acceptable replica (last-known-ELR members first), with ISR=[it] and
+   RECOVERING; else no leader. PREFERRED tries ``replicas[0]`` first and never elects uncleanly
+   (but may elect the last known leader); REASSIGN never keeps or elects a replica that is
+   being removed.
+5. **ELR.** ``ELR = (oldELR | oldISR) - ISR - uncleanShutdownReplicas``, cleared whenever
+   ``ISR >= minISR``; an unclean election clears it. The last-known ELR has two modes, as
+   Kafka's ``useLastKnownLeaderInBalancedRecovery`` (KIP-966 "balanced" recovery, on by default):
+   it holds only the **last known leader** -- set to the leader of the moment the ISR becomes
+   empty, kept while the partition has no leader, cleared once it has one -- and when ISR and
+   ELR are both empty that one replica is elected as soon as it is acceptable, as an unclean
+   election (it may have restarted uncleanly, but it held the most records when the partition
+   went leaderless). With the mode off it holds every replica that was an ISR/ELR member since
+   the ISR fell below minISR and is neither any more (cleared with the ELR), and only an
+   allowed unclean election uses it.
 6. **Epochs.** The leader field is set when the leader changes, when a bump is forced, or when the
    assignment loses replicas; then ``leader_epoch + 1``. Every change: ``partition_epoch + 1``.
    No change: the current registration comes back unchanged and nothing is emitted.
@@ -79,6 +89,8 @@ class ElectionPolicy:
     min_isr: int = 1
     elr_enabled: bool = False
     unclean_allowed: bool = False
+    #: KIP-966 balanced recovery: last-known ELR = the last known leader (module docstring)
+    last_known_leader: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.min_isr < 1:
@@ -90,6 +102,7 @@ class _How(enum.Enum):
     CLEAN = "clean"
     FROM_ELR = "elr"
     UNCLEAN = "unclean"
+    LAST_KNOWN = "last_known"
     NONE = "none"
 
 
@@ -150,6 +163,7 @@ class PartitionChangeBuilder:
     min_isr: int = 1
     elr_enabled: bool = False
     unclean_allowed: bool = False
+    last_known_leader: bool = True
     election: ElectionType = ElectionType.ONLINE
     target_isr: tuple[int, ...] | None = None
     target_assignment: ReplicaAssignment | None = None
@@ -176,6 +190,7 @@ class PartitionChangeBuilder:
             min_isr=policy.min_isr,
             elr_enabled=policy.elr_enabled,
             unclean_allowed=policy.unclean_allowed,
+            last_known_leader=policy.last_known_leader,
         )
 
     def with_target_isr(self, isr: Iterable[int]) -> PartitionChangeBuilder:
@@ -231,11 +246,12 @@ class PartitionChangeBuilder:
             ),
             f"{self.topic_partition}: RECOVERED -> RECOVERING only through an unclean election",
         )
-        if how is _How.UNCLEAN:
+        unclean = how in (_How.UNCLEAN, _How.LAST_KNOWN)
+        if unclean:
             isr, recovery = (leader,), LeaderRecoveryState.RECOVERING
         elif how is _How.FROM_ELR:
             isr = (leader,)
-        elr, last_known_elr = self._final_elr(isr, replicas, unclean=how is _How.UNCLEAN)
+        elr, last_known_elr = self._final_elr(isr, replicas, leader, unclean=unclean)
         leader_field_set = (
             leader != old.leader
             or self.force_leader_epoch_bump
@@ -270,15 +286,22 @@ class PartitionChangeBuilder:
         return _in_order(replicas, members)
 
     def _final_elr(
-        self, isr: tuple[int, ...], replicas: tuple[int, ...], *, unclean: bool
+        self, isr: tuple[int, ...], replicas: tuple[int, ...], leader: int, *, unclean: bool
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The ELR and last-known ELR for the final ISR. Last-known ELR keeps the replicas that
-        were ISR/ELR members since the ISR fell below minISR but are no longer either (an
-        unclean shutdown): they are the best unclean candidates."""
-        if unclean or not self.elr_enabled or len(isr) >= self.min_isr:
-            return (), ()
+        """The ELR and last-known ELR for the final ISR and leader (module docstring, step 5).
+        Without the last-known-leader mode, the last-known ELR keeps the replicas that were
+        ISR/ELR members since the ISR fell below minISR but are no longer either (an unclean
+        shutdown): they are the best unclean candidates."""
         old = self.partition
-        elr = self._next_elr(isr, replicas)
+        if not self.elr_enabled:
+            return (), ()
+        elr = () if unclean or len(isr) >= self.min_isr else self._next_elr(isr, replicas)
+        if self.last_known_leader:
+            if not isr and old.isr and old.leader != NO_LEADER:
+                return elr, (old.leader,)  # the partition goes leaderless: remember who led
+            return elr, () if leader != NO_LEADER else old.last_known_elr
+        if unclean or len(isr) >= self.min_isr:
+            return (), ()
         seen = set(old.last_known_elr) | set(old.elr) | set(old.isr)
         return elr, _in_order(replicas, seen - set(isr) - set(elr))
 
@@ -305,6 +328,16 @@ class PartitionChangeBuilder:
                 if not isr:
                     return broker, _How.FROM_ELR
                 return broker, _How.KEPT if broker == old.leader else _How.CLEAN
+        last_known = old.last_known_elr
+        if (
+            self.elr_enabled
+            and self.last_known_leader
+            and not isr
+            and not elr
+            and len(last_known) == 1
+            and acceptable(last_known[0])
+        ):
+            return last_known[0], _How.LAST_KNOWN
         unclean = self.unclean_allowed or self.election is ElectionType.UNCLEAN
         if unclean and self.election is not ElectionType.PREFERRED:
             last_known = old.last_known_elr if self.elr_enabled else ()
@@ -317,7 +350,12 @@ class PartitionChangeBuilder:
         self, old: PartitionRegistration, new: PartitionRegistration, how: _How, now_ms: int
     ) -> list[StateChange]:
         note = ""
-        if how is _How.UNCLEAN:
+        if how is _How.LAST_KNOWN:
+            note = (
+                f"elected the last known leader {new.leader} (balanced recovery): ISR and ELR"
+                f" are empty; records it lost in an unclean restart may be lost"
+            )
+        elif how is _How.UNCLEAN:
             lost = sorted(set(old.isr) | set(old.elr))
             note = (
                 f"unclean election of {new.leader}: records only on {format_ids(lost)} may be lost"
