@@ -53,10 +53,20 @@ class PartitionMachine(RuleBasedStateMachine):
         self.now_ms = 0
         self.next_broker_epoch = 100
 
-    @initialize(min_isr=st.integers(1, 3), elr_enabled=st.booleans(), unclean_allowed=st.booleans())
-    def choose_policy(self, min_isr: int, elr_enabled: bool, unclean_allowed: bool) -> None:
+    @initialize(
+        min_isr=st.integers(1, 3),
+        elr_enabled=st.booleans(),
+        unclean_allowed=st.booleans(),
+        last_known_leader=st.booleans(),
+    )
+    def choose_policy(
+        self, min_isr: int, elr_enabled: bool, unclean_allowed: bool, last_known_leader: bool
+    ) -> None:
         self.policy = ElectionPolicy(
-            min_isr=min_isr, elr_enabled=elr_enabled, unclean_allowed=unclean_allowed
+            min_isr=min_isr,
+            elr_enabled=elr_enabled,
+            unclean_allowed=unclean_allowed,
+            last_known_leader=last_known_leader,
         )
 
     # -- applying a decision, with the per-decision checks ---------------------------------
@@ -212,7 +222,9 @@ class PartitionMachine(RuleBasedStateMachine):
 
     @invariant()
     def clean_partitions_never_recover(self) -> None:
-        if not self.policy.unclean_allowed:
+        policy = self.policy
+        balanced_recovery = policy.elr_enabled and policy.last_known_leader
+        if not policy.unclean_allowed and not balanced_recovery:
             assert self.partition.leader_recovery_state is LeaderRecoveryState.RECOVERED
 
 

@@ -119,6 +119,8 @@ class ControllerService:
         self.lost_reason = ""
         self._cursor = 0
         self._needs_reconcile = False
+        #: unclean restarts (broker, incarnation) a removal write of which failed for good
+        self._unclean_failed: set[tuple[int, int]] = set()
 
     @property
     def is_active(self) -> bool:
@@ -302,7 +304,9 @@ class ControllerService:
                 c.submit_admin_request(write.target, write.payload, timeout_ms=t)
             elif isinstance(write, MarkUncleanRestartHandledWrite):
                 b, e = write.broker_id, write.incarnation_epoch
-                if not self._machine().unclean_restart_cleared(b, e, now_ms):
+                if (b, e) in self._unclean_failed:
+                    self._unclean_failed.discard((b, e))
+                    self._machine().retry_unclean_restart(b, e)
                     return False  # a removal did not happen: handled again next tick
                 c.mark_unclean_restart_handled(b, e, controller_epoch=epoch, timeout_ms=t)
             elif isinstance(write, CompleteRequestWrite):
@@ -351,6 +355,8 @@ class ControllerService:
         if depth < CONFLICT_RETRIES_MAX:
             retry = self._machine().on_cas_conflict(write, result.state, now_ms)
             self._apply(retry, now_ms, records, depth + 1)
+        elif write.cause.unclean_restart is not None:
+            self._unclean_failed.add(write.cause.unclean_restart)
         return False
 
     def _refused(

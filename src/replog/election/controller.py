@@ -18,14 +18,14 @@ than the view's: ignored).
 Unclean restarts (KIP-966), handled exactly once. A registration with ``clean_shutdown`` False
 (the broker's previous run did not end cleanly, so it may have lost an unflushed tail) removes
 the new incarnation from every ISR and ELR, then records in the store that it did
-(``MarkUncleanRestartHandledWrite``, written only once the view confirms the removal, see
-``unclean_restart_cleared``). A machine rebuilt from a snapshot handles the registrations still
-unmarked (``unclean_pending``, first thing in ``on_become_controller``: the previous term may have
-died between the removal and the mark) and never the marked ones, so an incarnation that caught
-up and rejoined is not removed again by a later controller (the failover that once left every
-partition leaderless). ``unclean_handled`` holds the incarnations handled in this term, so a
-rebuild within the term skips them; a mark the view does not confirm puts the incarnation back
-in ``unclean_pending`` for the next tick.
+(``MarkUncleanRestartHandledWrite``, written only if every removal write succeeded). A machine
+rebuilt from a snapshot handles the registrations still unmarked (``unclean_pending``, first
+thing in ``on_become_controller``: the previous term may have died between the removal and the
+mark) and never the marked ones, so an incarnation that caught up and rejoined is not removed
+again by a later controller (the failover that once left every partition leaderless).
+``unclean_handled`` holds the incarnations handled in this term, so a rebuild within the term
+skips them; a removal write that failed for good puts the incarnation back in
+``unclean_pending`` for the next tick (``retry_unclean_restart``).
 
 Admin requests are handled in ``controller_requests``. Decisions use the package's pure
 functions only: ``broker_events`` for fence / unfence /
@@ -409,25 +409,11 @@ class ControllerMachine:
         )
         return writes
 
-    def unclean_restart_cleared(self, broker_id: int, epoch: int, now_ms: int) -> bool:
-        """Whether the view confirms the unclean restart of incarnation ``epoch`` is fully
-        handled: deciding it again changes no partition (True too when that incarnation is no
-        longer registered: there is nothing left to mark). When False, the incarnation goes back
-        to ``unclean_pending`` and is handled again at the next tick."""
-        registration = self.cluster.broker(broker_id)
-        if registration is None or registration.broker_epoch != epoch:
-            return True
-        for tp in self._naming(broker_id):
-            current = self.partitions[tp]
-            decision = on_broker_unclean_restart(
-                tp, current, registration, self.cluster,
-                policy=self.policy(tp), now_ms=now_ms, requester=self.actor,
-            )  # fmt: skip
-            if decision.changed(current):
-                self.unclean_handled.discard((broker_id, epoch))
-                self.unclean_pending.add((broker_id, epoch))
-                return False
-        return True
+    def retry_unclean_restart(self, broker_id: int, epoch: int) -> None:
+        """A removal of this unclean restart did not happen (its write failed for good): it is
+        handled again at the next tick, and not marked handled meanwhile."""
+        self.unclean_handled.discard((broker_id, epoch))
+        self.unclean_pending.add((broker_id, epoch))
 
     def _unclean_restart_of(
         self, tp: TopicPartition, incarnation: tuple[int, int], now_ms: int

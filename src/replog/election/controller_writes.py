@@ -145,8 +145,8 @@ class CompleteRequestWrite:
 class MarkUncleanRestartHandledWrite:
     """``mark_unclean_restart_handled(broker_id, incarnation_epoch)``: the KIP-966 removal of
     that incarnation from every ISR and ELR is done, so no later controller repeats it. The
-    driver writes it only if the machine's view confirms the removal
-    (``ControllerMachine.unclean_restart_cleared``) at the moment it gets there."""
+    driver writes it only if no removal write of that incarnation (``cause.unclean_restart``)
+    failed for good; otherwise it calls ``ControllerMachine.retry_unclean_restart``."""
 
     group: int
     cause: WriteCause

@@ -21,8 +21,10 @@ works out everything that follows, in this order:
 5. **ELR.** ``ELR = (oldELR | oldISR) - ISR - uncleanShutdownReplicas``, cleared whenever
    ``ISR >= minISR``; an unclean election clears it. The last-known ELR has two modes, as
    Kafka's ``useLastKnownLeaderInBalancedRecovery`` (KIP-966 "balanced" recovery, on by default):
-   it holds only the **last known leader** -- set to the leader of the moment the ISR becomes
-   empty, kept while the partition has no leader, cleared once it has one -- and when ISR and
+   it holds only the **last known leader** -- set to the leader of the moment the partition
+   becomes leaderless (Kafka sets it when the ISR becomes empty; here a leader can also go while
+   a departed broker still sits in the ISR, so the moment the leader goes is the one that
+   counts), kept while it has no leader, cleared once it has one -- and when ISR and
    ELR are both empty that one replica is elected as soon as it is acceptable, as an unclean
    election (it may have restarted uncleanly, but it held the most records when the partition
    went leaderless). With the mode off it holds every replica that was an ISR/ELR member since
@@ -297,7 +299,7 @@ class PartitionChangeBuilder:
             return (), ()
         elr = () if unclean or len(isr) >= self.min_isr else self._next_elr(isr, replicas)
         if self.last_known_leader:
-            if not isr and old.isr and old.leader != NO_LEADER:
+            if leader == NO_LEADER and old.leader != NO_LEADER:
                 return elr, (old.leader,)  # the partition goes leaderless: remember who led
             return elr, () if leader != NO_LEADER else old.last_known_elr
         if unclean or len(isr) >= self.min_isr:

@@ -11,8 +11,9 @@ Checked:
 - ``one-leader-per-epoch``: no two brokers ever lead one partition in one leader epoch;
 - ``leader-hw-decreased``: a leader's HW never goes down while it leads one epoch;
 - ``hw-under-min-isr``: a leader's HW moves only while its committed ISR has at least
-  min(min ISR, replicas) members (checked against the ISR before and after the step: the HW
-  may move just before a shrink in the same step);
+  min(min ISR, replicas) members (checked against the ISR before and after the step and every
+  ISR the metadata applied during the step gave it: the HW may move just before a shrink in
+  the same step);
 - ``consumer-hw-decreased``: the HW answered to consumers never goes back for a partition;
 - ``isr-not-in-ar``: ISR is a subset of AR (stored states and every leader's view);
 - ``isr-logs-diverge``: ISR members' records below the leader's HW are identical;
@@ -47,6 +48,9 @@ class ReplicaView:
     assigned: tuple[int, ...]
     records: Mapping[int, bytes]
     current: bool = True
+    #: the largest committed ISR this leader was given by metadata applied during the step (a
+    #: feed batch may raise and lower it in one step; the HW may move in between)
+    isr_size_max_in_step: int = 0
 
 
 @attrs.define
@@ -116,7 +120,7 @@ class InvariantChecker:
             if 0 <= previous < v.high_watermark:
                 needed = min(self.min_isr, len(v.assigned))
                 before = self.leader_isr_size.get(term, len(v.isr))
-                if max(before, len(v.isr)) < needed:
+                if max(before, len(v.isr), v.isr_size_max_in_step) < needed:
                     problems.append(
                         f"hw-under-min-isr: broker {v.broker_id} {v.tp} epoch {v.leader_epoch} "
                         f"HW {previous} -> {v.high_watermark} with ISR {sorted(v.isr)} "

@@ -3,7 +3,8 @@ by simulated events instead of asyncio tasks, sockets and threads.
 
 Per broker: a ``FaultInjectingFileSystem`` directory (its disk, which survives crashes), a
 ``LogManager`` and ``ReplicaManager`` (rebuilt at every start: a new incarnation), the coordinator
-session (always registered with ``clean_shutdown=True``: see ``start``), a ``ControllerService``
+session (registered as the broker does: ``clean_shutdown`` False after a crash in REPLICATED
+mode, so the controller's KIP-966 unclean-restart handling runs), a ``ControllerService``
 when it wins the role, one replica fetcher per source broker and the AlterPartition channel
 through the coordinator's admin queue. Every periodic activity is an event guarded by ``gen``
 (bumped at each start and crash), so a crashed incarnation's events die with it. Fetch response
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -33,6 +34,8 @@ from replog.coord.types import (
     CONTROLLER_TARGET,
     AdminRequestChanged,
     AdminRequestChangeReason,
+    MetadataChange,
+    PartitionChanged,
     SessionEvent,
     SessionState,
     Subscription,
@@ -47,6 +50,7 @@ from replog.isr import (
     FollowerAction,
     ProduceResult,
 )
+from replog.isr.config import DurabilityMode
 from replog.log.manager import LogManager
 from replog.testing.disk import sim_filesystem
 
@@ -109,6 +113,9 @@ class SimBroker:
         self._seen_version = -1
         self._flush_scheduled = False
         self._subscriptions: list[Subscription] = []
+        #: (tp, leader epoch) -> largest ISR a state naming this broker leader gave it in the
+        #: current step (the simulation reads and clears it after each event)
+        self.led_isr_sizes: dict[tuple[TP, int], int] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -130,11 +137,10 @@ class SimBroker:
                 "sim",
                 9000 + self.broker_id,
                 session_timeout_ms=sim.opts.session_ms,
-                # Registered clean on purpose: with KIP-966's unclean-restart rule, crashes of
-                # every ELR member leave a partition offline until an operator runs an unclean
-                # election, which the simulator does not model yet (so its liveness phase could
-                # never drain). The rule itself is tested in tests/controller and tests/broker.
-                clean_shutdown=True,
+                # As the broker does: clean only after a clean shutdown (never, here: every stop
+                # is a crash), or in FSYNC mode, which never counts an unflushed offset.
+                clean_shutdown=self.log_manager.had_clean_shutdown
+                or sim.opts.durability is DurabilityMode.FSYNC,
             )
         except BrokerIdInUseError:
             sim.after(50, lambda: self._retry_start(gen))  # the old session has yet to expire
@@ -302,6 +308,7 @@ class SimBroker:
             self._feed_seq = snapshot.seq
             batch = None
         if batch is not None:
+            self._note_led_isrs(batch.changes)
             rm.apply_changes(batch.changes, sim.now_ms)
             for change in batch.changes:
                 if (
@@ -317,6 +324,13 @@ class SimBroker:
         self._reconcile_fetchers()
         self.after_input()
         self._controller_step()
+
+    def _note_led_isrs(self, changes: Iterable[MetadataChange]) -> None:
+        for change in changes:
+            if isinstance(change, PartitionChanged) and change.state.leader == self.broker_id:
+                key = ((change.topic, change.partition), change.state.leader_epoch)
+                size = len(change.state.isr)
+                self.led_isr_sizes[key] = max(self.led_isr_sizes.get(key, 0), size)
 
     def _controller_step(self) -> None:
         sim, rm = self.sim, self._rm()

@@ -91,6 +91,8 @@ class SimOptions:
     min_isr_in_topic: bool = False
     safety_ms: int = 1_500
     liveness_ms_max: int = 8_000
+    #: once every broker is up in the liveness phase, every partition has a leader within this
+    leader_bound_ms: int = 3_000
     produce_interval_ms: int = 15
     consume_interval_ms: int = 30
     session_ms: int = 600
@@ -145,8 +147,15 @@ class SimOptions:
             net=net,
             fault_interval_ms=rng.choice((100, 200, 400)),
             fault_weights=tuple(sorted(weights.items())),
-            min_isr_in_topic=rng.random() < 0.5,  # drawn last: earlier draws stay as they were
-        )
+            min_isr_in_topic=rng.random() < 0.5,  # drawn after the rest: earlier draws stay
+        ).with_extra_faults(rng)
+
+    def with_extra_faults(self, rng: random.Random) -> SimOptions:
+        """Fault kinds added after the first seeds were catalogued, drawn after every other
+        option so that each seed's earlier draws stay as they were."""
+        weights = dict(self.fault_weights)
+        weights["crash_controller"] = rng.randint(0, 3)
+        return attrs.evolve(self, fault_weights=tuple(sorted(weights.items())))
 
     def describe(self) -> str:
         """One line for logs."""
@@ -234,6 +243,7 @@ class Simulation:
         ] = {}
         self._down: set[int] = set()
         self._power_lost_recently: set[int] = set()
+        self._all_up_since_ms: int | None = None
 
     # ------------------------------------------------------------------ event loop
 
@@ -432,6 +442,13 @@ class Simulation:
 
         self.after(delay_ms, restart)
 
+    def _fault_crash_controller(self, victim: SimBroker) -> None:
+        """Crash whichever broker holds the controller role, whatever it is doing."""
+        del victim
+        current = self.coordinator.current_controller()
+        if current is not None:
+            self._fault_crash(self.brokers[current.controller_id])
+
     def _fault_crash(self, victim: SimBroker) -> None:
         if victim.alive:
             victim.kill(power_loss=False, tear=False)
@@ -622,6 +639,9 @@ class Simulation:
                             and current.leader == broker.broker_id
                             and current.leader_epoch == replica.leader_epoch
                         ),
+                        isr_size_max_in_step=broker.led_isr_sizes.get(
+                            (tp, replica.leader_epoch), 0
+                        ),
                     )
                 )
         return views
@@ -650,6 +670,24 @@ class Simulation:
         self._records_cache[key] = (start, end, records)
         return records
 
+    def _check_leaders_elected(self, states: dict[tuple[str, int], PartitionState]) -> None:
+        """Liveness: once every broker is up (healed), every partition has a leader within
+        ``leader_bound_ms``."""
+        if not all(b.alive for b in self.brokers.values()):
+            self._all_up_since_ms = None
+            return
+        if self._all_up_since_ms is None:
+            self._all_up_since_ms = self.now_ms
+        if self.now_ms - self._all_up_since_ms <= self.opts.leader_bound_ms:
+            return
+        for p in range(self.opts.partitions):
+            state = states.get((TOPIC, p))
+            if state is None or state.leader < 0:
+                self.violation(
+                    f"liveness: {(TOPIC, p)} has no leader {self.opts.leader_bound_ms} ms after "
+                    f"every broker is up: {state}"
+                )
+
     def _check_invariants(self) -> None:
         states = {
             (TOPIC, p): s
@@ -657,7 +695,12 @@ class Simulation:
             if (s := self._state((TOPIC, p))) is not None
         }
         stored = {tp: (s.replicas, s.isr) for tp, s in states.items()}
-        for problem in self.checker.check(self._views(states), stored):
+        if self.phase == "liveness":
+            self._check_leaders_elected(states)
+        views = self._views(states)
+        for broker in self.brokers.values():
+            broker.led_isr_sizes.clear()
+        for problem in self.checker.check(views, stored):
             self.violation(problem)
 
 
