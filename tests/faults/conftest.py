@@ -87,3 +87,12 @@ def powerloss_cluster(
 ) -> Iterator[ProcessCluster]:
     """Brokers on a power-cut-capable filesystem (``tests.faults.powerloss_broker``)."""
     yield from make_cluster(request, fault_zk, tmp_path, module="tests.faults.powerloss_broker")
+
+
+@pytest.fixture
+def replicated_cluster(
+    request: pytest.FixtureRequest, fault_zk: ZkServer, tmp_path: Path
+) -> Iterator[ProcessCluster]:
+    """Three brokers in REPLICATED durability: a crashed broker registers as not cleanly shut
+    down (KIP-966), so the controller takes it out of every ISR and ELR."""
+    yield from make_cluster(request, fault_zk, tmp_path, durability="replicated")

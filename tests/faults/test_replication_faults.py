@@ -163,6 +163,46 @@ def test_leader_power_loss_in_fsync_mode(powerloss_cluster: ProcessCluster) -> N
     check_acked_records_consumed(cluster, producer)
 
 
+def test_unclean_restarts_then_controller_failover(replicated_cluster: ProcessCluster) -> None:
+    """The black-box sequence that once left every partition leaderless for good: each
+    non-controller is killed and restarted (re-registering uncleanly, leaving the ISRs,
+    catching up and rejoining), then the controller, which leads partitions, is killed. A new
+    controller must not replay the handled unclean restarts; acks=all produce goes on, and
+    the old controller rejoins when it comes back."""
+    cluster = replicated_cluster
+    wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
+    producer = BackgroundProducer(cluster.bootstrap).start()
+    try:
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        controller = _target(cluster, "controller")
+        for victim in sorted(set(cluster.brokers) - {controller}):
+            broker = cluster.brokers[victim]
+            broker.kill9()
+            wait_until(
+                f"broker {victim} out of every ISR",
+                lambda v=victim: all(v not in p.isr for p in describe(cluster).values()),
+                cluster,
+            )
+            broker.start()
+            wait_until(f"broker {victim} back in the ISRs", lambda: _isr_complete(cluster), cluster)
+            producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        assert _target(cluster, "controller") == controller
+        cluster.brokers[controller].kill9()
+        _wait_role_moved(cluster, "controller", controller)
+        wait_until(
+            "a leader for every partition",
+            lambda: all(p.leader >= 0 for p in describe(cluster).values()),
+            cluster,
+        )
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        cluster.brokers[controller].start()
+        wait_until(f"{controller} back in every ISR", lambda: _isr_complete(cluster), cluster)
+        producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+    finally:
+        producer.stop()
+    check_acked_records_consumed(cluster, producer)
+
+
 def test_partitions_constant_matches_topic(cluster: ProcessCluster) -> None:
     """The harness's own sanity: the topic has the partitions the workload writes to."""
     assert sorted(describe(cluster)) == list(range(PARTITIONS))
