@@ -329,8 +329,9 @@ def _offsets_for_leader_epoch(
 
 
 async def _admin(broker: Broker, payload: AdminPayload, timeout_ms: int) -> tuple[int, str]:
+    """(error code, error message); a success carries no message, as in Kafka."""
     code, message = await broker.submit_admin(payload, timeout_ms)
-    return _code(code), message
+    return _code(code), message if code != ErrorCode.NONE else ""
 
 
 async def _create_topics(broker: Broker, body: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
