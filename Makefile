@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+# kafkajs for tests/compat/test_kafkajs.py, pinned by tests/js/package-lock.json (needs Node/npm)
+JS_DEPS := tests/js/node_modules/.package-lock.json
 
 .PHONY: demo test bench sim faults lint clean system-deps
 
@@ -17,7 +19,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,zookeeper,etcd,spark]'
 	touch $(STAMP)
 
-system-deps:
+$(JS_DEPS): tests/js/package.json tests/js/package-lock.json
+	npm ci --prefix tests/js --no-audit --no-fund
+	touch $(JS_DEPS)
+
+system-deps: $(JS_DEPS)
 	bash scripts/install-system-deps.sh
 
 demo: $(STAMP)
@@ -43,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.storage
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules

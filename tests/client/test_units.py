@@ -11,6 +11,7 @@ import crc32c
 import pytest
 
 from replog.client.accumulator import PendingRecord, RecordAccumulator, RecordMetadata
+from replog.client.admin import delete_topics_request
 from replog.client.connection import ClusterClient, negotiate_versions, parse_bootstrap
 from replog.client.errors import (
     BrokerResponseError,
@@ -33,7 +34,9 @@ from replog.log.records import (
 )
 from replog.protocol import APIS
 from replog.protocol.messages import (
+    DELETE_TOPICS,
     ApiVersion,
+    DeleteTopicsRequest,
     MetadataResponse,
     MetadataResponseBroker,
     MetadataResponsePartition,
@@ -258,6 +261,14 @@ def test_negotiation_picks_highest_common_version() -> None:
         ]
     )
     assert chosen == {1: fetch.max_version, 0: min(5, produce.max_version)}
+
+
+@pytest.mark.parametrize("version", range(DELETE_TOPICS.min_version, DELETE_TOPICS.max_version + 1))
+def test_delete_topics_request_names_the_topics_in_every_version(version: int) -> None:
+    request = delete_topics_request(["a", "b"], 5_000, version)
+    decoded = DeleteTopicsRequest.decode(request.encode(version), version)
+    names = decoded.topic_names + [t.name for t in decoded.topics if t.name is not None]
+    assert names == ["a", "b"] and decoded.timeout_ms == 5_000
 
 
 def test_bootstrap_parsing_and_backoff() -> None:

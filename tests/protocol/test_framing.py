@@ -106,11 +106,33 @@ def test_frame_reader_returns_frames_whatever_the_chunking(
     assert reader.buffered_bytes == 0
 
 
-def test_trailing_bytes_after_a_body_are_rejected() -> None:
+# librdkafka 2.x's Metadata v12 request for all topics, as confluent-kafka sent it to a replog
+# broker: header (key 3, v12, correlation id 3, client "rdkafka", no tags), then the body (null
+# topics, allow_auto_topic_creation false, include_topic_authorized_operations false, no tags)
+# and three bytes more.
+RDKAFKA_METADATA_V12_ALL_TOPICS = bytes.fromhex(
+    "0003000c00000003000772646b61666b61000000000000010000"
+)
+
+
+def test_trailing_bytes_after_a_request_body_are_ignored_as_kafka_does() -> None:
+    header, body = decode_request(RDKAFKA_METADATA_V12_ALL_TOPICS)
+    assert (header.api_key, header.api_version, header.correlation_id) == (3, 12, 3)
+    assert header.client_id == "rdkafka"
+    assert body == MetadataRequest(topics=None, allow_auto_topic_creation=False)
     header = RequestHeader(api_key=3, api_version=1, correlation_id=1)
     frame = encode_request(header, MetadataRequest(topics=None))[4:]
+    assert decode_request(frame + b"\x00\x01")[1] == MetadataRequest(topics=None)
+
+
+def test_trailing_bytes_after_a_whole_body_are_rejected() -> None:
+    body = MetadataRequest(topics=None).encode(1)
     with pytest.raises(ProtocolError, match="trailing"):
-        decode_request(frame + b"\x00")
+        MetadataRequest.decode(body + b"\x00", 1)
+    response = ProduceResponse(responses=[])
+    frame = encode_response(9, 3, response)[4:]
+    with pytest.raises(ProtocolError, match="trailing"):
+        decode_response(frame + b"\x00", api_key=0, api_version=3)
 
 
 def test_frames_shorter_than_a_header_are_protocol_errors() -> None:

@@ -3,6 +3,7 @@ same message back, and re-encoding gives the same bytes."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import attrs
@@ -10,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replog.protocol import APIS, Message, supported_api_versions
+from replog.protocol import APIS, EncodeError, Message, supported_api_versions
 from replog.protocol.messages import (
     ApiVersionsResponse,
+    DeleteTopicsRequest,
     EpochEndOffset,
     FetchPartition,
     FetchRequest,
@@ -20,8 +22,14 @@ from replog.protocol.messages import (
     FetchResponsePartition,
     FetchResponseTopic,
     FetchTopic,
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
     MetadataRequest,
+    MetadataResponse,
+    MetadataResponseTopic,
 )
+from replog.protocol.primitives import ZERO_UUID
 from replog.protocol.schema import ArrayOf, FieldSpec, Scalar
 
 from .strategies import all_versions, case_id, message_strategy
@@ -98,14 +106,26 @@ def test_fields_absent_from_a_version_decode_to_their_defaults() -> None:
     assert decoded == request
 
 
-def test_ignorable_fields_are_dropped_in_versions_without_them() -> None:
-    request = FetchRequest(rack_id="rack-a", topics=[])
-    assert FetchRequest.decode(request.encode(10), 10).rack_id == ""
+def test_ignorable_response_fields_are_dropped_in_versions_without_them() -> None:
+    topic = MetadataResponseTopic(name="t", topic_id=uuid.uuid4(), is_internal=True)
+    response = MetadataResponse(controller_id=2, topics=[topic])
+    decoded = MetadataResponse.decode(response.encode(0), 0)
+    assert decoded.controller_id == -1
+    assert decoded.topics[0].topic_id == ZERO_UUID and not decoded.topics[0].is_internal
+
+
+def test_a_request_refuses_even_an_ignorable_field_its_version_lacks() -> None:
+    # DeleteTopics v6 names topics in ``topics``; ``topic_names`` (v0-5) is ignorable in Kafka's
+    # schema, and dropping it silently sent an empty deletion.
+    request = DeleteTopicsRequest(topic_names=["a"], timeout_ms=1000)
+    assert DeleteTopicsRequest.decode(request.encode(5), 5) == request
+    with pytest.raises(EncodeError, match=r"topic_names is not in version 6.*request"):
+        request.encode(6)
+    with pytest.raises(EncodeError, match="rack_id"):
+        FetchRequest(rack_id="rack-a", topics=[]).encode(10)
 
 
 def test_non_ignorable_field_set_in_a_version_without_it_is_an_encode_error() -> None:
-    from replog.protocol import EncodeError
-
     partition = FetchPartition(partition=0, fetch_offset=5, last_fetched_epoch=7)
     request = FetchRequest(topics=[FetchTopic(topic="t", partitions=[partition])])
     assert FetchRequest.decode(request.encode(12), 12) == request
@@ -113,6 +133,16 @@ def test_non_ignorable_field_set_in_a_version_without_it_is_an_encode_error() ->
         request.encode(11)
     with pytest.raises(EncodeError, match="allow_auto_topic_creation"):
         MetadataRequest(topics=None, allow_auto_topic_creation=False).encode(3)
+
+
+def test_a_response_refuses_a_non_ignorable_field_its_version_lacks() -> None:
+    # ListOffsets v1-v3 have no leader epoch, and Kafka's schema does not let it be dropped:
+    # the broker must leave it out for those versions (as Kafka's handler does).
+    part = ListOffsetsPartitionResponse(partition_index=0, offset=5, leader_epoch=3)
+    response = ListOffsetsResponse(topics=[ListOffsetsTopicResponse(name="t", partitions=[part])])
+    assert ListOffsetsResponse.decode(response.encode(4), 4) == response
+    with pytest.raises(EncodeError, match="leader_epoch"):
+        response.encode(3)
 
 
 def test_diverging_epoch_round_trips_as_a_tagged_field_at_v12() -> None:

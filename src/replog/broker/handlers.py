@@ -57,7 +57,7 @@ async def handle_request(broker: Broker, header: RequestHeader, body: Message) -
     elif isinstance(body, m.MetadataRequest):
         response = _metadata(broker, body)
     elif isinstance(body, m.ListOffsetsRequest):
-        response = _list_offsets(broker, body)
+        response = _list_offsets(broker, body, version)
     elif isinstance(body, m.OffsetForLeaderEpochRequest):
         response = _offsets_for_leader_epoch(broker, body)
     elif isinstance(body, m.CreateTopicsRequest):
@@ -257,7 +257,11 @@ def _leader_check(broker: Broker, topic: str, partition: int, epoch: int) -> Err
     return ErrorCode.NONE
 
 
-def _list_offsets(broker: Broker, body: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+def _list_offsets(
+    broker: Broker, body: m.ListOffsetsRequest, version: int
+) -> m.ListOffsetsResponse:
+    """Offsets by time; the leader epoch only from v4, the first version that carries it (Kafka's
+    schema does not let it be dropped)."""
     topics = []
     for topic in body.topics:
         parts = []
@@ -270,7 +274,7 @@ def _list_offsets(broker: Broker, body: m.ListOffsetsRequest) -> m.ListOffsetsRe
                 replica = broker.rm.partition(topic.name, p.partition_index)
                 if body.replica_id < 0 and replica is not None and not replica.hw_is_current:
                     code, offset = ErrorCode.OFFSET_NOT_AVAILABLE, -1  # see Partition.hw_is_current
-                epoch = -1 if replica is None else replica.leader_epoch
+                epoch = -1 if replica is None or version < 4 else replica.leader_epoch
             parts.append(
                 m.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index,
@@ -329,8 +333,9 @@ def _offsets_for_leader_epoch(
 
 
 async def _admin(broker: Broker, payload: AdminPayload, timeout_ms: int) -> tuple[int, str]:
+    """(error code, error message); a success carries no message, as in Kafka."""
     code, message = await broker.submit_admin(payload, timeout_ms)
-    return _code(code), message
+    return _code(code), message if code != ErrorCode.NONE else ""
 
 
 async def _create_topics(broker: Broker, body: m.CreateTopicsRequest) -> m.CreateTopicsResponse:

@@ -11,7 +11,15 @@ a read-and-write fallback elsewhere -- never through a Python copy of the log; o
 costs far less than a sendfile's setup.
 
 Anything malformed (bad frame size, unknown api key, undecodable body) costs that client its
-connection and nothing else; nothing is ever unpickled from the network.
+connection and nothing else; nothing is ever unpickled from the network. Bytes after a request's
+body are ignored, as Kafka ignores them (librdkafka sends some).
+
+No request is left unanswered. A handler that raises gets the API's error response sent in its
+place (``protocol.error_response``: the error code on every topic/partition of the request,
+UNKNOWN_SERVER_ERROR unless the exception carries a code), and the exception is logged once with
+the API and version; when there is no error response to give (acks=0 produce) or it cannot be
+sent, or a response fails halfway through being written, the connection is closed, so the client
+learns at once instead of at its request timeout.
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ from replog.protocol import (
     RequestHeader,
     UnsupportedVersionError,
     decode_request,
+    encode_response_parts,
+    error_response,
     unsupported_version_response,
 )
-from replog.protocol.schema import Message
+from replog.protocol.schema import Message, Request
 
 __all__ = ["CloseConnection", "Handler", "Response", "Server"]
 
@@ -133,6 +143,15 @@ class Server:
             self._inflight_requests_max
         )
         processor = asyncio.create_task(self._process(queue, writer))
+        serving = asyncio.current_task()
+
+        def on_processor_end(task: asyncio.Task[None]) -> None:
+            # It ended by itself only after closing the connection: stop reading (a read or a
+            # put into a full queue would otherwise wait for nothing).
+            if not task.cancelled() and serving is not None:
+                serving.cancel()
+
+        processor.add_done_callback(on_processor_end)
         frames = FrameReader(self._frame_bytes_max)
         try:
             while not processor.done():
@@ -167,22 +186,65 @@ class Server:
         queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None],
         writer: asyncio.StreamWriter,
     ) -> None:
-        while True:
-            item = await queue.get()
-            if item is None:
-                return
-            if isinstance(item, bytes):
-                writer.write(item)
-                await writer.drain()
-                continue
-            header, body = item
-            try:
-                parts = await self._handler(header, body)
-            except CloseConnection:
-                writer.transport.abort()
-                return
-            if parts is not None:
-                await write_parts(writer, parts)
+        """Answer queued requests in order. Whatever goes wrong ends in an answer or in closing
+        the connection (which also ends the reader): never in a client left waiting."""
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                if isinstance(item, bytes):
+                    writer.write(item)
+                    await writer.drain()
+                    continue
+                header, body = item
+                try:
+                    parts = await self._answer(header, body)
+                except CloseConnection:
+                    writer.transport.abort()
+                    return
+                if parts is not None:
+                    await write_parts(writer, parts)
+        except (ConnectionError, asyncio.CancelledError):
+            writer.transport.abort()
+            raise
+        except Exception:
+            _log.exception("writing a response failed; closing the connection")
+            writer.transport.abort()
+
+    async def _answer(self, header: RequestHeader, body: Message) -> Response:
+        """The handler's response, or the API's error response if the handler raised;
+        ``CloseConnection`` when there is nothing to answer with."""
+        try:
+            return await self._handler(header, body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            name, version = body.API.name, header.api_version
+            _log.exception(
+                "%s v%d (correlation id %d, client %r) failed; answering with an error",
+                name,
+                version,
+                header.correlation_id,
+                header.client_id,
+            )
+            return _error_parts(header, body, exc)
+
+
+def _error_parts(header: RequestHeader, body: Message, error: Exception) -> Response:
+    """The encoded error response to ``body``; ``CloseConnection`` if it has none."""
+    if not isinstance(body, Request):
+        raise CloseConnection(f"{type(body).__name__} is not a request")
+    try:
+        response = error_response(body, error)
+        if response is None:
+            raise CloseConnection(f"{body.API.name} has no error response")
+        return encode_response_parts(header.correlation_id, header.api_version, response)
+    except CloseConnection:
+        raise
+    except Exception as exc:
+        _log.exception("%s v%d: no error response either", body.API.name, header.api_version)
+        raise CloseConnection("no error response") from exc
 
 
 async def write_parts(writer: asyncio.StreamWriter, parts: list[bytes | RecordsRef[Any]]) -> None:

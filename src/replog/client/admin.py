@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -39,6 +39,7 @@ from replog.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DeleteTopicState,
     DescribeConfigsRequest,
     DescribeConfigsResource,
     DescribeConfigsResponse,
@@ -100,6 +101,22 @@ class ClusterDescription:
     cluster_id: str | None = None
 
 
+def _is_shared_store(url: str | None) -> bool:
+    """Whether ``url`` names an in-process memory store: ``connect`` returns the very store the
+    process's brokers use, so the admin must not close it (its owner drops it)."""
+    return url is not None and url.startswith("memory://")
+
+
+def delete_topics_request(names: list[str], timeout_ms: int, version: int) -> DeleteTopicsRequest:
+    """DeleteTopics for ``names`` at ``version``: v6 names topics in ``topics`` (name or id),
+    v1-v5 in ``topic_names``."""
+    if version >= 6:
+        return DeleteTopicsRequest(
+            topics=[DeleteTopicState(name=name) for name in names], timeout_ms=timeout_ms
+        )
+    return DeleteTopicsRequest(topic_names=names, timeout_ms=timeout_ms)
+
+
 class AsyncAdmin:
     """Asyncio admin client (see module doc). Create with ``await AsyncAdmin.start(...)``."""
 
@@ -132,13 +149,22 @@ class AsyncAdmin:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _to_controller(self, message: Message, response_type: type[Any]) -> Any:
-        """Send to the controller, following NOT_CONTROLLER / lost connections a few times."""
+    async def _to_controller(
+        self, request: Message | Callable[[int], Message], response_type: type[Any]
+    ) -> Any:
+        """Send to the controller, following NOT_CONTROLLER / lost connections a few times.
+        ``request`` is a message, or a function from the negotiated version of
+        ``response_type``'s API to the message (for requests whose fields vary by version)."""
         last: Exception | None = None
         for _ in range(_CONTROLLER_TRIES):
             try:
                 await self._client.refresh_metadata()
                 controller = await self._client.controller()
+                if isinstance(request, Message):
+                    message = request
+                else:
+                    version = await self._client.api_version(controller, response_type.API)
+                    message = request(version)
                 return await self._client.send(controller, message, response_type)
             except (ConnectionLostError, RequestTimeoutError) as exc:
                 last = exc
@@ -193,10 +219,11 @@ class AsyncAdmin:
 
     async def delete_topics(self, names: Iterable[str]) -> None:
         """Delete topics; raises on the first error (UNKNOWN_TOPIC_OR_PARTITION included)."""
-        request = DeleteTopicsRequest(
-            topics=[], topic_names=list(names), timeout_ms=self.request_timeout_ms
+        topics, timeout_ms = list(names), self.request_timeout_ms
+        response: DeleteTopicsResponse = await self._to_controller(
+            lambda version: delete_topics_request(topics, timeout_ms, version),
+            DeleteTopicsResponse,
         )
-        response: DeleteTopicsResponse = await self._to_controller(request, DeleteTopicsResponse)
         for result in response.responses:
             if result.error_code != ErrorCode.NONE:
                 raise error_for_code(result.error_code, f"{result.name}: {result.error_message}")
@@ -362,7 +389,7 @@ class AsyncAdmin:
         """Close connections (and the coordinator handle)."""
         await self._client.close()
         coordinator, self._coordinator = self._coordinator, None
-        if coordinator is not None:
+        if coordinator is not None and not _is_shared_store(self._coordinator_url):
             with contextlib.suppress(Exception):
                 coordinator.close()
 

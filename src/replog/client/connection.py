@@ -39,7 +39,7 @@ from replog.protocol.messages import (
     MetadataRequestTopic,
     MetadataResponse,
 )
-from replog.protocol.schema import Message
+from replog.protocol.schema import ApiInfo, Message
 
 __all__ = [
     "BrokerConnection",
@@ -183,13 +183,17 @@ class BrokerConnection:
         self._writer.write(self._frame(message, version))
         await self._drain()
 
-    def _version_for(self, message: Message) -> int:
-        version = self.versions.get(message.API.api_key)
+    def version_for(self, api: ApiInfo) -> int:
+        """The negotiated version of ``api``; ``ProtocolError`` if the broker shares none."""
+        version = self.versions.get(api.api_key)
         if version is None:
             raise ProtocolError(
-                f"{self.host}:{self.port} shares no version of {message.API.name} with replog"
+                f"{self.host}:{self.port} shares no version of {api.name} with replog"
             )
         return version
+
+    def _version_for(self, message: Message) -> int:
+        return self.version_for(message.API)
 
     def _frame(self, message: Message, version: int) -> bytes:
         self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
@@ -360,6 +364,12 @@ class ClusterClient:
             raise ConnectionLostError(f"no known address for broker {node_id}")
         state = self._nodes.setdefault(node_id, _NodeState())
         return await self._connect(state, address.host, address.port)
+
+    async def api_version(self, node_id: int, api: ApiInfo) -> int:
+        """The version of ``api`` the connection to ``node_id`` negotiated (opening it if
+        needed), for requests whose fields depend on it; ``ProtocolError`` if none."""
+        conn = await self.connection(node_id)
+        return conn.version_for(api)
 
     async def send(
         self,

@@ -7,7 +7,8 @@ Layers, bottom up:
 - ``schema``: the declarative field mechanism (``field``, ``array``, ``Message``) and the one
   interpreter that encodes and decodes every message;
 - ``messages``: the request/response schemas of the APIs replog serves, and ``APIS``;
-- ``framing``: size-prefixed frames, request/response headers, ``decode_request``.
+- ``framing``: size-prefixed frames, request/response headers, ``decode_request``;
+- ``error_responses``: the answer to a request whose handling failed (``error_response``).
 
 Decoding raises only ``ProtocolError`` (and its subclasses in ``exceptions``); encoding a value
 that does not fit raises ``EncodeError``.
@@ -15,6 +16,7 @@ that does not fit raises ``EncodeError``.
 
 from __future__ import annotations
 
+from replog.protocol.error_responses import error_response
 from replog.protocol.exceptions import (
     EncodeError,
     FrameTooLargeError,
@@ -61,6 +63,7 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_response_parts",
+    "error_response",
     "read_frame_size",
     "supported_api_versions",
     "unsupported_version_response",

@@ -172,7 +172,9 @@ def decode_request(
     Raises ``UnknownApiKeyError`` / ``UnsupportedVersionError`` (both carry the correlation id)
     for requests replog does not serve, ``FrameTooLargeError`` when ``frame`` is over
     ``frame_bytes_max``, and ``ProtocolError`` for anything malformed. Records in the body are
-    zero-copy views of ``frame``.
+    zero-copy views of ``frame``. Bytes after the body are ignored, as Kafka's brokers ignore
+    them (they parse the body and leave the rest of the frame unread); librdkafka's Metadata v12
+    request for all topics carries three.
     """
     if len(frame) > frame_bytes_max:
         raise FrameTooLargeError(len(frame), frame_bytes_max)
@@ -207,7 +209,7 @@ def decode_request(
         correlation_id=correlation_id,
         client_id=client_id,
     )
-    return header, spec.request.decode_from(r, api_version)
+    return header, spec.request.decode_prefix(r, api_version)
 
 
 def encode_response_parts(

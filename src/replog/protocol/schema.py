@@ -10,8 +10,13 @@ nested struct). The top-level request/response classes derive from ``Message`` a
 
 Rules, as Kafka's generated code applies them, for message version ``v``:
 
-- a field whose ``versions`` exclude ``v`` is not on the wire and decodes to its default; encoding
-  a non-default value there raises ``EncodeError`` unless the field is ``ignorable``;
+- a field whose ``versions`` exclude ``v`` is not on the wire and decodes to its default;
+- encoding a non-default value in such a field raises ``EncodeError``. In a response, a field
+  Kafka marks ``ignorable`` is dropped instead (the broker fills in what the newest version
+  carries and an older client gets less, as Kafka's generated code does). A request never drops
+  anything: its sender built it for the negotiated version, so a value that version cannot carry
+  is a bug in the sender (a DeleteTopics v6 with ``topic_names`` would delete nothing), and
+  Kafka's own request builders convert such fields before writing (``Request`` vs ``Response``);
 - in flexible versions (``v >= flexible_from``) strings, bytes and arrays are compact and every
   struct ends with a tagged-field buffer; fields with a ``tag`` go there, in tag order, and only
   when they differ from their default (a ``None`` struct means "absent");
@@ -59,6 +64,8 @@ __all__ = [
     "FieldSpec",
     "Message",
     "Records",
+    "Request",
+    "Response",
     "Scalar",
     "Versions",
     "array",
@@ -271,7 +278,13 @@ _SCALAR_WRITERS: dict[Scalar, Callable[[Writer, Any], None]] = {
 
 
 def _encode_value(
-    w: Writer, type_: WireType, value: Any, nullable: bool, version: int, flexible: bool
+    w: Writer,
+    type_: WireType,
+    value: Any,
+    nullable: bool,
+    version: int,
+    flexible: bool,
+    drop_ignorable: bool,
 ) -> None:
     if isinstance(type_, Scalar):
         _encode_scalar(w, type_, value, nullable, flexible)
@@ -284,13 +297,13 @@ def _encode_value(
         w.write_array_length(len(value), compact=flexible)
         for index, item in enumerate(value):
             try:
-                _encode_value(w, type_.item, item, False, version, flexible)
+                _encode_value(w, type_.item, item, False, version, flexible, drop_ignorable)
             except EncodeError as e:
                 raise _with_path(e, f"[{index}]") from None
     else:
         if value is None:
             raise EncodeError(f"null {type_.__name__} struct")
-        _slow_encode_struct(w, value, version, flexible)
+        _slow_encode_struct(w, value, version, flexible, drop_ignorable)
 
 
 def _with_path(error: Exception, step: str) -> Exception:
@@ -313,26 +326,31 @@ def _in_message(error: Exception, name: str, version: int) -> Exception:
     return error
 
 
-def _slow_encode_struct(w: Writer, obj: Any, version: int, flexible: bool) -> None:
+def _slow_encode_struct(
+    w: Writer, obj: Any, version: int, flexible: bool, drop_ignorable: bool
+) -> None:
     """The reference interpreter: reports errors with their field path (see ``encode_struct``)."""
     cls = type(obj)
     plan = _plan(cls, version, flexible)
     for name, spec, default in plan.absent:
-        if not spec.ignorable and getattr(obj, name) != default:
+        if getattr(obj, name) != default and not (drop_ignorable and spec.ignorable):
+            why = "a request drops nothing" if spec.ignorable else "it is not ignorable"
             raise EncodeError(
-                f"{cls.__name__}.{name} is not in version {version} and is not ignorable, "
+                f"{cls.__name__}.{name} is not in version {version} and {why}, "
                 f"but is set to {getattr(obj, name)!r}"
             )
     for f in plan.inline:
         try:
-            _encode_value(w, f.spec.type, getattr(obj, f.name), f.nullable, version, flexible)
+            _encode_value(
+                w, f.spec.type, getattr(obj, f.name), f.nullable, version, flexible, drop_ignorable
+            )
         except EncodeError as e:
             raise _with_path(e, f.name) from None
     if flexible:
-        _encode_tagged(w, obj, plan, version)
+        _encode_tagged(w, obj, plan, version, drop_ignorable)
 
 
-def _encode_tagged(w: Writer, obj: Any, plan: _Plan, version: int) -> None:
+def _encode_tagged(w: Writer, obj: Any, plan: _Plan, version: int, drop_ignorable: bool) -> None:
     fields: list[tuple[int, bytes]] = []
     for f in plan.tagged:
         value = getattr(obj, f.name)
@@ -340,7 +358,7 @@ def _encode_tagged(w: Writer, obj: Any, plan: _Plan, version: int) -> None:
             continue
         sub = Writer()
         try:
-            _encode_value(sub, f.spec.type, value, f.nullable, version, True)
+            _encode_value(sub, f.spec.type, value, f.nullable, version, True, drop_ignorable)
         except EncodeError as e:
             raise _with_path(e, f.name) from None
         fields.append((f.spec.tag or 0, sub.to_bytes()))
@@ -508,11 +526,13 @@ def _length_decoder(
     return classic_length
 
 
-def _value_encoder(type_: WireType, nullable: bool, version: int, flexible: bool) -> _ValueEncoder:
+def _value_encoder(
+    type_: WireType, nullable: bool, version: int, flexible: bool, drop_ignorable: bool
+) -> _ValueEncoder:
     if isinstance(type_, ArrayOf):
-        return _array_encoder(type_, nullable, version, flexible)
+        return _array_encoder(type_, nullable, version, flexible, drop_ignorable)
     if not isinstance(type_, Scalar):
-        return _nested_encoder(type_, version, flexible)
+        return _nested_encoder(type_, version, flexible, drop_ignorable)
     if type_ is Scalar.STRING:
         string_length = _length_encoder(flexible, _S_I16)
         null_string = string_length(-1)
@@ -572,10 +592,12 @@ def _value_encoder(type_: WireType, nullable: bool, version: int, flexible: bool
     return encode_fixed
 
 
-def _array_encoder(type_: ArrayOf, nullable: bool, version: int, flexible: bool) -> _ValueEncoder:
+def _array_encoder(
+    type_: ArrayOf, nullable: bool, version: int, flexible: bool, drop_ignorable: bool
+) -> _ValueEncoder:
     array_length = _length_encoder(flexible, _S_I32)
     null_array = array_length(-1)
-    item_encoder = _value_encoder(type_.item, False, version, flexible)
+    item_encoder = _value_encoder(type_.item, False, version, flexible, drop_ignorable)
 
     def encode_array(w: Writer, value: Any) -> None:
         if value is None:
@@ -590,29 +612,33 @@ def _array_encoder(type_: ArrayOf, nullable: bool, version: int, flexible: bool)
     return encode_array
 
 
-def _nested_encoder(cls: type, version: int, flexible: bool) -> _ValueEncoder:
+def _nested_encoder(cls: type, version: int, flexible: bool, drop_ignorable: bool) -> _ValueEncoder:
     def encode_nested(w: Writer, value: Any) -> None:
         if value is None:
             raise _Fallback
-        _compiled_encoder(type(value), version, flexible)(w, value)
+        _compiled_encoder(type(value), version, flexible, drop_ignorable)(w, value)
 
     return encode_nested
 
 
-_ENCODERS: dict[tuple[type, int, bool], _EncodeOp] = {}
+_ENCODERS: dict[tuple[type, int, bool, bool], _EncodeOp] = {}
 
 
-def _compiled_encoder(cls: type, version: int, flexible: bool) -> _EncodeOp:
-    key = (cls, version, flexible)
+def _compiled_encoder(cls: type, version: int, flexible: bool, drop_ignorable: bool) -> _EncodeOp:
+    key = (cls, version, flexible, drop_ignorable)
     encoder = _ENCODERS.get(key)
     if encoder is None:
-        encoder = _ENCODERS[key] = _compile_encoder(cls, version, flexible)
+        encoder = _ENCODERS[key] = _compile_encoder(cls, version, flexible, drop_ignorable)
     return encoder
 
 
-def _compile_encoder(cls: type, version: int, flexible: bool) -> _EncodeOp:
+def _compile_encoder(cls: type, version: int, flexible: bool, drop_ignorable: bool) -> _EncodeOp:
     plan = _plan(cls, version, flexible)
-    checks = tuple((name, default) for name, spec, default in plan.absent if not spec.ignorable)
+    checks = tuple(
+        (name, default)
+        for name, spec, default in plan.absent
+        if not (drop_ignorable and spec.ignorable)
+    )
     ops: list[_EncodeOp] = []
     run: list[_PlannedField] = []
 
@@ -641,12 +667,16 @@ def _compile_encoder(cls: type, version: int, flexible: bool) -> _EncodeOp:
             run.append(f)
             continue
         flush_run()
-        ops.append(
-            _field_encoder(f.name, _value_encoder(f.spec.type, f.nullable, version, flexible))
-        )
+        encoder = _value_encoder(f.spec.type, f.nullable, version, flexible, drop_ignorable)
+        ops.append(_field_encoder(f.name, encoder))
     flush_run()
     tagged = tuple(
-        (f.name, f.default, f.spec.tag or 0, _value_encoder(f.spec.type, f.nullable, version, True))
+        (
+            f.name,
+            f.default,
+            f.spec.tag or 0,
+            _value_encoder(f.spec.type, f.nullable, version, True, drop_ignorable),
+        )
         for f in plan.tagged
     )
 
@@ -682,12 +712,16 @@ def _field_encoder(name: str, encoder: _ValueEncoder) -> _EncodeOp:
     return encode_field
 
 
-def encode_struct(w: Writer, obj: Any, version: int, flexible: bool) -> None:
-    """Append ``obj`` (an instance of a schema class) to ``w`` as encoded at ``version``."""
+def encode_struct(
+    w: Writer, obj: Any, version: int, flexible: bool, *, drop_ignorable: bool
+) -> None:
+    """Append ``obj`` (an instance of a schema class) to ``w`` as encoded at ``version``; with
+    ``drop_ignorable`` (responses) ignorable fields the version lacks are dropped, without it
+    (requests) they raise like any other (see the module docstring)."""
     parts_count = len(w._parts)
     buf_size = len(w._buf)
     try:
-        _compiled_encoder(type(obj), version, flexible)(w, obj)
+        _compiled_encoder(type(obj), version, flexible, drop_ignorable)(w, obj)
         return
     except Exception:
         if len(w._parts) > parts_count:
@@ -695,7 +729,7 @@ def encode_struct(w: Writer, obj: Any, version: int, flexible: bool) -> None:
             w._buf = bytearray(first if isinstance(first, bytes) else b"")
             del w._parts[parts_count:]
         del w._buf[buf_size:]
-    _slow_encode_struct(w, obj, version, flexible)
+    _slow_encode_struct(w, obj, version, flexible, drop_ignorable)
 
 
 def _value_decoder(type_: WireType, nullable: bool, version: int, flexible: bool) -> _ValueDecoder:
@@ -922,16 +956,26 @@ def _check_version(api: ApiInfo, version: int, error: type[Exception]) -> None:
 
 
 class Message:
-    """Base of request and response bodies: ``encode(version)`` / ``decode(data, version)``."""
+    """Base of request and response bodies: ``encode(version)`` / ``decode(data, version)``.
+    Messages derive from ``Request`` or ``Response``, which differ in one encoding rule (see the
+    module docstring): whether ignorable fields a version lacks are dropped or refused."""
 
     __slots__ = ()
     API: ClassVar[ApiInfo]
+    #: drop ignorable fields the encoded version lacks (responses) instead of raising (requests)
+    DROPS_IGNORABLE: ClassVar[bool]
 
     def encode_into(self, w: Writer, version: int) -> None:
         """Append this message's body, encoded at ``version``, to ``w``."""
         _check_version(self.API, version, EncodeError)
         try:
-            encode_struct(w, self, version, self.API.is_flexible(version))
+            encode_struct(
+                w,
+                self,
+                version,
+                self.API.is_flexible(version),
+                drop_ignorable=self.DROPS_IGNORABLE,
+            )
         except EncodeError as e:
             raise _in_message(e, type(self).__name__, version) from None
 
@@ -950,10 +994,34 @@ class Message:
     @classmethod
     def decode_from(cls, r: Reader, version: int) -> Self:
         """Decode the body from the rest of ``r``, which must hold exactly one body."""
-        _check_version(cls.API, version, ProtocolError)
+        message = cls.decode_prefix(r, version)
         try:
-            message: Self = decode_struct(r, cls, version, cls.API.is_flexible(version))
             r.expect_end(f"{cls.__name__} v{version}")
         except ProtocolError as e:
             raise _in_message(e, cls.__name__, version) from None
         return message
+
+    @classmethod
+    def decode_prefix(cls, r: Reader, version: int) -> Self:
+        """Decode one body from ``r`` and leave whatever follows it unread (a broker reads a
+        request this way: Kafka ignores bytes after a request's body)."""
+        _check_version(cls.API, version, ProtocolError)
+        try:
+            message: Self = decode_struct(r, cls, version, cls.API.is_flexible(version))
+        except ProtocolError as e:
+            raise _in_message(e, cls.__name__, version) from None
+        return message
+
+
+class Request(Message):
+    """A request body: encoding refuses any value its version cannot carry, ignorable or not."""
+
+    __slots__ = ()
+    DROPS_IGNORABLE = False
+
+
+class Response(Message):
+    """A response body: encoding drops ignorable fields its version lacks, as Kafka does."""
+
+    __slots__ = ()
+    DROPS_IGNORABLE = True

@@ -101,7 +101,7 @@ from replog.protocol.messages.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
-from replog.protocol.schema import ApiInfo, Message
+from replog.protocol.schema import ApiInfo, Request, Response
 
 __all__ = [
     "API_VERSIONS",
@@ -196,8 +196,8 @@ class ApiSpec:
     """One served API: its ``ApiInfo`` and its request and response body classes."""
 
     info: ApiInfo
-    request: type[Message]
-    response: type[Message]
+    request: type[Request]
+    response: type[Response]
 
 
 APIS: dict[int, ApiSpec] = {

@@ -28,7 +28,8 @@ from replog.protocol.schema import (
     STRING,
     UUID,
     ApiInfo,
-    Message,
+    Request,
+    Response,
     array,
     field,
 )
@@ -88,7 +89,7 @@ class CreatableTopic:
 
 
 @attrs.frozen(kw_only=True)
-class CreateTopicsRequest(Message):
+class CreateTopicsRequest(Request):
     """Create topics; ``validate_only`` checks without creating."""
 
     API = CREATE_TOPICS
@@ -126,7 +127,7 @@ class CreatableTopicResult:
 
 
 @attrs.frozen(kw_only=True)
-class CreateTopicsResponse(Message):
+class CreateTopicsResponse(Response):
     """Per-topic results."""
 
     API = CREATE_TOPICS
@@ -144,7 +145,7 @@ class DeleteTopicState:
 
 
 @attrs.frozen(kw_only=True)
-class DeleteTopicsRequest(Message):
+class DeleteTopicsRequest(Request):
     """Delete topics: by ``topic_names`` before v6, by ``topics`` from v6."""
 
     API = DELETE_TOPICS
@@ -165,7 +166,7 @@ class DeletableTopicResult:
 
 
 @attrs.frozen(kw_only=True)
-class DeleteTopicsResponse(Message):
+class DeleteTopicsResponse(Response):
     """Per-topic results."""
 
     API = DELETE_TOPICS
@@ -193,7 +194,7 @@ class CreatePartitionsTopic:
 
 
 @attrs.frozen(kw_only=True)
-class CreatePartitionsRequest(Message):
+class CreatePartitionsRequest(Request):
     """Add partitions to existing topics."""
 
     API = CREATE_PARTITIONS
@@ -213,7 +214,7 @@ class CreatePartitionsTopicResult:
 
 
 @attrs.frozen(kw_only=True)
-class CreatePartitionsResponse(Message):
+class CreatePartitionsResponse(Response):
     """Per-topic results."""
 
     API = CREATE_PARTITIONS

@@ -27,7 +27,8 @@ from replog.protocol.schema import (
     STRING,
     UUID,
     ApiInfo,
-    Message,
+    Request,
+    Response,
     array,
     field,
 )
@@ -56,7 +57,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @attrs.frozen(kw_only=True)
-class ApiVersionsRequest(Message):
+class ApiVersionsRequest(Request):
     """What the client is; v0-v2 have an empty body."""
 
     API = API_VERSIONS
@@ -93,7 +94,7 @@ class FinalizedFeatureKey:
 
 
 @attrs.frozen(kw_only=True)
-class ApiVersionsResponse(Message):
+class ApiVersionsResponse(Response):
     """The APIs and versions the broker serves."""
 
     API = API_VERSIONS
@@ -120,7 +121,7 @@ class MetadataRequestTopic:
 
 
 @attrs.frozen(kw_only=True)
-class MetadataRequest(Message):
+class MetadataRequest(Request):
     """Which topics to describe. ``topics=None`` (v1+) asks for all of them."""
 
     API = METADATA
@@ -169,7 +170,7 @@ class MetadataResponseTopic:
 
 
 @attrs.frozen(kw_only=True)
-class MetadataResponse(Message):
+class MetadataResponse(Response):
     """Brokers, controller and topic layout of the cluster."""
 
     API = METADATA

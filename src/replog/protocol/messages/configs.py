@@ -19,7 +19,8 @@ from replog.protocol.schema import (
     INT32,
     STRING,
     ApiInfo,
-    Message,
+    Request,
+    Response,
     array,
     field,
 )
@@ -59,7 +60,7 @@ class DescribeConfigsResource:
 
 
 @attrs.frozen(kw_only=True)
-class DescribeConfigsRequest(Message):
+class DescribeConfigsRequest(Request):
     """Describe the configs of ``resources``."""
 
     API = DESCRIBE_CONFIGS
@@ -91,7 +92,7 @@ class DescribeConfigsResourceResult:
         array(DescribeConfigsSynonym), "1+", ignorable=True
     )
     config_type: int = field(INT8, "3+", default=0, ignorable=True)
-    documentation: str | None = field(STRING, "3+", nullable="0+", ignorable=True, default=None)
+    documentation: str | None = field(STRING, "3+", nullable="0+", ignorable=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -99,14 +100,14 @@ class DescribeConfigsResult:
     """The configs of one resource, or its error."""
 
     error_code: int = field(INT16, "0+")
-    error_message: str | None = field(STRING, "0+", nullable="0+", default=None)
+    error_message: str | None = field(STRING, "0+", nullable="0+")
     resource_type: int = field(INT8, "0+")
     resource_name: str = field(STRING, "0+")
     configs: list[DescribeConfigsResourceResult] = field(array(DescribeConfigsResourceResult), "0+")
 
 
 @attrs.frozen(kw_only=True)
-class DescribeConfigsResponse(Message):
+class DescribeConfigsResponse(Response):
     """One result per requested resource."""
 
     API = DESCRIBE_CONFIGS

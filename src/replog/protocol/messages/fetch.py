@@ -29,8 +29,9 @@ from replog.protocol.schema import (
     RECORDS,
     STRING,
     ApiInfo,
-    Message,
     Records,
+    Request,
+    Response,
     array,
     field,
 )
@@ -82,7 +83,7 @@ class ForgottenTopic:
 
 
 @attrs.frozen(kw_only=True)
-class FetchRequest(Message):
+class FetchRequest(Request):
     """Read from many partitions; the broker may wait ``max_wait_ms`` for ``min_bytes``."""
 
     API = FETCH
@@ -162,7 +163,7 @@ class FetchResponseTopic:
 
 
 @attrs.frozen(kw_only=True)
-class FetchResponse(Message):
+class FetchResponse(Response):
     """Data for each requested partition, plus session bookkeeping."""
 
     API = FETCH

@@ -17,7 +17,18 @@ from __future__ import annotations
 
 import attrs
 
-from replog.protocol.schema import INT8, INT16, INT32, INT64, STRING, ApiInfo, Message, array, field
+from replog.protocol.schema import (
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    ApiInfo,
+    Request,
+    Response,
+    array,
+    field,
+)
 
 __all__ = [
     "LIST_OFFSETS",
@@ -68,7 +79,7 @@ class ListOffsetsTopic:
 
 
 @attrs.frozen(kw_only=True)
-class ListOffsetsRequest(Message):
+class ListOffsetsRequest(Request):
     """Offsets by timestamp; ``replica_id`` is -1 for consumers."""
 
     API = LIST_OFFSETS
@@ -100,7 +111,7 @@ class ListOffsetsTopicResponse:
 
 
 @attrs.frozen(kw_only=True)
-class ListOffsetsResponse(Message):
+class ListOffsetsResponse(Response):
     """Per-partition offsets."""
 
     API = LIST_OFFSETS
@@ -127,7 +138,7 @@ class OffsetForLeaderTopic:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetForLeaderEpochRequest(Message):
+class OffsetForLeaderEpochRequest(Request):
     """A follower (or consumer) asks where each epoch ended, to find where its log diverged."""
 
     API = OFFSET_FOR_LEADER_EPOCH
@@ -155,7 +166,7 @@ class OffsetForLeaderTopicResult:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetForLeaderEpochResponse(Message):
+class OffsetForLeaderEpochResponse(Response):
     """Per-partition (epoch, end offset) answers."""
 
     API = OFFSET_FOR_LEADER_EPOCH

@@ -21,8 +21,9 @@ from replog.protocol.schema import (
     RECORDS,
     STRING,
     ApiInfo,
-    Message,
     Records,
+    Request,
+    Response,
     array,
     field,
 )
@@ -53,12 +54,12 @@ class PartitionProduceData:
 class TopicProduceData:
     """Record batches for the partitions of one topic."""
 
-    name: str = field(STRING, "0+")
+    name: str = field(STRING, "0-12", ignorable=True)
     partition_data: list[PartitionProduceData] = field(array(PartitionProduceData), "0+")
 
 
 @attrs.frozen(kw_only=True)
-class ProduceRequest(Message):
+class ProduceRequest(Request):
     """Append batches; ``acks`` is 0 (no response), 1 (leader) or -1 (all ISR)."""
 
     API = PRODUCE
@@ -96,14 +97,14 @@ class PartitionProduceResponse:
 class TopicProduceResponse:
     """The outcomes for one topic."""
 
-    name: str = field(STRING, "0+")
+    name: str = field(STRING, "0-12", ignorable=True)
     partition_responses: list[PartitionProduceResponse] = field(
         array(PartitionProduceResponse), "0+"
     )
 
 
 @attrs.frozen(kw_only=True)
-class ProduceResponse(Message):
+class ProduceResponse(Response):
     """Per-partition append results."""
 
     API = PRODUCE

@@ -1,0 +1,362 @@
+"""Every public method of ``Admin`` and ``AsyncAdmin`` against a real 3-broker cluster, each
+effect checked through an independent Kafka client (kafka-python's ``KafkaAdminClient``,
+``KafkaConsumer``, ``KafkaProducer``) rather than through replog's own reads: a DeleteTopics
+that deleted nothing passed every replog-side check, because replog's reads agreed with
+replog's writes.
+
+Each test runs twice: with the synchronous ``Admin`` and with ``AsyncAdmin`` driven on a private
+event loop. Metadata reaches every broker shortly after the controller commits it, so checks
+through kafka-python wait (briefly) for the state they expect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from replog import Admin, Cluster
+from replog.client import (
+    AsyncAdmin,
+    BrokerResponseError,
+    ClientClosedError,
+    RetriableBrokerResponseError,
+)
+
+with warnings.catch_warnings():
+    # kafka-python loads its schemas with the deprecated importlib.resources API
+    warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    # kafka-python loads its schemas with the deprecated importlib.resources API
+    pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
+]
+
+T = TypeVar("T")
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+#: the public methods of Admin, each covered by a test below (and the guard test checks it)
+TESTED = {
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "list_topics",
+    "describe_topics",
+    "describe_cluster",
+    "describe_configs",
+    "list_offsets",
+    "reassign_partition",
+    "elect_preferred_leaders",
+    "close",
+}
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 15.0) -> T:
+    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
+        time.sleep(0.05)
+
+
+class AsyncAdminOnLoop:
+    """``AsyncAdmin`` driven from a test: each method runs on one private event loop."""
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self.admin = self._loop.run_until_complete(AsyncAdmin.start(bootstrap, **options))
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.admin, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._loop.run_until_complete(method(*args, **kwargs))
+
+        return call
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self.admin.close())
+
+    def shutdown(self) -> None:
+        self.close()
+        self._loop.close()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster.local(3) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def kafka_admin(cluster: Cluster) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=20_000)
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def admin(cluster: Cluster, mode: str) -> Iterator[Any]:
+    if mode == "sync":
+        sync = Admin(cluster.bootstrap, coordinator_url=cluster.coordinator_url)
+        yield sync
+        sync.close()
+    else:
+        on_loop = AsyncAdminOnLoop(cluster.bootstrap, coordinator_url=cluster.coordinator_url)
+        yield on_loop
+        on_loop.shutdown()
+
+
+def described(kafka_admin: KafkaAdminClient, name: str) -> dict[str, Any]:
+    """kafka-python's Metadata view of one topic (error_code 3 when it does not exist)."""
+    (topic,) = kafka_admin.describe_topics([name])
+    return dict(topic)
+
+
+def kafka_configs(kafka_admin: KafkaAdminClient, name: str) -> dict[str, dict[str, Any]]:
+    resource = ConfigResource(ConfigResourceType.TOPIC, name)
+    result = kafka_admin.describe_configs([resource], config_filter="all")
+    return dict(result["topic"][name])
+
+
+def kafka_create(kafka_admin: KafkaAdminClient, name: str, partitions: int, rf: int) -> None:
+    """Create a topic through kafka-python (so replog's reads are checked against it)."""
+    answer = kafka_admin.create_topics([NewTopic(name, partitions, rf)])
+    assert [(t["error_code"], t["error_message"]) for t in answer["topics"]] == [(0, None)]
+    wait_for(lambda: described(kafka_admin, name), lambda t: t["error_code"] == 0)
+
+
+def test_every_public_admin_method_is_tested() -> None:
+    public = {name for name in dir(Admin) if not name.startswith("_")}
+    assert public == TESTED
+    async_public = {name for name in dir(AsyncAdmin) if not name.startswith("_")}
+    assert async_public == TESTED | {"start"}  # start: every async test's fixture
+
+
+def test_create_topics_is_what_kafka_python_describes(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"created-{mode}"
+    admin.create_topics(name, 3, 2, {"min.insync.replicas": "2", "retention.ms": "3600000"})
+    topic = wait_for(lambda: described(kafka_admin, name), lambda t: t["error_code"] == 0)
+    assert [p["partition_index"] for p in topic["partitions"]] == [0, 1, 2]
+    for p in topic["partitions"]:
+        assert len(set(p["replica_nodes"])) == 2 and p["leader_id"] in p["replica_nodes"]
+    configs = kafka_configs(kafka_admin, name)
+    assert configs["min.insync.replicas"]["value"] == "2"
+    assert configs["min.insync.replicas"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["retention.ms"]["value"] == "3600000"
+    assert configs["cleanup.policy"]["config_source"] != "DYNAMIC_TOPIC_CONFIG"
+
+
+def test_delete_topics_removes_the_topic_for_kafka_python(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    names = [f"doomed-{mode}-{i}" for i in range(2)]
+    for name in names:
+        kafka_create(kafka_admin, name, 2, 3)
+    admin.delete_topics(names)
+    for name in names:
+        gone = wait_for(lambda n=name: described(kafka_admin, n), lambda t: t["error_code"] != 0)
+        assert gone["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+    assert not set(names) & set(kafka_admin.list_topics())
+    with pytest.raises(RetriableBrokerResponseError) as error:
+        admin.delete_topics([names[0]])
+    assert error.value.code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_create_partitions_grows_the_topic_for_kafka_python(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"grown-{mode}"
+    kafka_create(kafka_admin, name, 1, 3)
+    admin.create_partitions(name, 3)
+    topic = wait_for(
+        lambda: described(kafka_admin, name),
+        lambda t: len(t["partitions"]) == 3 and all(p["leader_id"] >= 0 for p in t["partitions"]),
+    )
+    assert sorted(p["partition_index"] for p in topic["partitions"]) == [0, 1, 2]
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
+    )
+    try:
+        metadata = producer.send(name, b"to the new partition", partition=2).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    assert (metadata.partition, metadata.offset) == (2, 0)
+
+
+def test_list_topics_matches_kafka_python(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    names = {f"listed-{mode}-a", f"listed-{mode}-b"}
+    for name in names:
+        kafka_create(kafka_admin, name, 1, 1)
+    listed = wait_for(admin.list_topics, lambda topics: names <= set(topics))
+    assert listed == sorted(listed)
+    assert set(listed) == set(kafka_admin.list_topics())
+
+
+def test_describe_topics_matches_kafka_python(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"described-{mode}"
+    kafka_create(kafka_admin, name, 3, 3)
+    ours = admin.describe_topics([name])[name]
+    theirs = described(kafka_admin, name)
+    assert [
+        (p.partition, p.leader, p.leader_epoch, list(p.replicas), sorted(p.isr))
+        for p in ours.partitions
+    ] == [
+        (
+            p["partition_index"],
+            p["leader_id"],
+            p["leader_epoch"],
+            p["replica_nodes"],
+            sorted(p["isr_nodes"]),
+        )
+        for p in sorted(theirs["partitions"], key=lambda p: p["partition_index"])
+    ]
+    assert name in admin.describe_topics()
+    with pytest.raises(BrokerResponseError) as error:
+        admin.describe_topics([f"missing-{mode}"])
+    assert error.value.code == UNKNOWN_TOPIC_OR_PARTITION
+    assert described(kafka_admin, f"missing-{mode}")["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_describe_cluster_matches_kafka_python(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient
+) -> None:
+    ours = admin.describe_cluster()
+    theirs = kafka_admin.describe_cluster()
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in ours.brokers] == sorted(
+        (b["broker_id"], b["host"], b["port"], b["rack"]) for b in theirs["brokers"]
+    )
+    assert [b.port for b in ours.brokers] == [cluster.brokers[i].port for i in (1, 2, 3)]
+    assert (ours.controller_id, ours.cluster_id) == (
+        theirs["controller_id"],
+        theirs["cluster_id"],
+    )
+    assert ours.controller_id in (1, 2, 3)
+
+
+def test_describe_configs_matches_kafka_python(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"configured-{mode}"
+    kafka_admin.create_topics([NewTopic(name, 1, 3, topic_configs={"retention.bytes": "1048576"})])
+    wait_for(lambda: described(kafka_admin, name), lambda t: t["error_code"] == 0)
+    ours = admin.describe_configs([name])[name]
+    theirs = kafka_configs(kafka_admin, name)
+    assert ours == {key: entry["value"] for key, entry in theirs.items()}
+    assert ours["retention.bytes"] == "1048576"
+    assert theirs["retention.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+
+
+def test_list_offsets_matches_kafka_python(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"offsets-{mode}"
+    kafka_create(kafka_admin, name, 2, 3)
+    base_ms = 1_700_000_000_000
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
+    )
+    try:
+        for i in range(10):
+            producer.send(name, b"v%d" % i, partition=0, timestamp_ms=base_ms + i * 1000)
+            producer.flush(timeout=30)  # one batch per record: a timestamp index entry each
+    finally:
+        producer.close(timeout=10)
+    tps = [(name, 0), (name, 1)]
+    kafka_tps = [TopicPartition(name, p) for p in (0, 1)]
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=None)
+    try:
+        end = consumer.end_offsets(kafka_tps)
+        start = consumer.beginning_offsets(kafka_tps)
+        at = consumer.offsets_for_times({kafka_tps[0]: base_ms + 3_500})[kafka_tps[0]]
+    finally:
+        consumer.close()
+    assert admin.list_offsets(tps) == {(t.topic, t.partition): o for t, o in end.items()}
+    assert admin.list_offsets(tps) == {(name, 0): 10, (name, 1): 0}
+    assert admin.list_offsets(tps, "earliest") == {
+        (t.topic, t.partition): o for t, o in start.items()
+    }
+    assert (
+        admin.list_offsets([(name, 0)], base_ms + 3_500) == {(name, 0): at.offset} == {(name, 0): 4}
+    )
+
+
+def test_reassign_partition_moves_the_replicas_kafka_python_sees(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"moved-{mode}"
+    kafka_create(kafka_admin, name, 1, 2)
+    before = described(kafka_admin, name)["partitions"][0]["replica_nodes"]
+    (outside,) = {1, 2, 3} - set(before)
+    target = [outside, before[0]]
+    queued = admin.reassign_partition(name, 0, target)
+    assert queued.payload.target_replicas == tuple(target)
+    moved = wait_for(
+        lambda: described(kafka_admin, name)["partitions"][0],
+        lambda p: p["replica_nodes"] == target and sorted(p["isr_nodes"]) == sorted(target),
+    )
+    assert moved["leader_id"] in target
+
+
+def test_elect_preferred_leaders_moves_leadership_kafka_python_sees(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"elected-{mode}"
+    kafka_create(kafka_admin, name, 1, 3)
+    first = described(kafka_admin, name)["partitions"][0]
+    leader = first["leader_id"]
+    # Reorder the replicas: another broker becomes preferred; the leader stays where it is.
+    preferred = next(b for b in first["replica_nodes"] if b != leader)
+    order = [preferred, *(b for b in first["replica_nodes"] if b != preferred)]
+    admin.reassign_partition(name, 0, order)
+    reordered = wait_for(
+        lambda: described(kafka_admin, name)["partitions"][0],
+        lambda p: p["replica_nodes"] == order,
+    )
+    assert reordered["leader_id"] == leader != preferred
+    admin.elect_preferred_leaders([(name, 0)])
+    elected = wait_for(
+        lambda: described(kafka_admin, name)["partitions"][0],
+        lambda p: p["leader_id"] == preferred,
+    )
+    assert elected["leader_epoch"] > reordered["leader_epoch"]
+
+
+def test_close_ends_the_admin(cluster: Cluster, kafka_admin: KafkaAdminClient) -> None:
+    sync = Admin(cluster.bootstrap)
+    assert set(sync.list_topics()) == set(kafka_admin.list_topics())
+    sync.close()
+    sync.close()  # idempotent
+    with pytest.raises(RuntimeError):
+        sync.list_topics()
+
+    async def use_and_close() -> AsyncAdmin:
+        async with await AsyncAdmin.start(cluster.bootstrap) as async_admin:
+            assert await async_admin.list_topics() is not None
+        return async_admin
+
+    closed = asyncio.run(use_and_close())
+    with pytest.raises(ClientClosedError):
+        asyncio.run(closed.list_topics())
