@@ -10,8 +10,10 @@ import pytest
 
 from replog.coord import registry
 from replog.coord.contract import Coordinator
-from replog.coord.errors import UnknownBackendError
+from replog.coord.errors import CoordinatorClosedError, UnknownBackendError
 from replog.coord.memory import MemoryCoordinator
+from replog.coord.memory_handle import MemoryHandle
+from replog.coord.types import SessionState
 from replog.errors import InvalidConfigError
 
 
@@ -36,17 +38,25 @@ class FakeEntryPoint:
 
 def test_memory_urls_share_one_store_per_name() -> None:
     a1, a2, b = (registry.connect(u) for u in ("memory://a", "memory://a", "memory://b"))
-    assert a1 is a2 and a1 is not b
-    assert isinstance(a1, MemoryCoordinator)
+    assert isinstance(a1, MemoryHandle) and isinstance(a2, MemoryHandle)
+    assert isinstance(b, MemoryHandle)
+    assert a1 is not a2 and a1.store is a2.store and a1.store is not b.store
+    assert isinstance(a1.store, MemoryCoordinator)
     a1.register_broker(1, "h", 1, session_timeout_ms=60_000)
     assert 1 in a2.live_brokers() and b.live_brokers() == {}
-    assert registry.connect("memory://") is registry.connect("MEMORY://default")
+    default = registry.connect("memory://")
+    assert isinstance(default, MemoryHandle)
+    same = registry.connect("MEMORY://default")
+    assert isinstance(same, MemoryHandle) and same.store is default.store
 
 
 def test_memory_options_apply_at_creation_only() -> None:
     store = registry.connect("memory://opts", feed_retention_max=5)
-    assert registry.connect("memory://opts", feed_retention_max=5) is store
-    assert registry.connect("memory://opts") is store
+    assert isinstance(store, MemoryHandle)
+    again = registry.connect("memory://opts", feed_retention_max=5)
+    assert isinstance(again, MemoryHandle) and again.store is store.store
+    plain = registry.connect("memory://opts")
+    assert isinstance(plain, MemoryHandle) and plain.store is store.store
     with pytest.raises(InvalidConfigError):
         registry.connect("memory://opts", feed_retention_max=6)
     with pytest.raises(InvalidConfigError):
@@ -55,10 +65,27 @@ def test_memory_options_apply_at_creation_only() -> None:
         registry.connect("memory://a/path")
 
 
-def test_a_closed_memory_store_is_replaced() -> None:
-    first = registry.connect("memory://a")
+def test_closing_a_memory_handle_leaves_the_store_to_the_others() -> None:
+    """Closing an Admin's (or any) handle once broke every broker of the process: the store
+    was closed for all of them. A closed handle refuses calls; the others go on."""
+    first, second = registry.connect("memory://shared"), registry.connect("memory://shared")
+    info = second.register_broker(7, "h", 7, session_timeout_ms=60_000)
     first.close()
-    assert registry.connect("memory://a") is not first
+    with pytest.raises(CoordinatorClosedError):
+        first.live_brokers()
+    assert second.heartbeat(7, info.incarnation_epoch) is SessionState.CONNECTED
+    assert registry.connect("memory://shared").live_brokers() == {7: info}
+    registry.drop_memory_store("shared")
+    with pytest.raises(CoordinatorClosedError):
+        second.live_brokers()
+
+
+def test_a_dropped_memory_store_is_replaced() -> None:
+    first = registry.connect("memory://a")
+    assert isinstance(first, MemoryHandle)
+    registry.drop_memory_store("a")
+    second = registry.connect("memory://a")
+    assert isinstance(second, MemoryHandle) and second.store is not first.store
 
 
 def test_unknown_scheme_lists_the_known_ones(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,12 +101,6 @@ class ClusterDescription:
     cluster_id: str | None = None
 
 
-def _is_shared_store(url: str | None) -> bool:
-    """Whether ``url`` names an in-process memory store: ``connect`` returns the very store the
-    process's brokers use, so the admin must not close it (its owner drops it)."""
-    return url is not None and url.startswith("memory://")
-
-
 def delete_topics_request(names: list[str], timeout_ms: int, version: int) -> DeleteTopicsRequest:
     """DeleteTopics for ``names`` at ``version``: v6 names topics in ``topics`` (name or id),
     v1-v5 in ``topic_names``."""
@@ -389,7 +383,7 @@ class AsyncAdmin:
         """Close connections (and the coordinator handle)."""
         await self._client.close()
         coordinator, self._coordinator = self._coordinator, None
-        if coordinator is not None and not _is_shared_store(self._coordinator_url):
+        if coordinator is not None:
             with contextlib.suppress(Exception):
                 coordinator.close()
 

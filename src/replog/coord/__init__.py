@@ -26,6 +26,7 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.memory import ManualClock, MemoryCoordinator
+from replog.coord.memory_handle import MemoryHandle
 from replog.coord.registry import connect, register_backend
 from replog.coord.types import (
     CONTROLLER_TARGET,
@@ -91,6 +92,7 @@ __all__ = [
     "LeaderRecoveryState",
     "ManualClock",
     "MemoryCoordinator",
+    "MemoryHandle",
     "MetadataChange",
     "MetadataSnapshot",
     "MustResyncError",

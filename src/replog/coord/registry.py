@@ -10,10 +10,12 @@ backend's ``pyproject.toml``::
     [project.entry-points."replog.coordinators"]
     sqlite = "replog_sqlite:SqliteCoordinator.from_url"
 
-``memory://name`` returns the one in-process store of that name (created on first use), so
-several brokers in a process share it; ``memory://`` is the store named ``default``. Its
-options (those of ``MemoryCoordinator``; ``clock`` defaults to the monotonic clock here) apply
-when the store is created; asking again with different options is an error.
+``memory://name`` returns a new handle (``MemoryHandle``) on the one in-process store of that
+name (created on first use), so several brokers in a process share the store while each owns
+its handle: closing one releases what was made through it and nothing else.
+``memory://`` is the store named ``default``. Its options (those of ``MemoryCoordinator``;
+``clock`` defaults to the monotonic clock here) apply when the store is created; asking again
+with different options is an error. ``drop_memory_store`` closes a store for every handle.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 from replog.coord.contract import Coordinator
 from replog.coord.errors import UnknownBackendError
 from replog.coord.memory import MemoryCoordinator, monotonic_ms
+from replog.coord.memory_handle import MemoryHandle
 from replog.errors import InvalidConfigError
 
 __all__ = [
@@ -70,13 +73,13 @@ def _memory_from_url(url: str, /, **options: Any) -> Coordinator:
                     f"memory store {name!r} exists with options {sorted(created_with)}; "
                     "options apply only when a store is created"
                 )
-            return store
+            return MemoryHandle(store)
         try:
             store = MemoryCoordinator(**{"clock": monotonic_ms, **options})
         except TypeError as e:
             raise InvalidConfigError(f"bad option for the memory backend: {e}") from e
         _memory_stores[name] = (store, dict(options))
-        return store
+        return MemoryHandle(store)
 
 
 _BUILTIN: dict[str, BackendFactory] = {"memory": _memory_from_url}

@@ -1136,3 +1136,30 @@ class SecondHandleContract(CoordinatorContract):
             return [c.assignment for b in pushed for c in b.changes if isinstance(c, TopicChanged)]
 
         self.eventually(lambda: pushed_created() == [created], "TopicChanged pushed to the peer")
+
+    def test_closing_a_handle_leaves_the_other_working(
+        self, coord: Coordinator, peer: Coordinator
+    ) -> None:
+        """Closing one handle ends what was made through it, never the store another handle
+        uses: the peer's session, controller role, writes and feed go on."""
+        info = self.register(peer, 1)
+        controller = peer.elect_controller(1, info.incarnation_epoch)
+        pushed: list[ChangeBatch] = []
+        peer.subscribe(pushed.append, from_seq=peer.snapshot().seq)
+        mine = self.register(coord, 2)
+        coord.subscribe(lambda batch: None)
+        coord.close()
+        with pytest.raises(CoordinatorClosedError):
+            coord.snapshot()
+        assert peer.heartbeat(1, info.incarnation_epoch) is SessionState.CONNECTED
+        assert peer.current_controller() == controller
+        created = peer.create_topic("t", [[1]], controller_epoch=controller.controller_epoch)
+        assert peer.get_topic("t") == created
+
+        def pushed_created() -> list[TopicAssignment]:
+            return [c.assignment for b in pushed for c in b.changes if isinstance(c, TopicChanged)]
+
+        self.eventually(lambda: pushed_created() == [created], "the peer's feed goes on")
+        # the closed handle's own session ends; the peer's does not
+        self.eventually(lambda: peer.get_broker(2) is None, "the closed handle's session ends")
+        assert mine.broker_id == 2 and peer.get_broker(1) == info
