@@ -618,7 +618,11 @@ class Broker:
                 return
             try:
                 service = module.ControllerService(
-                    self.coordinator, self.broker_id, self.incarnation_epoch, clock_ms=self.now_ms
+                    self.coordinator,
+                    self.broker_id,
+                    self.incarnation_epoch,
+                    clock_ms=self.now_ms,
+                    config=self.config.controller_config(),
                 )
                 if await self._coord(service.try_become_controller):
                     self._controller = service

@@ -6,6 +6,14 @@ constructor or from ``BrokerConfig.from_file``, never at first use. A file is TO
 or JSON (anything else) whose keys are the attribute names; ``durability`` is ``"fsync"`` or
 ``"replicated"``; ``log`` is a table of ``LogConfig`` settings (segment size, retention, ...)
 for every log on the broker, e.g. ``[log]`` / ``retention_ms = 3600000`` in TOML.
+
+The controller's policies are broker settings too (Kafka's names, snake_case): the broker that
+wins the controller role runs with ``controller_config()`` -- the defaults for every topic
+(``default_min_insync_replicas``, ``unclean_leader_election_enable``,
+``eligible_leader_replicas_enable``, ``last_known_leader_recovery_enable``), which a topic's
+stored configs override, and the auto leader rebalance (``auto_leader_rebalance_enable``,
+``leader_imbalance_per_broker_percentage``, ``leader_imbalance_check_interval_ms``). Give every
+broker the same values: whichever is controller applies its own.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from replog.election.controller import ControllerConfig, TopicPolicy
 from replog.errors import InvalidConfigError
 from replog.isr.config import DurabilityMode, PartitionConfig
 from replog.log.config import LogConfig
@@ -76,8 +85,15 @@ _POSITIVE = (
     "checkpoint_interval_ms",
     "metadata_poll_interval_ms",
     "retention_check_interval_ms",
+    "leader_imbalance_check_interval_ms",
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
+_BOOLEAN = (
+    "unclean_leader_election_enable",
+    "eligible_leader_replicas_enable",
+    "last_known_leader_recovery_enable",
+    "auto_leader_rebalance_enable",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -123,6 +139,13 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     #: segment size, retention and the other settings of every log on this broker
     log: LogConfig = attrs.field(factory=LogConfig, converter=_log_config)
+    #: controller policies (module docstring); topic configs override the first three
+    unclean_leader_election_enable: bool = False
+    eligible_leader_replicas_enable: bool = True
+    last_known_leader_recovery_enable: bool = True
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_ms: int = 300_000
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.broker_id, int) or self.broker_id < 0:
@@ -139,6 +162,16 @@ class BrokerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise InvalidConfigError(f"{name} must be an int >= 0, got {value!r}")
+        for name in _BOOLEAN:
+            flag = getattr(self, name)
+            if not isinstance(flag, bool):
+                raise InvalidConfigError(f"{name} must be true or false, got {flag!r}")
+        percentage = self.leader_imbalance_per_broker_percentage
+        is_int = isinstance(percentage, int) and not isinstance(percentage, bool)
+        if not is_int or not 0 <= percentage <= 100:
+            raise InvalidConfigError(
+                f"leader_imbalance_per_broker_percentage must be 0..100, got {percentage!r}"
+            )
         if self.port > 65535:
             raise InvalidConfigError(f"port must be <= 65535, got {self.port}")
         if self.advertised_port is not None and not 0 < self.advertised_port <= 65535:
@@ -170,6 +203,24 @@ class BrokerConfig:
             fetch_min_bytes=self.replica_fetch_min_bytes,
             fetch_wait_ms_max=self.replica_fetch_wait_ms_max,
             delayed_operations_max=self.delayed_operations_max,
+        )
+
+    def topic_policy(self) -> TopicPolicy:
+        """The election policy of a topic with no configs of its own."""
+        return TopicPolicy(
+            min_insync_replicas=self.default_min_insync_replicas,
+            unclean_leader_election=self.unclean_leader_election_enable,
+            eligible_leader_replicas=self.eligible_leader_replicas_enable,
+            last_known_leader_recovery=self.last_known_leader_recovery_enable,
+        )
+
+    def controller_config(self) -> ControllerConfig:
+        """The ``ControllerConfig`` this broker runs the controller role with."""
+        return ControllerConfig(
+            default_topic_policy=self.topic_policy(),
+            auto_leader_rebalance=self.auto_leader_rebalance_enable,
+            leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval_ms=self.leader_imbalance_check_interval_ms,
         )
 
     @classmethod

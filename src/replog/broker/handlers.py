@@ -458,6 +458,7 @@ def _describe_configs(broker: Broker, body: m.DescribeConfigsRequest) -> m.Descr
             assignment.config_map,
             log_defaults=broker.config.log,
             min_insync_replicas=broker.config.default_min_insync_replicas,
+            unclean_leader_election=broker.config.unclean_leader_election_enable,
         ):
             if wanted is not None and entry.name not in wanted:
                 continue
