@@ -4,16 +4,23 @@ A topic name becomes a directory name (``<topic>-<partition>``), a key in the co
 and a metric label, so it is restricted to ``[a-zA-Z0-9._-]``, 1 to 249 characters, and may not
 be ``.`` or ``..`` (Kafka's rules). Because metrics replace ``.`` with ``_``, two names that differ
 only in those characters collide; ``collision_key`` gives the form to compare.
+
+Topic IDs (KIP-516) are random UUIDs given at creation, kept as the 32-digit hex string
+(``new_topic_id``, ``topic_uuid``).
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 
 from replog.errors import InvalidTopicError
 
 __all__ = [
     "MAX_TOPIC_NAME_LENGTH",
+    "ZERO_TOPIC_ID",
+    "new_topic_id",
+    "topic_uuid",
     "collision_key",
     "is_valid_topic_name",
     "validate_topic_name",
@@ -23,6 +30,25 @@ MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's limit: 255 (a filename) minus room for ``-<partition>`` and a deletion suffix."""
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+ZERO_TOPIC_ID = uuid.UUID(int=0)
+"""Kafka's "no topic ID" (never assigned to a topic)."""
+
+
+def new_topic_id() -> str:
+    """A fresh random topic ID (hex form). Kafka never hands out the zero UUID."""
+    while True:
+        value = uuid.uuid4()
+        if value != ZERO_TOPIC_ID:
+            return value.hex
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """The UUID of a hex (or canonical) topic ID; the zero UUID when it is not one."""
+    try:
+        return uuid.UUID(topic_id)
+    except (ValueError, AttributeError, TypeError):
+        return ZERO_TOPIC_ID
 
 
 def validate_topic_name(name: str) -> str:

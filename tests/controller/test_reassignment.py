@@ -71,9 +71,13 @@ def test_seed_001_table_step_by_step(coordinator: Coordinator) -> None:
     assert [row(s) for s in history] == SEED_TABLE
     assert [s.partition_epoch for s in history] == list(range(len(SEED_TABLE)))
     # OAR - RAR are stopped and deleted through their brokers' persistent queues.
+    topic_id = coordinator.get_topic("foo").topic_id  # type: ignore[union-attr]
     for broker in (1, 2, 3):
         closes = [r.payload for r in coordinator.pending_admin_requests(broker)]
-        assert CloseReplica(topic="foo", partition=0, leader_epoch=done.leader_epoch) in closes
+        close = CloseReplica(
+            topic="foo", partition=0, leader_epoch=done.leader_epoch, topic_id=topic_id
+        )
+        assert close in closes
     stops = {
         c.target.broker_id
         for c in cluster.log

@@ -123,3 +123,28 @@ def test_delete_topic_queues_close_replica_for_a_down_broker(coordinator: Coordi
     again = cluster.submit(DeleteTopic(topic="t"))
     cluster.poll(controller)
     assert cluster.outcome(again) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_full_broker_queue_does_not_cost_the_controller_role() -> None:
+    """A deletion queues a CloseReplica per partition for every replica's broker; with the
+    broker down its queue fills. AdminQueueFullError once escaped the controller's poll and
+    dropped the role; now the clean-up is left to the broker's start-up (stray logs)."""
+    from replog.coord.memory import MemoryCoordinator
+    from replog.coord.types import CreateTopic, DeleteTopic
+
+    coordinator = MemoryCoordinator(admin_queue_limit=2)
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 100)
+    controller = cluster.controller(100)
+    created = cluster.submit(
+        CreateTopic(topic="t", partition_count=3, replication_factor=2,
+                    replica_assignment=[[1, 2], [1, 2], [1, 2]])
+    )  # fmt: skip
+    cluster.settle(controller)
+    assert cluster.outcome(created) is ErrorCode.NONE
+    deleted = cluster.submit(DeleteTopic(topic="t"))
+    cluster.settle(controller)
+    assert controller.is_active
+    assert cluster.outcome(deleted) is ErrorCode.NONE
+    assert coordinator.get_topic("t") is None
+    assert len(coordinator.pending_admin_requests(2)) == 2

@@ -240,6 +240,7 @@ class Broker:
             self._spawn(coro)
         self._reconcile_fetchers()
         self.after_input()
+        await self._drain_admin_requests()
         await self._server.start_serving()
 
     async def _coord(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -473,24 +474,47 @@ class Broker:
                 self.rm.apply_snapshot(snapshot, self.now_ms())
             self._feed_seq = snapshot.seq
             batch = ChangeBatch((), snapshot.seq)
+        queued_for_us = False
         if batch.changes:
             async with self.storage_lock:
                 self.rm.apply_changes(batch.changes, self.now_ms())
             for change in batch.changes:
-                if (
-                    isinstance(change, AdminRequestChanged)
-                    and change.reason is AdminRequestChangeReason.COMPLETED
-                ):
+                if not isinstance(change, AdminRequestChanged):
+                    continue
+                if change.reason is AdminRequestChangeReason.SUBMITTED:
+                    queued_for_us |= change.request.target == self.broker_id
+                elif change.reason is AdminRequestChangeReason.COMPLETED:
                     future = self._admin_waiters.get(change.request.request_id)
                     if future is None:
                         self._remember_early_completion(change)
                     elif not future.done():
                         future.set_result(change)
         self._feed_seq = batch.next_seq
+        if queued_for_us:
+            await self._drain_admin_requests()
         self._reconcile_fetchers()
         self.after_input()
         if self._controller is not None:
             await self._poll_controller()
+
+    async def _drain_admin_requests(self) -> None:
+        """Act on and complete what the controller queued for this broker (CloseReplica after a
+        deletion or a move, even one made while this broker was down), so the queue stays
+        short. Run at start-up, after the snapshot, and when the feed shows a new request."""
+        try:
+            pending = await self._coord(self.coordinator.pending_admin_requests, self.broker_id)
+        except CoordinatorError as exc:
+            _log.debug("broker %s: admin queue unavailable: %s", self.broker_id, exc)
+            return
+        for request in pending:
+            async with self.storage_lock:
+                self.rm.on_admin_request(request.payload)
+            self.after_input()
+            try:
+                await self._coord(self.coordinator.complete_admin_request, request.request_id)
+            except CoordinatorError as exc:
+                _log.debug("broker %s: completing %s failed: %s", self.broker_id, request, exc)
+                return
 
     def _reconcile_fetchers(self) -> None:
         if self._halting:

@@ -28,7 +28,7 @@ from replog.protocol import (
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
 from replog.topic_config import ConfigSource, effective_topic_configs, parse_topic_configs
-from replog.topics import validate_topic_name
+from replog.topics import topic_uuid, validate_topic_name
 
 if TYPE_CHECKING:
     from replog.broker.broker import Broker
@@ -205,7 +205,11 @@ def _metadata(broker: Broker, body: m.MetadataRequest) -> m.MetadataResponse:
         for b in sorted(rm.brokers.values(), key=lambda b: b.broker_id)
         if not b.fenced
     ]
-    names = sorted(rm.topics) if body.topics is None else [t.name or "" for t in body.topics]
+    if body.topics is None:
+        names = sorted(rm.topics)
+    else:
+        by_id = {topic_uuid(a.topic_id): name for name, a in rm.topics.items()}
+        names = [t.name or by_id.get(t.topic_id, "") for t in body.topics]
     topics = []
     for name in names:
         assignment = rm.topics.get(name)
@@ -234,7 +238,14 @@ def _metadata(broker: Broker, body: m.MetadataRequest) -> m.MetadataResponse:
                     offline_replicas=[r for r in state.replicas if r not in rm.brokers],
                 )
             )
-        topics.append(m.MetadataResponseTopic(error_code=0, name=name, partitions=partitions))
+        topics.append(
+            m.MetadataResponseTopic(
+                error_code=0,
+                name=name,
+                topic_id=topic_uuid(assignment.topic_id),
+                partitions=partitions,
+            )
+        )
     controller = rm.controller
     return m.MetadataResponse(
         brokers=brokers,

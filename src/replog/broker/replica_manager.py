@@ -8,7 +8,13 @@ deterministic simulator drives it the same way the asyncio runtime does:
 
 - metadata in: ``apply_snapshot`` / ``apply_changes`` take the coordinator feed's plain values
   and turn them into ``become_leader`` / ``become_follower`` (creating logs on first use) or
-  replica removal;
+  replica removal. Logs are tied to a topic incarnation (KIP-516): a new log gets the topic's
+  ID in ``partition.metadata``; a log whose ID is not the current topic's, or whose partition is
+  no longer assigned here or whose topic is gone (seen in a snapshot: deleted while this broker
+  was down), is a stray and is deleted before anything serves it (Kafka's stray-log handling);
+- admin requests the controller queued for this broker (``on_admin_request``): a CloseReplica
+  deletes the replica unless the current metadata assigns it here again, never the log of a
+  later topic of the same name;
 - client requests in: ``produce`` (acks 0/1/all; acks=all may wait in the partition's
   purgatory), ``fetch`` (consumers up to the HW, followers up to the LEO);
 - follower side: ``fetch_requests_for(leader)`` builds one request per source broker covering
@@ -26,13 +32,16 @@ completes no acks=all produce as leader: new ones are refused, parked ones end
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Mapping
 
 import attrs
 
 from replog.coord.types import (
+    AdminPayload,
     BrokerChanged,
     BrokerInfo,
+    CloseReplica,
     ControllerChanged,
     ControllerInfo,
     MetadataChange,
@@ -46,6 +55,7 @@ from replog.coord.types import (
 from replog.errors import (
     CorruptRecordError,
     ErrorCode,
+    InvalidConfigError,
     InvalidOffsetError,
     RecordBatchTooLargeError,
     StorageError,
@@ -67,10 +77,20 @@ from replog.isr import (
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager, TopicPartition
 from replog.topic_config import TopicSettings, stored_topic_settings
+from replog.topics import ZERO_TOPIC_ID, topic_uuid
 
 __all__ = ["ManagerReady", "ReplicaManager", "TP"]
 
+_log = logging.getLogger(__name__)
 TP = tuple[str, int]
+
+
+def _other_incarnation(stored_id: str | None, topic_id: str) -> bool:
+    """Whether a log with ``stored_id`` belongs to another topic incarnation than ``topic_id``
+    (False when either is unknown: a log from before topic IDs, or no ID to compare with)."""
+    if not stored_id or topic_uuid(topic_id) == ZERO_TOPIC_ID:
+        return False
+    return topic_uuid(stored_id) != topic_uuid(topic_id)
 
 
 @attrs.frozen
@@ -113,7 +133,8 @@ class ReplicaManager:
     # ------------------------------------------------------------------ metadata
 
     def apply_snapshot(self, snapshot: MetadataSnapshot, now_ms: int) -> None:
-        """Replace the image with ``snapshot`` and bring every hosted replica in line."""
+        """Replace the image with ``snapshot``, delete stray logs, and bring every hosted
+        replica in line."""
         self.brokers = dict(snapshot.brokers)
         self.controller = snapshot.controller
         for topic in set(self.topics) - set(snapshot.topics):
@@ -121,6 +142,7 @@ class ReplicaManager:
         self.topics = dict(snapshot.topics)
         for tp in set(self.partitions) - set(snapshot.partitions):
             self._remove_replica(tp, delete=True)
+        self._delete_stray_logs(snapshot.partitions)
         self._push_eligibility()
         for (topic, partition), state in sorted(snapshot.partitions.items()):
             self.apply_partition_state(topic, partition, state, now_ms)
@@ -142,7 +164,7 @@ class ReplicaManager:
             elif isinstance(change, TopicChanged):
                 name = change.assignment.topic
                 if change.reason is TopicChangeReason.DELETED:
-                    self._drop_topic(name, delete=True)
+                    self._drop_topic(name, delete=True, topic_id=change.assignment.topic_id)
                 else:
                     self.topics[name] = change.assignment
             elif isinstance(change, ControllerChanged):
@@ -204,10 +226,23 @@ class ReplicaManager:
         if replica is not None:
             return replica
         settings = self._topic_settings(tp[0])
+        assignment = self.topics.get(tp[0])
+        topic_id = "" if assignment is None else assignment.topic_id
+        key = TopicPartition(*tp)
         try:
+            stored_id = self.log_manager.topic_id(key)
+            if _other_incarnation(stored_id, topic_id):
+                _log.warning(
+                    "broker %s: deleting stray log %s of topic ID %s (the topic is now %s)",
+                    self.broker_id, key, stored_id, topic_id,
+                )  # fmt: skip
+                self.log_manager.delete_log(key)
+                stored_id = None
             log = self.log_manager.get_or_create_log(
-                TopicPartition(*tp), settings.log_config(self.log_manager.default_config)
+                key, settings.log_config(self.log_manager.default_config)
             )
+            if stored_id is None and topic_uuid(topic_id) != ZERO_TOPIC_ID:
+                self.log_manager.set_topic_id(key, topic_id)
         except StorageError:
             return None  # the dir is offline: this replica is not served
         if log.is_offline:
@@ -245,12 +280,86 @@ class ReplicaManager:
                 pass
         self.data_version += 1
 
-    def _drop_topic(self, topic: str, *, delete: bool) -> None:
+    def _drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
+        """Forget a deleted topic; with ``delete`` its logs go too (opened or not), except logs
+        of another incarnation than ``topic_id`` (when given)."""
         self.topics.pop(topic, None)
         for tp in [tp for tp in self.states if tp[0] == topic]:
             del self.states[tp]
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
             self._remove_replica(tp, delete=delete)
+        if delete:
+            for key in self.log_manager.partitions():
+                if key.topic == topic:
+                    self._delete_if_incarnation(key, topic_id)
+
+    def _delete_if_incarnation(self, key: TopicPartition, topic_id: str) -> bool:
+        """Delete the log of ``key`` unless it belongs to another topic incarnation than
+        ``topic_id`` ("" or a log without an ID: any)."""
+        try:
+            if _other_incarnation(self.log_manager.topic_id(key), topic_id):
+                return False
+            deleted = self.log_manager.delete_log(key)
+        except StorageError:
+            return False
+        if deleted:
+            self.data_version += 1
+        return deleted
+
+    def _delete_stray_logs(self, states: Mapping[TP, PartitionState]) -> None:
+        """Delete the on-disk logs a full snapshot shows are not ours: topic gone, partition
+        not assigned here, or another incarnation of the topic (Kafka's stray logs). Hosted
+        replicas were brought in line already; this catches logs not opened since start."""
+        for key in self.log_manager.partitions():
+            tp = (key.topic, key.partition)
+            if tp in self.partitions:
+                continue
+            state = states.get(tp)
+            assignment = self.topics.get(key.topic)
+            if assignment is not None and state is not None and self.broker_id in state.replicas:
+                try:
+                    stray = _other_incarnation(self.log_manager.topic_id(key), assignment.topic_id)
+                except StorageError:
+                    continue
+                if not stray:
+                    continue
+            _log.warning("broker %s: deleting stray log %s", self.broker_id, key)
+            self._delete_if_incarnation(key, "")
+
+    # ------------------------------------------------------------------ admin requests
+
+    def on_admin_request(self, payload: AdminPayload) -> None:
+        """A request the controller queued for this broker (the driver completes it after).
+        CloseReplica with ``delete``: the replica goes unless the current metadata assigns it
+        here again; a log of another topic incarnation than the request's stays. StartReplica
+        needs nothing: metadata creates replicas."""
+        if not isinstance(payload, CloseReplica):
+            return
+        tp = (payload.topic, payload.partition)
+        assignment = self.topics.get(payload.topic)
+        state = self.states.get(tp)
+        if (
+            assignment is not None
+            and state is not None
+            and self.broker_id in state.replicas
+            and not _other_incarnation(payload.topic_id, assignment.topic_id)
+        ):
+            return  # assigned here (again): keep it
+        if not payload.delete:
+            return
+        try:
+            key = TopicPartition(*tp)
+        except InvalidConfigError:
+            return
+        if tp not in self.partitions:
+            self._delete_if_incarnation(key, payload.topic_id)
+            return
+        try:  # hosted yet not assigned: the feed is behind the request
+            stored_id = self.log_manager.topic_id(key)
+        except StorageError:
+            return
+        if not _other_incarnation(stored_id, payload.topic_id):
+            self._remove_replica(tp, delete=True)
 
     def _broker_epochs(self) -> dict[int, int]:
         return {b: info.incarnation_epoch for b, info in self.brokers.items()}

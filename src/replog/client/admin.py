@@ -30,6 +30,7 @@ from replog.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     RESOURCE_TOPIC,
+    CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
     CreatePartitionsRequest,
@@ -173,14 +174,30 @@ class AsyncAdmin:
         config: Mapping[str, str] | None = None,
         *,
         wait: bool = True,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """Create one topic (``config``: topic overrides such as min.insync.replicas); with
-        ``wait``, return only once every partition has a leader in the metadata."""
+        ``wait``, return only once every partition has a leader in the metadata.
+        ``replica_assignment`` places the replicas yourself (``[[1, 2], [2, 3]]``: partition 0
+        on brokers 1 and 2, 1 on 2 and 3; the first is the preferred leader); it must agree
+        with ``partitions`` and ``replication_factor``."""
+        assignments = [
+            CreatableReplicaAssignment(partition_index=p, broker_ids=list(brokers))
+            for p, brokers in enumerate(replica_assignment or ())
+        ]
+        if assignments and (
+            len(assignments) != partitions
+            or any(len(a.broker_ids) != replication_factor for a in assignments)
+        ):
+            raise InvalidConfigError(
+                f"{name}: replica_assignment {replica_assignment} does not match "
+                f"{partitions} partitions of {replication_factor} replicas"
+            )
         topic = CreatableTopic(
             name=name,
-            num_partitions=partitions,
-            replication_factor=replication_factor,
-            assignments=[],
+            num_partitions=-1 if assignments else partitions,
+            replication_factor=-1 if assignments else replication_factor,
+            assignments=assignments,
             configs=[CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()],
         )
         request = CreateTopicsRequest(topics=[topic], timeout_ms=self.request_timeout_ms)
@@ -413,10 +430,18 @@ class Admin:
         config: Mapping[str, str] | None = None,
         *,
         wait: bool = True,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """See ``AsyncAdmin.create_topics``."""
         self._loop.run(
-            self._admin.create_topics(name, partitions, replication_factor, config, wait=wait)
+            self._admin.create_topics(
+                name,
+                partitions,
+                replication_factor,
+                config,
+                wait=wait,
+                replica_assignment=replica_assignment,
+            )
         )
 
     def delete_topics(self, names: Iterable[str]) -> None:

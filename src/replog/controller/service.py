@@ -32,11 +32,13 @@ ending) means the role is lost: the service stops acting at once, ``role`` becom
 from __future__ import annotations
 
 import enum
+import logging
 import random
 from collections.abc import Callable
 
 from replog.coord.contract import Coordinator
 from replog.coord.errors import (
+    AdminQueueFullError,
     FencedControllerError,
     InvalidPartitionStateError,
     InvalidReplicaAssignmentError,
@@ -62,6 +64,8 @@ from replog.election.state_change import StateChange
 from replog.errors import ErrorCode, invariant, unreachable
 
 __all__ = ["CONFLICT_RETRIES_MAX", "ControllerRole", "ControllerService", "random_placement_start"]
+
+_log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES_MAX = 3
 """How many times in a row one decision is retried after a VERSION_MISMATCH."""
@@ -301,14 +305,20 @@ class ControllerService:
             elif isinstance(write, DeleteTopicWrite):
                 c.delete_topic(write.topic, controller_epoch=epoch, timeout_ms=t)
             elif isinstance(write, SubmitRequestWrite):
-                c.submit_admin_request(write.target, write.payload, timeout_ms=t)
+                try:
+                    c.submit_admin_request(write.target, write.payload, timeout_ms=t)
+                except AdminQueueFullError as full:
+                    # A broker's queue full of work it has yet to do (it is down): the request
+                    # is a clean-up the broker also finds at start-up (stray logs), so losing
+                    # it must not cost the controller role.
+                    _log.warning("controller %s: %s; dropped %s", self.broker_id, full, write)
             elif isinstance(write, MarkUncleanRestartHandledWrite):
-                b, e = write.broker_id, write.incarnation_epoch
-                if (b, e) in self._unclean_failed:
-                    self._unclean_failed.discard((b, e))
-                    self._machine().retry_unclean_restart(b, e)
+                incarnation = (write.broker_id, write.incarnation_epoch)
+                if incarnation in self._unclean_failed:
+                    self._unclean_failed.discard(incarnation)
+                    self._machine().retry_unclean_restart(*incarnation)
                     return False  # a removal did not happen: handled again next tick
-                c.mark_unclean_restart_handled(b, e, controller_epoch=epoch, timeout_ms=t)
+                c.mark_unclean_restart_handled(*incarnation, controller_epoch=epoch, timeout_ms=t)
             elif isinstance(write, CompleteRequestWrite):
                 c.complete_admin_request(
                     write.request_id,

@@ -57,12 +57,12 @@ def validate_admin_request(target: int, payload: AdminPayload) -> None:
 
 def superseded_requests(pending: Sequence[AdminRequest]) -> list[AdminRequest]:
     """The requests a full queue may drop: every START_REPLICA, and every CLOSE_REPLICA except
-    the newest (highest leader epoch, then latest id) of its partition."""
-    newest_close: dict[tuple[str, int], AdminRequest] = {}
+    the newest (highest leader epoch, then latest id) of its partition and topic ID."""
+    newest_close: dict[tuple[str, int, str], AdminRequest] = {}
     for request in pending:
         p = request.payload
         if isinstance(p, CloseReplica):
-            key = (p.topic, p.partition)
+            key = (p.topic, p.partition, p.topic_id)
             kept = newest_close.get(key)
             if kept is None or _close_rank(request) > _close_rank(kept):
                 newest_close[key] = request

@@ -62,6 +62,7 @@ from replog.coord.types import (
     TopicConfigs,
 )
 from replog.errors import ErrorCode
+from replog.topics import new_topic_id
 
 __all__ = ["FEED_RETENTION_MAX", "ManualClock", "MemoryCoordinator", "monotonic_ms"]
 
@@ -91,7 +92,8 @@ class _Topic:
 
 class MemoryCoordinator(Coordinator):
     """In-process coordinator; see the module docstring. ``clock`` returns ms (default: a new
-    ``ManualClock`` at 0, reachable as ``.clock``)."""
+    ``ManualClock`` at 0, reachable as ``.clock``); ``topic_ids`` makes a new topic's ID (a
+    random UUID; the simulator passes a seeded source)."""
 
     def __init__(
         self,
@@ -100,11 +102,13 @@ class MemoryCoordinator(Coordinator):
         default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
         feed_retention_max: int = FEED_RETENTION_MAX,
         admin_queue_limit: int = ADMIN_QUEUE_LIMIT,
+        topic_ids: Callable[[], str] = new_topic_id,
     ) -> None:
         if feed_retention_max < 1 or admin_queue_limit < 1 or default_timeout_ms < 0:
             raise ValueError("feed_retention_max, admin_queue_limit must be >= 1, timeout >= 0")
         self.clock: Callable[[], int] = clock if clock is not None else ManualClock()
         self._default_timeout_ms = default_timeout_ms
+        self._topic_ids = topic_ids
         self._lock = TimedLock()
         self._dispatcher = Dispatcher()
         self._closed = False
@@ -434,7 +438,7 @@ class MemoryCoordinator(Coordinator):
             rules.check_topic_free(topic, self._topics)
             result = TopicAssignment(
                 topic=topic,
-                topic_id=f"memory-{self._log.next_seq}",
+                topic_id=self._topic_ids(),
                 replicas=assignment,
                 configs=stored_configs,
             )

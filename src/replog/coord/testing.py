@@ -72,6 +72,7 @@ from replog.coord.types import (
     TopicChangeReason,
 )
 from replog.errors import ErrorCode, InvalidTopicError
+from replog.topics import ZERO_TOPIC_ID, topic_uuid
 
 __all__ = ["CoordinatorContract", "CoordinatorFactory", "SecondHandleContract", "replay"]
 
@@ -585,6 +586,9 @@ class CoordinatorContract:
         second = coord.create_topic("t", [[2]], controller_epoch=ctl.controller_epoch)
         assert second.topic_id != first.topic_id
         assert coord.get_partition_state("t", 0) == PartitionState.initial([2])
+        # KIP-516: a topic ID is a UUID (never the zero one), kept as its hex string
+        for topic_id in (first.topic_id, second.topic_id):
+            assert topic_uuid(topic_id) != ZERO_TOPIC_ID and topic_uuid(topic_id).hex == topic_id
 
     def test_add_partitions_appends_the_next_numbers(self, coord: Coordinator) -> None:
         _, ctl = self.cluster(coord)

@@ -319,13 +319,16 @@ class StartReplica:
 @attrs.frozen(kw_only=True)
 class CloseReplica:
     """Seeds: a broker stops its replica, and deletes it when ``delete`` (topic deleted or the
-    replica moved away). Acted on whatever its epoch, so a broker that was down still cleans up."""
+    replica moved away). Acted on whatever its epoch, so a broker that was down still cleans up.
+    ``topic_id`` names the topic incarnation (KIP-516; "" when unknown): a broker never deletes
+    the log of a later topic of the same name because of it."""
 
     kind: ClassVar[AdminRequestKind] = AdminRequestKind.CLOSE_REPLICA
     topic: str
     partition: int
     leader_epoch: int = -1
     delete: bool = True
+    topic_id: str = ""
 
 
 def _isr_pairs(values: Iterable[Iterable[int]]) -> tuple[tuple[int, int], ...]:

@@ -235,9 +235,13 @@ class ControllerMachine:
                 state_changes=tuple(decision.state_changes),
             )
         ]
+        known = self.topics.get(tp.topic)
         for broker in (r for r in current.replicas if r not in new.replicas):
             close = ct.CloseReplica(
-                topic=tp.topic, partition=tp.partition, leader_epoch=new.leader_epoch
+                topic=tp.topic,
+                partition=tp.partition,
+                leader_epoch=new.leader_epoch,
+                topic_id="" if known is None else known.topic_id,
             )
             writes.append(
                 SubmitRequestWrite(group=group, cause=cause, target=broker, payload=close)

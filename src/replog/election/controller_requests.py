@@ -240,12 +240,16 @@ def _delete_topic(
         record = _topic_record(machine, topic, kind, error, message, now_ms)
         return [machine.complete(request, group, error, message, [record])]
     closes: list[ControllerWrite] = []
+    topic_id = machine.topics[topic].topic_id
     for tp, registration in sorted(machine.partitions.items()):
         if tp.topic != topic:
             continue
         for broker in registration.replicas:
             close = ct.CloseReplica(
-                topic=topic, partition=tp.partition, leader_epoch=registration.leader_epoch
+                topic=topic,
+                partition=tp.partition,
+                leader_epoch=registration.leader_epoch,
+                topic_id=topic_id,
             )
             record = StateChange(
                 kind=StateChangeKind.STOP_REPLICA,

@@ -29,6 +29,7 @@ from replog.log.checkpoints import (
 from replog.log.config import LogConfig
 from replog.log.fs import REAL_FS, FileSystem
 from replog.log.log import Log
+from replog.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from replog.topics import validate_topic_name
 
 __all__ = [
@@ -196,19 +197,55 @@ class LogManager:
             )
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Close and remove the log of ``tp`` and its directory. Returns whether it existed."""
-        log = self.get_log(tp)
+        """Close (if open) and remove the log of ``tp`` and its directory, without recovering
+        it first. Returns whether it existed."""
         log_dir = self._dir_of.pop(tp, None)
-        if log is None or log_dir is None:
+        log = self.logs.pop(tp, None)
+        if log_dir is None:
             return False
-        self.logs.pop(tp, None)
-        log.close()
-        for name in self.fs.listdir(log.dir_path):
-            self.fs.remove(f"{log.dir_path}/{name}")
-        self.fs.rmdir(log.dir_path)
+        self._check_online(log_dir)
+        log_dir.unopened.discard(tp)
+        if log is not None:
+            log.close()
+        path = f"{log_dir.path}/{tp.dir_name}"
+        try:
+            for name in self.fs.listdir(path):
+                self.fs.remove(f"{path}/{name}")
+            self.fs.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log_dir.offline_reason = f"cannot delete {path}: {exc}"
+            raise StorageError(f"cannot delete {path}: {exc}", log_dir.path) from exc
         for table in (log_dir.high_watermarks, log_dir.recovery_points, log_dir.log_start_offsets):
             table.pop((tp.topic, tp.partition), None)
         return True
+
+    # -- topic IDs (KIP-516) --------------------------------------------------------------
+
+    def topic_id(self, tp: TopicPartition) -> str | None:
+        """The topic ID in the partition dir's ``partition.metadata`` (None: no log here, or a
+        log written before topic IDs). A file that does not parse reads as no ID."""
+        log_dir = self._dir_of.get(tp)
+        if log_dir is None:
+            return None
+        self._check_online(log_dir)
+        try:
+            return read_partition_metadata(self.fs, f"{log_dir.path}/{tp.dir_name}")
+        except MalformedCheckpointError:
+            return None
+
+    def set_topic_id(self, tp: TopicPartition, topic_id: str) -> None:
+        """Write ``partition.metadata`` for the log of ``tp`` (which must exist)."""
+        log_dir = self._dir_of.get(tp)
+        if log_dir is None:
+            raise StorageError(f"no log of {tp} to write a topic ID for")
+        self._check_online(log_dir)
+        try:
+            write_partition_metadata(self.fs, f"{log_dir.path}/{tp.dir_name}", topic_id)
+        except StorageError as exc:
+            log_dir.offline_reason = str(exc)
+            raise
 
     # -- periodic work ----------------------------------------------------------------------
 

@@ -173,6 +173,7 @@ class SimBroker:
         self._every(gen, sim.opts.tick_ms, self._tick)
         self._reconcile_fetchers()
         self.after_input()
+        self._drain_admin_requests()
         sim.trace(f"broker {self.broker_id} started incarnation {self.incarnation}")
 
     def _retry_start(self, gen: int) -> None:
@@ -307,20 +308,24 @@ class SimBroker:
             rm.apply_snapshot(snapshot, sim.now_ms)
             self._feed_seq = snapshot.seq
             batch = None
+        queued_for_us = False
         if batch is not None:
             self._note_led_isrs(batch.changes)
             rm.apply_changes(batch.changes, sim.now_ms)
             for change in batch.changes:
-                if (
-                    isinstance(change, AdminRequestChanged)
-                    and change.reason is AdminRequestChangeReason.COMPLETED
-                ):
+                if not isinstance(change, AdminRequestChanged):
+                    continue
+                if change.reason is AdminRequestChangeReason.SUBMITTED:
+                    queued_for_us |= change.request.target == self.broker_id
+                elif change.reason is AdminRequestChangeReason.COMPLETED:
                     request = self._alter_pending.pop(change.request.request_id, None)
                     if request is not None:
                         rm.on_alter_partition_response(
                             request, alter_partition_response(change), sim.now_ms
                         )
             self._feed_seq = batch.next_seq
+        if queued_for_us:
+            self._drain_admin_requests()
         self._reconcile_fetchers()
         self.after_input()
         self._controller_step()
@@ -331,6 +336,17 @@ class SimBroker:
                 key = ((change.topic, change.partition), change.state.leader_epoch)
                 size = len(change.state.isr)
                 self.led_isr_sizes[key] = max(self.led_isr_sizes.get(key, 0), size)
+
+    def _drain_admin_requests(self) -> None:
+        """As ``Broker._drain_admin_requests``: act on and complete this broker's queue."""
+        try:
+            pending = self.sim.coordinator.pending_admin_requests(self.broker_id)
+            for request in pending:
+                self._rm().on_admin_request(request.payload)
+                self.sim.coordinator.complete_admin_request(request.request_id)
+        except CoordinatorError:
+            return
+        self.after_input()
 
     def _controller_step(self) -> None:
         sim, rm = self.sim, self._rm()

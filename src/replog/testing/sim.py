@@ -213,7 +213,10 @@ class Simulation:
         self._seq = itertools.count()
         self.events = 0
         self.clock = ManualClock()
-        self.coordinator = MemoryCoordinator(clock=self.clock)
+        topic_ids = random.Random(f"topic-ids-{opts.seed}")
+        self.coordinator = MemoryCoordinator(
+            clock=self.clock, topic_ids=lambda: f"{topic_ids.getrandbits(128) | 1:032x}"
+        )
         self.net = SimNetwork(self.rng, opts.net, self.after)
         self.log_config = LogConfig(
             segment_bytes=1024, segment_index_bytes=256, index_interval_bytes=128
