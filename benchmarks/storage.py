@@ -45,11 +45,11 @@ def _best_of(
 def append_replog(root: str, batch_records: int, total_records: int) -> float:
     """Seconds to encode and append ``total_records`` in batches of ``batch_records``."""
     values = [os.urandom(RECORD_BYTES) for _ in range(batch_records)]
-    log = Log.open(f"{root}/bench-{batch_records}-{time.monotonic_ns()}", LogConfig(), now_ms=0)
+    log = Log.open(f"{root}/bench-{batch_records}-{time.monotonic_ns()}", LogConfig())
     batches = total_records // batch_records
     start = time.perf_counter()
     for n in range(batches):
-        log.append_as_leader(encode_batch(values, base_timestamp=n), leader_epoch=0, now_ms=0)
+        log.append_as_leader(encode_batch(values, base_timestamp=n), leader_epoch=0)
     elapsed = time.perf_counter() - start
     log.close()
     return elapsed
@@ -94,9 +94,9 @@ def _fill(path: str, batch_bytes: int, total_bytes: int, config: LogConfig) -> L
     per_batch = max(1, batch_bytes // (RECORD_BYTES + 10))
     values = [os.urandom(RECORD_BYTES) for _ in range(per_batch)]
     batch = encode_batch(values, base_timestamp=0)
-    log = Log.open(path, config, now_ms=0)
+    log = Log.open(path, config)
     for _ in range(max(1, total_bytes // len(batch))):
-        log.append_as_leader(batch, leader_epoch=0, now_ms=0)
+        log.append_as_leader(batch, leader_epoch=0)
     return log
 
 
@@ -136,7 +136,7 @@ def bench_read_lookup_recovery(root: str, scale: float) -> None:
     log.close()
 
     start = time.perf_counter()
-    recovered = Log.open(path, config, now_ms=0, recovery_point=0, had_clean_shutdown=False)
+    recovered = Log.open(path, config, recovery_point=0, had_clean_shutdown=False)
     recovery_s = time.perf_counter() - start
     _emit(
         "recovery_16k_batches",
@@ -147,7 +147,7 @@ def bench_read_lookup_recovery(root: str, scale: float) -> None:
     recovered.close()
 
     start = time.perf_counter()
-    reopened = Log.open(path, config, now_ms=0, recovery_point=leo, had_clean_shutdown=True)
+    reopened = Log.open(path, config, recovery_point=leo, had_clean_shutdown=True)
     reopen_ms = (time.perf_counter() - start) * 1e3
     _emit("reopen_after_clean_shutdown", mb=round(size / 1e6), milliseconds=round(reopen_ms, 2))
     for case in ("sequential_read_after_reopen", "sequential_read_after_reopen_again"):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.clock import ManualClock
 from replog.errors import (
     CorruptRecordError,
     MalformedCheckpointError,
@@ -37,7 +38,7 @@ def fs(tmp_path: Path) -> FaultInjectingFileSystem:
 
 
 def _open(fs: FaultInjectingFileSystem, **kwargs: int) -> Log:
-    return Log.open(f"{fs.root}/topic-0", CONFIG, fs=fs, now_ms=0, **kwargs)
+    return Log.open(f"{fs.root}/topic-0", CONFIG, fs=fs, clock=ManualClock(), **kwargs)
 
 
 def _batch(values: Sequence[bytes], *, base_offset: int = 0, epoch: int = -1) -> bytes:
@@ -51,7 +52,7 @@ def _written_log(fs: FaultInjectingFileSystem) -> Log:
     log = _open(fs)
     for _ in range(BATCHES):
         first = log.log_end_offset
-        log.append_as_leader(_batch([b"v%d" % first, b"v%d" % (first + 1)]), 0, now_ms=0)
+        log.append_as_leader(_batch([b"v%d" % first, b"v%d" % (first + 1)]), 0)
     log.flush()
     log.close()
     return log
@@ -180,27 +181,27 @@ def test_a_corrupt_batch_is_rejected_by_both_appends(
     fs: FaultInjectingFileSystem, field: str
 ) -> None:
     log = _open(fs)
-    log.append_as_leader(_batch([b"ok"]), 0, now_ms=0)
+    log.append_as_leader(_batch([b"ok"]), 0)
     data = bytearray(_batch([b"payload-123"], base_offset=1, epoch=0))
     at, mask = FLIPS[field]
     data[at] ^= mask
     with pytest.raises(CorruptRecordError):
-        log.append_as_leader(bytes(data), 0, now_ms=0)
+        log.append_as_leader(bytes(data), 0)
     with pytest.raises(CorruptRecordError):
-        log.append_as_follower(bytes(data), now_ms=0)
+        log.append_as_follower(bytes(data))
     assert log.log_end_offset == 1
     assert _offsets(log) == [0]
 
 
 def test_an_oversized_batch_is_rejected(fs: FaultInjectingFileSystem) -> None:
     config = LogConfig(max_message_bytes=200, segment_index_bytes=4096)
-    log = Log.open(f"{fs.root}/topic-0", config, fs=fs, now_ms=0)
+    log = Log.open(f"{fs.root}/topic-0", config, fs=fs, clock=ManualClock())
     big = _batch([b"x" * 300])
     with pytest.raises(RecordBatchTooLargeError) as excinfo:
-        log.append_as_leader(big, 0, now_ms=0)
+        log.append_as_leader(big, 0)
     assert excinfo.value.limit_bytes == 200
     with pytest.raises(RecordBatchTooLargeError):
-        log.append_as_follower(big, now_ms=0)
+        log.append_as_follower(big)
     assert log.log_end_offset == 0
     assert log.active_segment.size_bytes == 0
 
@@ -288,14 +289,14 @@ def test_a_malformed_leader_epoch_checkpoint_takes_the_log_dir_offline(
     fs: FaultInjectingFileSystem,
 ) -> None:
     log_dir = f"{fs.root}/d1"
-    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     tp = TopicPartition("orders", 0)
-    manager.get_or_create_log(tp).append_as_leader(_batch([b"a"]), 0, now_ms=0)
+    manager.get_or_create_log(tp).append_as_leader(_batch([b"a"]), 0)
     manager.shutdown()
     with open(f"{log_dir}/orders-0/{LEADER_EPOCH_CHECKPOINT}", "wb") as f:
         f.write(b"0\nlots\n")
 
-    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     with pytest.raises(MalformedCheckpointError):
         reopened.get_log(tp)
 
@@ -314,7 +315,7 @@ def test_a_malformed_hw_checkpoint_takes_the_log_dir_offline(
     os.makedirs(log_dir)
     with open(f"{log_dir}/{HW_CHECKPOINT}", "wb") as f:
         f.write(content)
-    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     assert HW_CHECKPOINT in manager.offline_dirs[log_dir]
     with pytest.raises(StorageError):
         manager.get_or_create_log(TopicPartition("orders", 0))
@@ -324,18 +325,18 @@ def test_a_malformed_log_start_checkpoint_falls_back_to_the_first_segment(
     fs: FaultInjectingFileSystem,
 ) -> None:
     log_dir = f"{fs.root}/d1"
-    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     tp = TopicPartition("orders", 0)
     log = manager.get_or_create_log(tp)
     for _ in range(4):
-        log.append_as_leader(_batch([b"a", b"b"]), 0, now_ms=0)
+        log.append_as_leader(_batch([b"a", b"b"]), 0)
     log.update_high_watermark(8)
     log.maybe_increment_log_start_offset(3)
     manager.shutdown()
     with open(f"{log_dir}/{LOG_START_CHECKPOINT}", "wb") as f:
         f.write(b"0\n1\norders 0 three\n")
 
-    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     log = reopened.get_log(tp)
 
     assert reopened.offline_dirs == {}
@@ -349,14 +350,14 @@ def test_a_malformed_clean_shutdown_marker_counts_as_unclean(
     fs: FaultInjectingFileSystem, content: bytes
 ) -> None:
     log_dir = f"{fs.root}/d1"
-    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    manager = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     tp = TopicPartition("orders", 0)
-    manager.get_or_create_log(tp).append_as_leader(_batch([b"a"]), 0, now_ms=0)
+    manager.get_or_create_log(tp).append_as_leader(_batch([b"a"]), 0)
     manager.shutdown()
     with open(f"{log_dir}/{CLEAN_SHUTDOWN_FILE}", "wb") as f:
         f.write(content)
 
-    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock_ms=lambda: 0)
+    reopened = LogManager.open([log_dir], CONFIG, fs=fs, clock=ManualClock())
     log = reopened.get_log(tp)
 
     assert not os.path.exists(f"{log_dir}/{CLEAN_SHUTDOWN_FILE}")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.clock import ManualClock
 from replog.errors import InvalidConfigError, InvalidTopicError, StorageError
 from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE, OffsetCheckpointFile
 from replog.log.config import LogConfig
@@ -37,14 +38,14 @@ def _dir(fs: FaultInjectingFileSystem, name: str = "d1") -> str:
 
 def _manager(fs: FaultInjectingFileSystem, *names: str) -> LogManager:
     return LogManager.open(
-        [_dir(fs, name) for name in names or ("d1",)], CONFIG, fs=fs, clock_ms=lambda: 0
+        [_dir(fs, name) for name in names or ("d1",)], CONFIG, fs=fs, clock=ManualClock()
     )
 
 
 def _append(log: Log, count: int) -> None:
     for _ in range(count):
         value = b"value-%d" % log.log_end_offset
-        log.append_as_leader(encode_batch([value], base_timestamp=1000), 0, now_ms=0)
+        log.append_as_leader(encode_batch([value], base_timestamp=1000), 0)
 
 
 def _marker(fs: FaultInjectingFileSystem, name: str = "d1") -> str:
@@ -155,7 +156,7 @@ def test_retention_runs_on_every_open_log(fs: FaultInjectingFileSystem) -> None:
         [_dir(fs)],
         LogConfig(segment_bytes=400, segment_index_bytes=4096, retention_ms=1000),
         fs=fs,
-        clock_ms=lambda: 10**6,
+        clock=ManualClock(10**6, wall_offset_ms=0),
     )
     log = manager.get_or_create_log(TP)
     _append(log, 20)
@@ -283,7 +284,7 @@ def test_scenario_25_a_missing_tp_entry_means_hw_0_clamped_to_the_log_start(
     log.update_high_watermark(30)
     second_base = list(log.segments)[1]
     log.maybe_increment_log_start_offset(second_base)
-    log.delete_old_segments(now_ms=0)
+    log.delete_old_segments()
     assert log.log_start_offset == second_base > 0
     manager.shutdown()
     OffsetCheckpointFile(fs, f"{_dir(fs)}/{HW_CHECKPOINT}").write({("other", 0): 5})
@@ -306,7 +307,7 @@ def test_scenario_25_a_count_mismatch_in_the_hw_checkpoint_takes_the_log_dir_off
     with open(f"{bad_dir}/{HW_CHECKPOINT}", "wb") as f:
         f.write(b"0\n3\norders 0 1\norders 1 1\n")
 
-    reopened = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], CONFIG, fs=fs, clock_ms=lambda: 0)
+    reopened = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], CONFIG, fs=fs, clock=ManualClock())
 
     reason = reopened.offline_dirs[bad_dir]
     assert HW_CHECKPOINT in reason and "expected 3 entries, found 2" in reason

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.clock import ManualClock
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import EpochEntry
 from replog.log.fault_fs import FaultInjectingFileSystem
@@ -26,7 +27,7 @@ def fs(tmp_path: Path) -> FaultInjectingFileSystem:
 
 
 def _open(fs: FaultInjectingFileSystem, config: LogConfig = CONFIG, **kwargs: int) -> Log:
-    return Log.open(f"{fs.root}/topic-0", config, fs=fs, now_ms=0, **kwargs)
+    return Log.open(f"{fs.root}/topic-0", config, fs=fs, clock=ManualClock(), **kwargs)
 
 
 def _batch(values: Sequence[bytes], timestamp: int = 1000) -> bytes:
@@ -39,7 +40,7 @@ def _append(log: Log, count: int, *, epoch: int = 0, per_batch: int = 2) -> list
     for _ in range(count):
         first = log.log_end_offset
         values = [b"value-%d" % (first + i) for i in range(per_batch)]
-        bases.append(log.append_as_leader(_batch(values), epoch, now_ms=0).first_offset)
+        bases.append(log.append_as_leader(_batch(values), epoch).first_offset)
     return bases
 
 
@@ -120,7 +121,7 @@ def test_scenario_22_torn_tail_is_cut_at_the_last_whole_batch(
     # An entry whenever more than 100 bytes (index_interval_bytes) came since the last one.
     expected = [(bases[1] + 4, positions[1]), (bases[2] + 4, positions[2])]
     assert [tuple(index.entry(i)) for i in range(index.entries)] == expected
-    assert recovered.append_as_leader(_batch([b"next"]), 3, now_ms=0).first_offset == third_end
+    assert recovered.append_as_leader(_batch([b"next"]), 3).first_offset == third_end
 
 
 def test_scenario_22_hw_is_clamped_up_to_the_log_start(fs: FaultInjectingFileSystem) -> None:
@@ -144,10 +145,10 @@ def test_scenario_23_corrupt_crc_mid_log_cuts_there_and_deletes_later_segments(
     not cut: segments wholly below the recovery point are not scanned."""
     log = _open(fs)
     s0 = _append(log, 3)
-    s1 = [log.roll(now_ms=0).base_offset, *_append(log, 3)[1:]]
-    s2 = log.roll(now_ms=0).base_offset
+    s1 = [log.roll().base_offset, *_append(log, 3)[1:]]
+    s2 = log.roll().base_offset
     _append(log, 3)
-    s3 = log.roll(now_ms=0).base_offset
+    s3 = log.roll().base_offset
     _append(log, 3)
     assert list(log.segments) == [s0[0], s1[0], s2, s3]
     log.flush()
@@ -350,7 +351,7 @@ def test_crash_never_leaves_a_hole_when_rolled_segments_lose_their_tails(
     assert recovered.log_end_offset == 6
     assert _offsets(recovered) == list(range(6))
     assert recovered.recovery_report.deleted_segments
-    info = recovered.append_as_leader(_batch([b"next"]), 0, now_ms=0)
+    info = recovered.append_as_leader(_batch([b"next"]), 0)
     assert info.first_offset == 6
 
 

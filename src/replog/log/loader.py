@@ -17,6 +17,7 @@ from __future__ import annotations
 import attrs
 from sortedcontainers import SortedDict
 
+from replog.clock import Clock
 from replog.errors import CorruptIndexError, InvalidOffsetError
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
@@ -83,7 +84,7 @@ def load_segments(
     config: LogConfig,
     epoch_cache: LeaderEpochCache,
     *,
-    now_ms: int,
+    clock: Clock,
     recovery_point: int,
     log_start_offset: int,
     had_clean_shutdown: bool,
@@ -103,7 +104,7 @@ def load_segments(
                 fs.remove(f"{dir_path}/{name}")  # an orphan index
                 stray.append(name)
             continue
-        segments[base] = LogSegment.open(fs, dir_path, base, config, now_ms, create=False)
+        segments[base] = LogSegment.open(fs, dir_path, base, config, clock, create=False)
         if f"{base:020d}.index" not in names:
             needs_recovery.add(base)
 
@@ -142,7 +143,7 @@ def load_segments(
     restarted = False
     if not segments:
         segments[log_start_offset] = LogSegment.open(
-            fs, dir_path, log_start_offset, config, now_ms, create=True
+            fs, dir_path, log_start_offset, config, clock, create=True
         )
     active: LogSegment = segments.peekitem(-1)[1]
     next_offset = _read_next_offset(active, epoch_cache, rebuilt)
@@ -152,7 +153,7 @@ def load_segments(
             segments.pop(base).delete()
             deleted.append(base)
         segments[log_start_offset] = LogSegment.open(
-            fs, dir_path, log_start_offset, config, now_ms, create=True
+            fs, dir_path, log_start_offset, config, clock, create=True
         )
         epoch_cache.clear_and_flush()
         active, next_offset, restarted = segments[log_start_offset], log_start_offset, True

@@ -10,6 +10,10 @@ keeps it within [log start, LEO] and persists nothing itself).
 Every OS error while appending, flushing or truncating takes the log offline: the error
 surfaces as `StorageError`, and every later call raises it too, so nothing continues silently
 after a failed write or fsync.
+
+Time: the log reads its injected `Clock`'s wall time (what record timestamps are compared with)
+for segment creation, roll by ``segment.ms`` and retention by ``retention.ms``; no method takes
+a time argument.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import attrs
 import crc32c
 from sortedcontainers import SortedDict
 
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import (
     CorruptRecordError,
     InvalidOffsetError,
@@ -148,6 +153,7 @@ class Log:
     dir_path: str
     config: LogConfig
     fs: FileSystem
+    clock: Clock
     segments: SortedDict  # int -> LogSegment
     epoch_cache: LeaderEpochCache
     log_start_offset: int
@@ -164,13 +170,14 @@ class Log:
         config: LogConfig | None = None,
         *,
         fs: FileSystem = REAL_FS,
-        now_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
         recovery_point: int = 0,
         log_start_offset: int = 0,
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
     ) -> Log:
-        """Open (creating if needed) and recover the log in ``dir_path``."""
+        """Open (creating if needed) and recover the log in ``dir_path``. ``clock`` gives the
+        wall time segment ages and time retention are measured with."""
         config = config or LogConfig()
         try:
             fs.makedirs(dir_path)
@@ -181,7 +188,7 @@ class Log:
                 dir_path,
                 config,
                 epoch_cache,
-                now_ms=now_ms,
+                clock=clock,
                 recovery_point=recovery_point,
                 log_start_offset=log_start_offset,
                 had_clean_shutdown=had_clean_shutdown,
@@ -193,6 +200,7 @@ class Log:
             dir_path=dir_path,
             config=config,
             fs=fs,
+            clock=clock,
             segments=loaded.segments,
             epoch_cache=epoch_cache,
             log_start_offset=loaded.log_start_offset,
@@ -246,7 +254,7 @@ class Log:
     # -- append -----------------------------------------------------------------------------
 
     def append_as_leader(
-        self, batch: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self, batch: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
         """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
         stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field."""
@@ -254,7 +262,7 @@ class Log:
         data = bytearray(batch)
         offset = first_offset = self._next_offset
         if len(data) >= RECORD_BATCH_OVERHEAD and self.epoch_cache.latest_epoch == leader_epoch:
-            fast = self._append_one_fast(data, offset, leader_epoch, now_ms)
+            fast = self._append_one_fast(data, offset, leader_epoch)
             if fast is not None:
                 return fast
         metas = []
@@ -272,13 +280,15 @@ class Log:
             raise CorruptRecordError("no record batch in the appended data")
         if self.epoch_cache.latest_epoch != leader_epoch:
             self._assign_epoch(leader_epoch, first_offset)
-        return self._append(data, metas, first_offset, now_ms)
+        return self._append(data, metas, first_offset)
 
     def _append_one_fast(
-        self, data: bytearray, offset: int, leader_epoch: int, now_ms: int
+        self, data: bytearray, offset: int, leader_epoch: int
     ) -> AppendInfo | None:
         """The common produce: one batch that needs no roll and no index entry. Same checks as
-        the general path, fewer steps; None means "take the general path"."""
+        the general path, fewer steps; None means "take the general path". It reads no clock:
+        the segment's first batch has a timestamp, so neither the time roll nor retention looks
+        at ``last_modified_ms``."""
         size, last_offset_delta, max_timestamp = _check_producer_batch(data, 0)
         if size != len(data) or size > self._size_limit:
             return None
@@ -292,7 +302,6 @@ class Log:
             segment.append_without_bookkeeping(data, last, max_timestamp)
         except _IO_ERRORS as exc:
             self._fail("append", exc)
-        segment.last_modified_ms = now_ms
         self._next_offset = last + 1
         return AppendInfo(offset, last, max_timestamp, 1, size)
 
@@ -300,9 +309,7 @@ class Log:
     def _size_limit(self) -> int:
         return min(self.config.max_message_bytes, self.config.segment_bytes)
 
-    def append_as_follower(
-        self, batches: bytes | bytearray | memoryview, now_ms: int
-    ) -> AppendInfo | None:
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo | None:
         """Append batches copied from the leader, keeping their offsets and epochs. A partial
         batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole."""
         self._check_online()
@@ -327,14 +334,10 @@ class Log:
         first_position = found[0][0]
         end_position = found[-1][0] + found[-1][1].size_bytes
         view = memoryview(batches)[first_position:end_position]
-        return self._append(view, metas, found[0][1].base_offset, now_ms)
+        return self._append(view, metas, found[0][1].base_offset)
 
     def _append(
-        self,
-        data: bytes | bytearray | memoryview,
-        metas: list[BatchMeta],
-        first_offset: int,
-        now_ms: int,
+        self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int
     ) -> AppendInfo:
         last = metas[-1]
         if len(metas) == 1:
@@ -343,12 +346,12 @@ class Log:
             max_timestamp = max(meta.max_timestamp for meta in metas)
         segment: LogSegment = self.segments.peekitem(-1)[1]
         try:
-            if segment.should_roll(len(data), max_timestamp, last.last_offset, now_ms):
-                segment = self._roll(max(first_offset, self._next_offset), now_ms)
+            if segment.should_roll(len(data), max_timestamp, last.last_offset):
+                segment = self._roll(max(first_offset, self._next_offset))
             segment.append(data, metas)
         except _IO_ERRORS as exc:
             self._fail("append", exc)
-        segment.last_modified_ms = now_ms
+        segment.last_modified_ms = self.clock.wall_ms()
         self._next_offset = last.last_offset + 1
         return AppendInfo(first_offset, last.last_offset, max_timestamp, len(metas), len(data))
 
@@ -370,15 +373,15 @@ class Log:
 
     # -- roll -------------------------------------------------------------------------------
 
-    def roll(self, now_ms: int) -> LogSegment:
+    def roll(self) -> LogSegment:
         """Start a new segment at the LEO (no-op if the active segment is empty)."""
         self._check_online()
         try:
-            return self._roll(self._next_offset, now_ms)
+            return self._roll(self._next_offset)
         except _IO_ERRORS as exc:
             self._fail("roll", exc)
 
-    def _roll(self, new_base: int, now_ms: int) -> LogSegment:
+    def _roll(self, new_base: int) -> LogSegment:
         active = self.active_segment
         if active.base_offset == new_base:
             invariant(active.size_bytes == 0, f"roll onto non-empty segment {new_base}")
@@ -386,7 +389,7 @@ class Log:
         invariant(new_base > active.base_offset, f"roll base {new_base} not after active")
         active.on_become_inactive()
         segment = LogSegment.open(
-            self.fs, self.dir_path, new_base, self.config, now_ms, create=True
+            self.fs, self.dir_path, new_base, self.config, self.clock, create=True
         )
         self.segments[new_base] = segment
         return segment
@@ -519,7 +522,7 @@ class Log:
 
     # -- truncation -------------------------------------------------------------------------
 
-    def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
+    def truncate_to(self, offset: int) -> bool:
         """Remove everything at or after ``offset``. Returns whether data was removed."""
         self._check_online()
         if offset < 0:
@@ -531,13 +534,13 @@ class Log:
                 self._fail("leader-epoch checkpoint write", exc)
             return False
         if offset < self.segments.peekitem(0)[0]:
-            self.truncate_fully_and_start_at(offset, now_ms)
+            self.truncate_fully_and_start_at(offset)
             return True
         try:
             for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
                 self.segments.pop(base).delete()
             active = self.active_segment
-            active.truncate_to(offset, now_ms)
+            active.truncate_to(offset)
             self._next_offset = active.read_next_offset()
             active.resize_indexes(self.config.segment_index_bytes)
             self.epoch_cache.truncate_from_end(self._next_offset)
@@ -548,14 +551,14 @@ class Log:
         self.high_watermark = min(self.high_watermark, self._next_offset)
         return True
 
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
+    def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (follower out of range)."""
         self._check_online()
         try:
             for base in list(self.segments):
                 self.segments.pop(base).delete()
             self.segments[offset] = LogSegment.open(
-                self.fs, self.dir_path, offset, self.config, now_ms, create=True
+                self.fs, self.dir_path, offset, self.config, self.clock, create=True
             )
             self.epoch_cache.clear_and_flush()
         except _IO_ERRORS as exc:
@@ -567,12 +570,12 @@ class Log:
 
     # -- retention --------------------------------------------------------------------------
 
-    def delete_old_segments(self, now_ms: int) -> int:
+    def delete_old_segments(self) -> int:
         """Apply retention (log start breach, size, time), whole segments only, oldest first,
-        never a segment that reaches past the HW. Returns the number deleted."""
+        never a segment that reaches past the HW. Time retention compares the clock's wall time
+        with each segment's largest timestamp. Returns the number deleted."""
         self._check_online()
         deleted = self._delete_segments(
-            now_ms,
             lambda segment, next_base: next_base is not None and next_base <= self.log_start_offset,
         )
         if self.config.retention_bytes >= 0:
@@ -585,16 +588,16 @@ class Log:
                 return True
 
             if excess[0] >= 0:
-                deleted += self._delete_segments(now_ms, over_size)
+                deleted += self._delete_segments(over_size)
         if self.config.retention_ms >= 0:
             retention_ms = self.config.retention_ms
+            now_ms = self.clock.wall_ms()
             deleted += self._delete_segments(
-                now_ms,
                 lambda segment, next_base: now_ms - segment.largest_timestamp() > retention_ms,
             )
         return deleted
 
-    def _delete_segments(self, now_ms: int, predicate: _RetentionPredicate) -> int:
+    def _delete_segments(self, predicate: _RetentionPredicate) -> int:
         bases = list(self.segments)
         doomed: list[int] = []
         for position, base in enumerate(bases):
@@ -612,7 +615,7 @@ class Log:
             return 0
         try:
             if len(doomed) == len(bases):
-                self._roll(self._next_offset, now_ms)
+                self._roll(self._next_offset)
             for base in doomed:
                 self.segments.pop(base).delete()
         except _IO_ERRORS as exc:

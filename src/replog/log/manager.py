@@ -15,11 +15,11 @@ partitions are not served and nothing more is written there until the broker res
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import InvalidConfigError, MalformedCheckpointError, StorageError
 from replog.log.checkpoints import (
     OffsetCheckpointFile,
@@ -96,7 +96,7 @@ class LogManager:
 
     fs: FileSystem
     default_config: LogConfig
-    clock_ms: Callable[[], int]
+    clock: Clock
     dirs: list[_LogDir]
     logs: dict[TopicPartition, Log] = attrs.Factory(dict)
     configs: dict[str, LogConfig] = attrs.Factory(dict)
@@ -109,16 +109,17 @@ class LogManager:
         config: LogConfig | None = None,
         *,
         fs: FileSystem = REAL_FS,
-        clock_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> LogManager:
-        """Read each dir's checkpoints and list its partitions; logs open on first use."""
+        """Read each dir's checkpoints and list its partitions; logs open on first use. Every
+        log gets ``clock`` (segment ages and time retention go by its wall time)."""
         if not log_dirs:
             raise InvalidConfigError("at least one log dir is required")
         dirs = [_scan_dir(fs, path) for path in log_dirs]
         manager = cls(
             fs=fs,
             default_config=config or LogConfig(),
-            clock_ms=clock_ms or (lambda: int(time.time() * 1000)),
+            clock=clock,
             dirs=dirs,
         )
         for log_dir in dirs:
@@ -175,7 +176,7 @@ class LogManager:
                 f"{log_dir.path}/{tp.dir_name}",
                 self.configs.get(tp.topic, self.default_config),
                 fs=self.fs,
-                now_ms=self.clock_ms(),
+                clock=self.clock,
                 recovery_point=log_dir.recovery_points.get(key, 0),
                 log_start_offset=log_dir.log_start_offsets.get(key, 0),
                 high_watermark=log_dir.high_watermarks.get(key, 0),
@@ -262,8 +263,7 @@ class LogManager:
 
     def delete_old_segments(self) -> int:
         """Apply retention to every open log; returns the number of segments deleted."""
-        now_ms = self.clock_ms()
-        return sum(log.delete_old_segments(now_ms) for log in self._open_logs())
+        return sum(log.delete_old_segments() for log in self._open_logs())
 
     def _open_logs(self) -> Iterable[Log]:
         return [log for log in self.logs.values() if not log.is_offline]

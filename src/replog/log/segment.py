@@ -8,6 +8,13 @@ the appended batch to the file position where the batch starts.
 
 Indexes are opened lazily (a closed segment's indexes are mapped only when something reads
 them), which keeps reopening a large log cheap.
+
+Segment time is wall time from the injected ``Clock`` (record timestamps are wall time too):
+``created_ms`` is the clock when the segment was created or opened, ``last_modified_ms`` the
+clock at the last append that went through `Log`'s general path. A segment's age for
+``segment.ms`` follows Kafka: the incoming batch's max timestamp minus the first batch's (read
+from the file after a restart), or the clock minus ``created_ms`` when the first batch has no
+timestamp.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import NamedTuple
 
 import attrs
 
+from replog.clock import Clock
 from replog.errors import CorruptIndexError, CorruptRecordError, InvariantError, invariant
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
@@ -48,6 +56,7 @@ _RECOVER_CHUNK_BYTES = 4 * 1024 * 1024
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_AT = 35  # byte position of max_timestamp in a batch header
 
 
 def log_file_name(base_offset: int, suffix: str) -> str:
@@ -106,6 +115,7 @@ class LogSegment:
     config: LogConfig
     log_file: FileHandle
     size_bytes: int
+    clock: Clock
     created_ms: int
     _offset_index: OffsetIndex | None = None
     _time_index: TimeIndex | None = None
@@ -113,6 +123,8 @@ class LogSegment:
     _max_timestamp: int = NO_TIMESTAMP
     _offset_of_max_timestamp: int = -1
     _max_timestamp_loaded: bool = False
+    #: The first batch's max timestamp; None until known (read from the file on first use
+    #: after a restart).
     _rolling_based_timestamp: int | None = None
     last_modified_ms: int = 0
     indexes_rebuilt: bool = False
@@ -129,13 +141,15 @@ class LogSegment:
         dir_path: str,
         base_offset: int,
         config: LogConfig,
-        now_ms: int,
+        clock: Clock,
         *,
         create: bool,
     ) -> LogSegment:
-        """Open (or with ``create=True`` create) the segment starting at ``base_offset``."""
+        """Open (or with ``create=True`` create) the segment starting at ``base_offset``; its
+        ``created_ms`` is ``clock.wall_ms()`` now."""
         handle = fs.open(f"{dir_path}/{log_file_name(base_offset, '.log')}", create=create)
         size = handle.size()
+        now_ms = clock.wall_ms()
         segment = cls(
             base_offset=base_offset,
             dir_path=dir_path,
@@ -143,6 +157,7 @@ class LogSegment:
             config=config,
             log_file=handle,
             size_bytes=size,
+            clock=clock,
             created_ms=now_ms,
             last_modified_ms=now_ms,
         )
@@ -280,26 +295,36 @@ class LogSegment:
         """Whether ``offset`` is representable relative to this segment's base (int32)."""
         return 0 <= offset - self.base_offset <= _INT32_MAX
 
-    def should_roll(
-        self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int
-    ) -> bool:
+    def should_roll(self, incoming_bytes: int, max_timestamp: int, last_offset: int) -> bool:
         """Kafka's four roll triggers: size, age, a full index, and relative-offset overflow."""
         size = self.size_bytes
         config = self.config
         if size > config.segment_bytes - incoming_bytes:
             return True
         if size > 0:
-            waited_ms = self._time_waited_for_roll(now_ms, max_timestamp)
+            waited_ms = self.time_waited_for_roll(max_timestamp)
             if waited_ms > config.segment_ms - config.segment_jitter_ms:
                 return True
         if self._index_full:
             return True
         return not 0 <= last_offset - self.base_offset <= _INT32_MAX
 
-    def _time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:
-        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
-            return max_timestamp - self._rolling_based_timestamp
-        return now_ms - self.created_ms
+    def time_waited_for_roll(self, max_timestamp: int) -> int:
+        """The segment's age for ``segment.ms`` when a batch with ``max_timestamp`` arrives:
+        that timestamp minus the first batch's max timestamp, or, when the first batch has no
+        timestamp, the clock's wall time minus ``created_ms`` (Kafka's rule, §7)."""
+        rolling = self._rolling_timestamp()
+        if rolling is not None and rolling >= 0:
+            return max_timestamp - rolling
+        return self.clock.wall_ms() - self.created_ms
+
+    def _rolling_timestamp(self) -> int | None:
+        """The first batch's max timestamp, read from the file once (after a restart the
+        segment was not written by this process); None while the segment is empty."""
+        if self._rolling_based_timestamp is None and self.size_bytes >= RECORD_BATCH_OVERHEAD:
+            (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(_MAX_TIMESTAMP_AT, 8))
+            self._rolling_based_timestamp = int(value)
+        return self._rolling_based_timestamp
 
     # -- read -------------------------------------------------------------------------------
 
@@ -378,7 +403,7 @@ class LogSegment:
         for found in self._scan(position):
             if found.last_offset < offset:
                 continue
-            raw = self.log_file.pread(found.position + 35, 8)
+            raw = self.log_file.pread(found.position + _MAX_TIMESTAMP_AT, 8)
             (batch_max,) = _MAX_TIMESTAMP.unpack(raw)
             if batch_max > self._max_timestamp:
                 self._max_timestamp, self._offset_of_max_timestamp = batch_max, found.last_offset
@@ -396,7 +421,8 @@ class LogSegment:
         return self._offset_of_max_timestamp
 
     def largest_timestamp(self) -> int:
-        """The age reference for time retention: the max timestamp, else the last write time."""
+        """The age reference for time retention: the max timestamp, else the last write time
+        (``last_modified_ms``, wall time; Kafka uses the file's mtime)."""
         return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
 
     # -- recovery and truncation ------------------------------------------------------------
@@ -463,6 +489,7 @@ class LogSegment:
                 stop = True  # less than a batch header left before the end
         truncated = file_size - valid_bytes
         self._next_batch_at.clear()
+        self._rolling_based_timestamp = None  # read again from the file if needed
         if truncated:
             self.log_file.truncate(valid_bytes)
         self.size_bytes = valid_bytes
@@ -474,7 +501,7 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
-    def truncate_to(self, offset: int, now_ms: int) -> int:
+    def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``. Returns the bytes removed."""
         found = self.translate_offset(offset)
         if found is None:
@@ -488,7 +515,7 @@ class LogSegment:
         self.size_bytes = found.position
         self._bytes_since_last_index_entry = 0
         if self.size_bytes == 0:
-            self.created_ms = now_ms
+            self.created_ms = self.clock.wall_ms()  # empty again: its age starts over
             self._rolling_based_timestamp = None
         self._max_timestamp_loaded = False
         self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, -1
@@ -561,7 +588,7 @@ class LogSegment:
             pass
         if last is None:
             return NO_TIMESTAMP
-        (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(last.position + 35, 8))
+        (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(last.position + _MAX_TIMESTAMP_AT, 8))
         return int(value)
 
     def __repr__(self) -> str:
