@@ -272,6 +272,65 @@ def test_shutdown_writes_no_marker_for_a_dir_whose_log_failed(
     assert _dir(fs) in manager.offline_dirs
 
 
+def test_shutdown_after_a_time_index_lost_entries_closes_and_marks_the_dir_clean(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """Regression: a sealed segment whose ``.timeindex`` lost whole entries gets its max
+    timestamp by scanning the log (here for time retention); closing it tried to append that
+    timestamp to an index with no free slot, raised IndexFullError, and the dir lost its
+    clean-shutdown marker."""
+    clock = ManualClock()
+    config = LogConfig(segment_bytes=400, segment_index_bytes=4096, index_interval_bytes=50)
+    manager = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    log = manager.get_or_create_log(TP)
+    t0 = clock.wall_ms()
+    for n in range(12):  # record n has offset n and timestamp t0 + n
+        log.append_as_leader(encode_batch([b"v%d" % n], base_timestamp=t0 + n), 0)
+    log.update_high_watermark(log.log_end_offset)
+    second_base = list(log.segments)[1]
+    manager.shutdown()
+    time_index = f"{log.dir_path}/{0:020d}.timeindex"
+    entries = os.path.getsize(time_index) // 12
+    assert entries >= 2
+    with open(time_index, "r+b") as f:
+        f.truncate((entries - 1) * 12)  # the last whole entry is lost
+
+    reopened = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    segment = reopened.get_or_create_log(TP).segments[0]
+    assert reopened.delete_old_segments() == 0  # reads the segment's max timestamp
+    assert segment.max_timestamp == t0 + second_base - 1
+    reopened.shutdown()
+
+    assert os.path.exists(_marker(fs))
+    assert os.path.getsize(time_index) == entries * 12  # the final entry is back
+
+
+def test_an_io_error_while_closing_is_a_storage_error_and_other_dirs_still_close_cleanly(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """A real IO error in close (trimming an index) costs that dir its clean-shutdown marker,
+    as a typed StorageError raised after every log was closed."""
+    config = LogConfig(segment_bytes=400, segment_index_bytes=4096, index_interval_bytes=50)
+    manager = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], config, fs=fs, clock=ManualClock())
+    logs = [manager.get_or_create_log(TopicPartition("orders", n)) for n in (0, 1)]
+    for log in logs:
+        _append(log, 12)
+        log.flush()
+    failing = logs[0]
+    active_base = list(failing.segments)[-1]
+    fs.fail_fsync(f"{failing.dir_path}/{active_base:020d}.index")  # trimming it on close
+
+    with pytest.raises(StorageError):
+        manager.shutdown()
+
+    failing_dir = os.path.dirname(failing.dir_path)
+    other_dir = os.path.dirname(logs[1].dir_path)
+    assert failing_dir != other_dir
+    assert not os.path.exists(f"{failing_dir}/{CLEAN_SHUTDOWN_FILE}")
+    assert os.path.exists(f"{other_dir}/{CLEAN_SHUTDOWN_FILE}")
+    assert failing.is_offline
+
+
 # -- scenario 25: atomic checkpoints -----------------------------------------------------------
 
 

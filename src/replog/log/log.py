@@ -632,17 +632,34 @@ class Log:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close every segment (trimming indexes). Does not flush: call `flush` first."""
+        """Close every segment (trimming indexes). Does not flush: call `flush` first.
+
+        A full index never makes this fail. An IO error does: every segment is still closed,
+        then the log goes offline and `StorageError` is raised (so no clean-shutdown marker
+        vouches for what may not have reached the disk)."""
+        failure: OSError | StorageError | None = None
         for segment in self.segments.values():
-            if self._offline_reason is None:
-                segment.close()
-            else:
-                segment.close_without_trim()
+            try:
+                if self._offline_reason is None and failure is None:
+                    segment.close()
+                else:
+                    segment.close_without_trim()
+            except _IO_ERRORS as exc:
+                failure = failure or exc
+                try:
+                    segment.close_without_trim()
+                except OSError:
+                    pass  # the descriptor is gone either way; the first error is reported
+        if failure is not None:
+            self._fail("close", failure)
 
     def abandon(self) -> None:
         """Drop file descriptors without writing anything (after a simulated crash)."""
         for segment in self.segments.values():
-            segment.close_without_trim()
+            try:
+                segment.close_without_trim()
+            except OSError:
+                pass  # nothing was to be written; a descriptor that will not close is dropped
 
     def __repr__(self) -> str:
         return (

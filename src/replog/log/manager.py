@@ -282,7 +282,10 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         for tp, log in list(self.logs.items()):
-            log.close()
+            try:
+                log.close()
+            except StorageError as exc:
+                errors.append(exc)  # the log is offline now: its dir gets no marker below
             if log.is_offline:
                 owner = self._dir_of.get(tp)
                 if owner is not None and owner.offline_reason is None:

@@ -291,6 +291,9 @@ class LogSegment:
         # Fullness only changes when an entry is added (or on truncate/reset, which clear it).
         self._index_full = offset_index.is_full or time_index.is_full
 
+    def _indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
     def can_hold_offset(self, offset: int) -> bool:
         """Whether ``offset`` is representable relative to this segment's base (int32)."""
         return 0 <= offset - self.base_offset <= _INT32_MAX
@@ -468,7 +471,9 @@ class LogSegment:
                     # ended has a corrupt base offset (a field the CRC does not cover).
                     stop = True
                     break
-                if valid_bytes - last_index_entry > interval:
+                if valid_bytes - last_index_entry > interval and not self._indexes_full():
+                    # (An index too small for this segment, e.g. after segment_index_bytes
+                    # shrank, stays sparser instead of failing the open.)
                     self.offset_index.append(header.last_offset, valid_bytes)
                     self.time_index.maybe_append(max_timestamp, offset_of_max)
                     last_index_entry = valid_bytes
@@ -534,11 +539,20 @@ class LogSegment:
 
     def _append_final_time_entry(self) -> None:
         """Index the segment's max timestamp (kept in the slot reserved for it) unless the last
-        entry already says so (e.g. the segment was trimmed when it became inactive)."""
-        if self._max_timestamp > self.time_index.last_entry[0]:
-            self.time_index.maybe_append(
-                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
-            )
+        entry already says so (e.g. the segment was trimmed when it became inactive).
+
+        A sealed segment's index is trimmed to its entries, so it has no reserved slot: when
+        its max timestamp had to be found by scanning the log (the index lost entries, or was
+        written by a process that died before adding the final one), the file grows by one
+        entry for it. Closing never fails because an index is full."""
+        time_index = self.time_index
+        if self._max_timestamp <= time_index.last_entry[0]:
+            return
+        if time_index.entries >= time_index.max_entries:
+            time_index.resize((time_index.entries + 1) * time_index.ENTRY_SIZE)
+        time_index.maybe_append(
+            self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+        )
 
     def resize_indexes(self, size_bytes: int) -> None:
         """Grow (or shrink) both index files, e.g. back to max size for the active segment."""
