@@ -27,6 +27,7 @@ from replog.log.manager import (
     TopicPartition,
 )
 from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log.time_lookup import offset_for_timestamp
 
 CONFIG = LogConfig(segment_bytes=600, segment_index_bytes=4096, index_interval_bytes=50)
 BATCHES = 8
@@ -265,6 +266,121 @@ def test_a_truncated_offset_index_cut_mid_entry_is_rebuilt(fs: FaultInjectingFil
 
     assert _offsets(reopened) == list(range(2 * BATCHES))
     assert reopened.segments[0].indexes_rebuilt
+
+
+def _timed_log(fs: FaultInjectingFileSystem, clock: ManualClock) -> Log:
+    """Like `_written_log`, but record n has timestamp 1000 + n, so the time index of every
+    segment ends at its last batch."""
+    log = Log.open(f"{fs.root}/topic-0", CONFIG, fs=fs, clock=clock)
+    for _ in range(BATCHES):
+        first = log.log_end_offset
+        values = [b"v%d" % first, b"v%d" % (first + 1)]
+        log.append_as_leader(encode_batch(values, base_timestamp=1000 + first), 0)
+    log.flush()
+    log.close()
+    return log
+
+
+def _junk_entry(entries: list[tuple[int, int]], kind: str, log_size: int, end: int) -> bytes:
+    """The offset index of a sealed segment [0, end) with one kind of junk written into it."""
+    entries = list(entries)
+    (o0, p0), (o_last, p_last) = entries[0], entries[-1]
+    if kind == "negative_position":
+        entries[-1] = (o_last, -256)
+    elif kind == "position_past_the_log":
+        entries[-1] = (o_last, log_size + 100)
+    elif kind == "offsets_out_of_order":
+        entries[0], entries[-1] = (o_last, p0), (o0, p_last)
+    elif kind == "offset_past_the_segment":
+        entries[-1] = (end + 5, p_last)
+    elif kind == "position_inside_a_batch":
+        entries[-1] = (o_last, p_last + 7)
+    return b"".join(o.to_bytes(4, "big") + p.to_bytes(4, "big", signed=True) for o, p in entries)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "negative_position",
+        "position_past_the_log",
+        "offsets_out_of_order",
+        "offset_past_the_segment",
+        "position_inside_a_batch",
+    ],
+)
+def test_junk_in_a_sealed_offset_index_is_rebuilt_not_read_from(
+    fs: FaultInjectingFileSystem, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """Regression: junk entries below the recovery point reached pread as a negative position
+    (a raw OSError(EINVAL) out of retention, which the broker's retention loop does not catch)
+    or made reads skip offsets. Entries are checked when the index is first used (and when a
+    lookup lands on one) and a bad index is rebuilt from the log, with a log line."""
+    clock = ManualClock(wall_offset_ms=0)
+    log = _timed_log(fs, clock)
+    bases = list(log.segments)
+    index_path = _path(log, 0, ".index")
+    entries = _index_entries(index_path, 0)
+    assert len(entries) >= 2
+    junk = _junk_entry(entries, kind, os.path.getsize(_path(log, 0, ".log")), bases[1])
+    with open(index_path, "wb") as f:
+        f.write(junk)
+
+    reopened = Log.open(
+        log.dir_path, CONFIG, fs=fs, clock=clock, had_clean_shutdown=True, high_watermark=16
+    )
+
+    assert reopened.delete_old_segments() == 0  # time retention reads each max timestamp
+    assert offset_for_timestamp(reopened, 1001, 16) == (1002, 2)  # batches are 2 records
+    for offset in range(2 * BATCHES):
+        records = decode_records(reopened.read(offset, 1).to_bytes(), 0)
+        assert records[0].offset <= offset <= records[-1].offset
+    assert reopened.segments[0].indexes_rebuilt
+    assert "rebuilding its indexes" in caplog.text
+    assert [tuple(e) for e in reopened.segments[0].offset_index.to_array()] == [
+        (o, p) for o, p in entries
+    ]
+
+
+def _time_entries(path: str, base: int) -> list[tuple[int, int]]:
+    with open(path, "rb") as f:
+        data = f.read()
+    return [
+        (int.from_bytes(data[i : i + 8], "big"), base + int.from_bytes(data[i + 8 : i + 12], "big"))
+        for i in range(0, len(data) - len(data) % 12, 12)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["offset_past_the_segment", "offsets_decrease"])
+def test_junk_in_a_sealed_time_index_is_rebuilt(
+    fs: FaultInjectingFileSystem, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """A time index entry pointing past its segment (or back) sent time lookups past the
+    records they were looking for."""
+    clock = ManualClock(wall_offset_ms=0)
+    log = _timed_log(fs, clock)
+    bases = list(log.segments)
+    index_path = _path(log, 0, ".timeindex")
+    entries = _time_entries(index_path, 0)
+    assert len(entries) >= 3
+    junk = list(entries)
+    if kind == "offset_past_the_segment":
+        junk[-1] = (junk[-1][0], bases[1] + 5)
+    else:
+        junk[1] = (junk[1][0], junk[2][1] + 1)
+    with open(index_path, "wb") as f:
+        f.write(b"".join(t.to_bytes(8, "big") + o.to_bytes(4, "big") for t, o in junk))
+
+    reopened = Log.open(
+        log.dir_path, CONFIG, fs=fs, clock=clock, had_clean_shutdown=True, high_watermark=16
+    )
+
+    for target in range(1000, 1000 + bases[1] + 1):  # every timestamp of the first segment
+        found = offset_for_timestamp(reopened, target, 16)  # records n, n + 1 at 1000 + n
+        assert found is not None and found.timestamp >= target
+        assert found.offset <= target - 1000 + 1
+    assert "rebuilding its indexes" in caplog.text
+    reopened.close()
+    assert _time_entries(index_path, 0) == entries
 
 
 # -- malformed checkpoints ---------------------------------------------------------------------

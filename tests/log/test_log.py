@@ -4,7 +4,7 @@ triggers (reference scenario 27) and retention (scenario 28)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,7 @@ from replog.log.records import (
     iter_batches,
     validate_batch,
 )
+from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -447,6 +448,47 @@ def test_a_failing_fsync_takes_the_log_offline_for_good(fs: FaultInjectingFileSy
         with pytest.raises(StorageError, match="offline"):
             call()
     assert log.log_end_offset == 3
+
+
+def _read_after_failing(fs: FaultInjectingFileSystem, log: Log) -> bytes:
+    fetched = log.read(3, 100)
+    fs.fail_read(".log", count=1000)
+    return fetched.to_bytes()
+
+
+READ_CALLS: dict[str, Callable[[FaultInjectingFileSystem, Log], object]] = {
+    "read": lambda fs, log: log.read(3, 100),
+    "fetch_slice_to_bytes": _read_after_failing,
+    "batches": lambda fs, log: list(log.batches()),
+    "append_as_leader": lambda fs, log: log.append_as_leader(_batch([b"x"]), 0),
+    "roll": lambda fs, log: log.roll(),
+    "truncate_to": lambda fs, log: log.truncate_to(3),
+    "delete_old_segments": lambda fs, log: log.delete_old_segments(),
+    "offset_for_timestamp": lambda fs, log: offset_for_timestamp(log, 1000, 20),
+    "offset_of_max_timestamp": lambda fs, log: offset_of_max_timestamp(log, 20),
+}
+
+
+@pytest.mark.parametrize("call", sorted(READ_CALLS))
+def test_a_failing_read_is_a_storage_error_from_every_method(
+    fs: FaultInjectingFileSystem, call: str
+) -> None:
+    """Every OS error out of replog.log is a StorageError (the broker's loops catch only
+    that); a method of the log also takes it offline."""
+    config = LogConfig(segment_bytes=300, index_interval_bytes=60)
+    log = _open(fs, config)
+    _fill(log, 20, timestamp=1000)
+    log.update_high_watermark(20)
+    log.flush()
+    log.close()
+    reopened = _open(fs, config, had_clean_shutdown=True, high_watermark=20)
+    if call != "fetch_slice_to_bytes":
+        fs.fail_read(".log", count=1000)
+
+    with pytest.raises(StorageError):
+        READ_CALLS[call](fs, reopened)
+
+    assert reopened.is_offline or call == "fetch_slice_to_bytes"
 
 
 def test_a_failing_write_takes_the_log_offline(fs: FaultInjectingFileSystem) -> None:

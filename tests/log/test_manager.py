@@ -167,6 +167,30 @@ def test_retention_runs_on_every_open_log(fs: FaultInjectingFileSystem) -> None:
     assert log.log_start_offset == 20
 
 
+def test_retention_goes_on_past_a_log_that_cannot_be_read(fs: FaultInjectingFileSystem) -> None:
+    """A read error in one log's retention is a StorageError (that log goes offline) raised
+    after every other log had its retention applied."""
+    clock = ManualClock(10**6, wall_offset_ms=0)
+    config = LogConfig(segment_bytes=400, segment_index_bytes=4096, retention_ms=1000)
+    manager = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    logs = [manager.get_or_create_log(TopicPartition("orders", n)) for n in (0, 1)]
+    for log in logs:
+        _append(log, 20)
+        log.update_high_watermark(20)
+        log.flush()
+    manager.shutdown()
+    reopened = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    broken, healthy = (reopened.get_log(TopicPartition("orders", n)) for n in (0, 1))
+    assert broken is not None and healthy is not None
+    fs.fail_read(f"{broken.dir_path}/", count=1000)
+
+    with pytest.raises(StorageError):
+        reopened.delete_old_segments()
+
+    assert broken.is_offline
+    assert list(healthy.segments) == [20]
+
+
 # -- scenario 24: the clean-shutdown marker ----------------------------------------------------
 
 

@@ -14,6 +14,8 @@ The loader never guesses: what it cut is returned in a `RecoveryReport`.
 
 from __future__ import annotations
 
+import logging
+
 import attrs
 from sortedcontainers import SortedDict
 
@@ -107,6 +109,7 @@ def load_segments(
         segments[base] = LogSegment.open(fs, dir_path, base, config, clock, create=False)
         if f"{base:020d}.index" not in names:
             needs_recovery.add(base)
+    _link_segments(segments)
 
     recovered: list[int] = []
     rebuilt: list[int] = []
@@ -114,14 +117,14 @@ def load_segments(
     truncated_bytes, truncated_segment = 0, None
     if had_clean_shutdown:
         for base in sorted(needs_recovery):
-            segments[base].recover(None)
+            _build_missing_indexes(segments[base])
             rebuilt.append(base)
     else:
         start_key = _floor_key(segments, recovery_point)
         to_recover = [b for b in segments if start_key is None or b >= start_key]
         for base in sorted(needs_recovery):
             if base not in to_recover:
-                segments[base].recover(None)
+                _build_missing_indexes(segments[base])
                 rebuilt.append(base)
         for position, base in enumerate(to_recover):
             segment = segments[base]
@@ -138,6 +141,7 @@ def load_segments(
                 for later in later_bases:
                     segments.pop(later).delete()
                     deleted.append(later)
+                segment.next_base_offset = None
                 break
 
     restarted = False
@@ -191,12 +195,23 @@ def _recover_segment(segment: LogSegment, epoch_cache: LeaderEpochCache) -> int:
 
 def _read_next_offset(active: LogSegment, epoch_cache: LeaderEpochCache, rebuilt: list[int]) -> int:
     """The active segment's next offset; a corrupt index there is rebuilt (and reported)."""
-    try:
-        return active.read_next_offset()
-    except CorruptIndexError:
-        active.recover(None)
+    next_offset = active.read_next_offset()
+    if active.indexes_rebuilt and active.base_offset not in rebuilt:
         rebuilt.append(active.base_offset)
-        return active.read_next_offset()
+    return next_offset
+
+
+def _build_missing_indexes(segment: LogSegment) -> None:
+    """Index a segment whose ``.index`` is missing (Kafka recovers it; the data is not cut
+    here: below the recovery point it was fsynced, and a bad batch is for reads to report)."""
+    segment.rebuild_indexes("no index file", log_level=logging.INFO)
+
+
+def _link_segments(segments: SortedDict) -> None:
+    """Tell each segment where the next one starts (the end of its offset range)."""
+    bases = list(segments)
+    for position, base in enumerate(bases):
+        segments[base].next_base_offset = bases[position + 1] if position + 1 < len(bases) else None
 
 
 def _delete_stray_files(fs: FileSystem, dir_path: str) -> list[str]:

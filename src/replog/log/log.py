@@ -18,12 +18,12 @@ a time argument.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, NoReturn
 
 import attrs
-import crc32c
 from sortedcontainers import SortedDict
 
 from replog.clock import SYSTEM_CLOCK, Clock
@@ -39,8 +39,9 @@ from replog.log.checkpoints import LeaderEpochCheckpointFile
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSystem
+from replog.log.incoming import check_producer_batch, parse_batches
 from replog.log.loader import RecoveryReport, load_segments
-from replog.log.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, validate_batch
+from replog.log.records import RECORD_BATCH_OVERHEAD
 from replog.log.segment import BatchMeta, FileSlice, LogSegment
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
@@ -96,54 +97,8 @@ class PendingFlush:
             segment.flush()
 
 
-def _parse_batches(
-    data: bytes | bytearray | memoryview, whole: bool
-) -> list[tuple[int, BatchHeader]]:
-    """Validate every batch in ``data``. With ``whole`` the batches must fill ``data`` exactly;
-    otherwise a partial batch at the end (a fetch cut at max bytes) is ignored."""
-    view = memoryview(data)
-    found: list[tuple[int, BatchHeader]] = []
-    position = 0
-    while position < len(view):
-        if len(view) - position < 12:
-            if whole:
-                raise CorruptRecordError("trailing bytes after the last batch", position)
-            break
-        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + 12
-        if position + size > len(view) and not whole and size >= 61:
-            break
-        header = validate_batch(view[position : position + size])
-        found.append((position, header))
-        position += size
-    return found
-
-
-_PRODUCER_HEADER = struct.Struct(">qiibIhiqq")  # base offset .. max timestamp (bytes 0-43)
-_RECORDS_COUNT = struct.Struct(">i")
 _STAMP = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
-
-
-def _check_producer_batch(data: bytearray, position: int) -> tuple[int, int, int]:
-    """Validate the batch a producer sent at ``position`` (framing, magic, CRC, and an offset
-    delta that matches the record count, so the leader's offsets stay dense). Returns (size,
-    last offset delta, max timestamp). Records inside are checked when decoded."""
-    if len(data) - position < RECORD_BATCH_OVERHEAD:
-        raise CorruptRecordError("trailing bytes after the last batch", position)
-    _, length, _, magic, crc, _, delta, _, max_timestamp = _PRODUCER_HEADER.unpack_from(
-        data, position
-    )
-    size = length + LOG_OVERHEAD
-    if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
-        validate_batch(data, position)  # raises with the precise reason
-    (count,) = _RECORDS_COUNT.unpack_from(data, position + 57)
-    if delta < 0 or count != delta + 1:
-        raise CorruptRecordError(
-            f"batch at {position} has {count} records but last offset delta {delta}", position
-        )
-    if crc32c.crc32c(memoryview(data)[position + 21 : position + size]) != crc:
-        validate_batch(data, position)
-    return size, delta, max_timestamp
 
 
 @attrs.define(eq=False)
@@ -251,6 +206,17 @@ class Log:
         self._offline_reason = f"{action} failed: {exc}"
         raise StorageError(f"log {self.dir_path}: {action} failed: {exc}", self.dir_path) from exc
 
+    @contextlib.contextmanager
+    def storage_errors(self, action: str) -> Iterator[None]:
+        """Run the file IO of ``action`` as every `Log` method does: on an offline log raise
+        `StorageError`; an `OSError` takes the log offline and surfaces as `StorageError`.
+        (For readers of the segments outside this class, such as the time lookups.)"""
+        self._check_online()
+        try:
+            yield
+        except _IO_ERRORS as exc:
+            self._fail(action, exc)
+
     # -- append -----------------------------------------------------------------------------
 
     def append_as_leader(
@@ -268,7 +234,7 @@ class Log:
         metas = []
         position = 0
         while position < len(data):
-            size, last_offset_delta, max_timestamp = _check_producer_batch(data, position)
+            size, last_offset_delta, max_timestamp = check_producer_batch(data, position)
             self._check_size(size)
             _STAMP.pack_into(data, position, offset)
             _EPOCH.pack_into(data, position + 12, leader_epoch)
@@ -289,7 +255,7 @@ class Log:
         the general path, fewer steps; None means "take the general path". It reads no clock:
         the segment's first batch has a timestamp, so neither the time roll nor retention looks
         at ``last_modified_ms``."""
-        size, last_offset_delta, max_timestamp = _check_producer_batch(data, 0)
+        size, last_offset_delta, max_timestamp = check_producer_batch(data, 0)
         if size != len(data) or size > self._size_limit:
             return None
         last = offset + last_offset_delta
@@ -313,7 +279,7 @@ class Log:
         """Append batches copied from the leader, keeping their offsets and epochs. A partial
         batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole."""
         self._check_online()
-        found = _parse_batches(batches, whole=False)
+        found = parse_batches(batches, whole=False)
         if not found:
             return None
         expected = self._next_offset
@@ -387,6 +353,7 @@ class Log:
             invariant(active.size_bytes == 0, f"roll onto non-empty segment {new_base}")
             return active
         invariant(new_base > active.base_offset, f"roll base {new_base} not after active")
+        active.next_base_offset = new_base
         active.on_become_inactive()
         segment = LogSegment.open(
             self.fs, self.dir_path, new_base, self.config, self.clock, create=True
@@ -442,8 +409,9 @@ class Log:
         """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
         offset = self.log_start_offset if start_offset is None else start_offset
         while offset < self._next_offset:
-            data = self.read(offset, 1 << 20).to_bytes()
-            found = _parse_batches(data, whole=False)
+            with self.storage_errors("read"):
+                data = self.read(offset, 1 << 20).to_bytes()
+            found = parse_batches(data, whole=False)
             if not found:
                 return
             for position, header in found:
@@ -540,6 +508,7 @@ class Log:
             for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
                 self.segments.pop(base).delete()
             active = self.active_segment
+            active.next_base_offset = None
             active.truncate_to(offset)
             self._next_offset = active.read_next_offset()
             active.resize_indexes(self.config.segment_index_bytes)
@@ -574,7 +543,10 @@ class Log:
         """Apply retention (log start breach, size, time), whole segments only, oldest first,
         never a segment that reaches past the HW. Time retention compares the clock's wall time
         with each segment's largest timestamp. Returns the number deleted."""
-        self._check_online()
+        with self.storage_errors("retention"):
+            return self._delete_old_segments()
+
+    def _delete_old_segments(self) -> int:
         deleted = self._delete_segments(
             lambda segment, next_base: next_base is not None and next_base <= self.log_start_offset,
         )

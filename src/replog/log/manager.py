@@ -204,9 +204,13 @@ class LogManager:
             return False
         self.logs.pop(tp, None)
         log.close()
-        for name in self.fs.listdir(log.dir_path):
-            self.fs.remove(f"{log.dir_path}/{name}")
-        self.fs.rmdir(log.dir_path)
+        try:
+            for name in self.fs.listdir(log.dir_path):
+                self.fs.remove(f"{log.dir_path}/{name}")
+            self.fs.rmdir(log.dir_path)
+        except OSError as exc:
+            log_dir.offline_reason = f"deleting {log.dir_path} failed: {exc}"
+            raise StorageError(log_dir.offline_reason, log_dir.path) from exc
         for table in (log_dir.high_watermarks, log_dir.recovery_points, log_dir.log_start_offsets):
             table.pop((tp.topic, tp.partition), None)
         return True
@@ -262,8 +266,19 @@ class LogManager:
             log.flush()
 
     def delete_old_segments(self) -> int:
-        """Apply retention to every open log; returns the number of segments deleted."""
-        return sum(log.delete_old_segments() for log in self._open_logs())
+        """Apply retention to every open log; returns the number of segments deleted. A log
+        that fails goes offline and the others still run; the first `StorageError` is raised
+        at the end."""
+        deleted = 0
+        errors: list[StorageError] = []
+        for log in self._open_logs():
+            try:
+                deleted += log.delete_old_segments()
+            except StorageError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return deleted
 
     def _open_logs(self) -> Iterable[Log]:
         return [log for log in self.logs.values() if not log.is_offline]
@@ -308,7 +323,15 @@ class LogManager:
 
 
 def _scan_dir(fs: FileSystem, path: str) -> _LogDir:
-    """Read a log dir's marker and checkpoints and list its partition directories."""
+    """Read a log dir's marker and checkpoints and list its partition directories. A dir that
+    cannot be created, read or listed is offline from the start."""
+    try:
+        return _read_dir(fs, path)
+    except (OSError, StorageError) as exc:
+        return _LogDir(path, False, {}, {}, {}, set(), offline_reason=f"unreadable: {exc}")
+
+
+def _read_dir(fs: FileSystem, path: str) -> _LogDir:
     fs.makedirs(path)
     had_clean = read_and_delete_clean_shutdown_marker(fs, path) is not None
     offline_reason = None

@@ -19,6 +19,8 @@ timestamp.
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -26,18 +28,13 @@ from typing import NamedTuple
 import attrs
 
 from replog.clock import Clock
-from replog.errors import CorruptIndexError, CorruptRecordError, InvariantError, invariant
+from replog.errors import CorruptIndexError, InvariantError, StorageError, invariant
+from replog.log.batch_walk import BatchPosition, BatchWalk, scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileHandle, FileSystem
 from replog.log.offset_index import OffsetIndex
-from replog.log.records import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
-    validate_batch,
-)
+from replog.log.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD
 from replog.log.time_index import TimeIndex
 
 __all__ = [
@@ -49,12 +46,9 @@ __all__ = [
     "offset_from_file_name",
 ]
 
+_log = logging.getLogger(__name__)
+
 _INT32_MAX = 2**31 - 1
-_SCAN_CHUNK_BYTES = 64 * 1024
-_RECOVER_CHUNK_BYTES = 4 * 1024 * 1024
-# base offset (int64) and batch length (int32) at 0; last offset delta (int32) at 23.
-_BASE_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _MAX_TIMESTAMP_AT = 35  # byte position of max_timestamp in a batch header
 
@@ -81,15 +75,6 @@ class BatchMeta(NamedTuple):
 _NEXT_BATCH_HINTS_MAX = 4096
 
 
-class BatchPosition(NamedTuple):
-    """Where a batch sits in a segment file (a tuple: made for every batch a scan passes)."""
-
-    base_offset: int
-    last_offset: int
-    position: int
-    size_bytes: int
-
-
 @attrs.frozen
 class FileSlice:
     """``size_bytes`` of ``handle`` from ``position``: a zero-copy piece of a fetch response."""
@@ -99,8 +84,16 @@ class FileSlice:
     size_bytes: int
 
     def read(self) -> bytes:
-        """Materialise the bytes (tests, in-process consumers); the broker uses sendfile."""
-        data = self.handle.pread(self.position, self.size_bytes)
+        """Materialise the bytes (tests, in-process consumers); the broker uses sendfile.
+        `StorageError` if the file cannot be read."""
+        try:
+            data = self.handle.pread(self.position, self.size_bytes)
+        except OSError as exc:
+            path = self.handle.path
+            raise StorageError(
+                f"cannot read {self.size_bytes} bytes at {self.position} of {path}: {exc}",
+                os.path.dirname(path),
+            ) from exc
         invariant(len(data) == self.size_bytes, "file slice shorter than the segment said")
         return data
 
@@ -128,6 +121,9 @@ class LogSegment:
     _rolling_based_timestamp: int | None = None
     last_modified_ms: int = 0
     indexes_rebuilt: bool = False
+    #: The base offset of the segment after this one (None for the active segment), kept by
+    #: `Log`: the end of this segment's offset range, which index entries must stay below.
+    next_base_offset: int | None = None
     _index_full: bool = False
     #: where the batch after each recently appended one starts: offset -> file position. A
     #: follower's next fetch asks for exactly such an offset, so `translate_offset` starts
@@ -190,23 +186,53 @@ class LogSegment:
         return self._time_index
 
     def _open_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
-        """Map both indexes. A corrupt index file (wrong size, entries out of order) is a
-        cache gone bad, not lost data: it is deleted and rebuilt from the ``.log``."""
+        """Map both indexes and check every entry once (`OffsetIndex.find_bad_entries`). A
+        corrupt index (wrong size, junk entries) is a cache gone bad, not lost data: it is
+        rebuilt from the ``.log``."""
         size = self.config.segment_index_bytes
-        offset_index: OffsetIndex | None = None
+        opened: list[OffsetIndex | TimeIndex] = []
         try:
             offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
+            opened.append(offset_index)
             time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
-            return offset_index, time_index
-        except CorruptIndexError:
-            if offset_index is not None:
-                offset_index.close()
+            opened.append(time_index)
+        except CorruptIndexError as exc:
+            reason = str(exc)
+        else:
+            end = self.next_base_offset
+            found = offset_index.find_bad_entries(self.size_bytes, end)
+            if found is None:
+                found = time_index.find_bad_entries(end)
+                if found is None:
+                    return offset_index, time_index
+                reason = f"{time_index.path}: {found}"
+            else:
+                reason = f"{offset_index.path}: {found}"
+        for index in opened:
+            index.delete()
+        return self.rebuild_indexes(reason)
+
+    def rebuild_indexes(
+        self, reason: str, *, log_level: int = logging.WARNING
+    ) -> tuple[OffsetIndex, TimeIndex]:
+        """Replace both index files with ones built from the ``.log``, and log why (a bad
+        index means the disk, or something else, wrote where it should not). The log is not
+        cut: a bad batch ends the indexes, not the data."""
+        _log.log(log_level, "segment %s: rebuilding its indexes: %s", self.path(".log"), reason)
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.delete()
         self.fs.remove(self.path(".index"))
         self.fs.remove(self.path(".timeindex"))
+        size = self.config.segment_index_bytes
         self._offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
         self._time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
         self.indexes_rebuilt = True
-        self.recover(None)
+        self._index_from_log(None, NO_PARTITION_LEADER_EPOCH)
+        if self.next_base_offset is not None:  # sealed: trimmed, as on roll
+            self._offset_index.trim_to_valid_size()
+            self._time_index.trim_to_valid_size()
+        self._index_full = self._indexes_full()
         return self._offset_index, self._time_index
 
     def has_index_files(self) -> bool:
@@ -331,20 +357,21 @@ class LogSegment:
 
     # -- read -------------------------------------------------------------------------------
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchPosition | None:
+    def translate_offset(self, offset: int) -> BatchPosition | None:
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
         position = self._next_batch_at.get(offset, -1)
-        if position < 0 or position >= self.size_bytes:
-            _, position = self.offset_index.lookup(offset)
-        for found in self._scan(max(position, starting_position)):
+        if 0 <= position < self.size_bytes:
+            batches = self._scan(position)  # where this process appended that batch
+        else:
+            batches = self._scan_from_index(offset)
+        for found in batches:
             if found.last_offset >= offset:
                 return found
         return None
 
     def batches_from(self, offset: int) -> Iterator[BatchPosition]:
         """Every batch from the one holding ``offset`` (or the first after it) to the end."""
-        _, position = self.offset_index.lookup(offset)
-        for found in self._scan(position):
+        for found in self._scan_from_index(offset):
             if found.last_offset >= offset:
                 yield found
 
@@ -362,35 +389,38 @@ class LogSegment:
         return FileSlice(self.log_file, start.position, size)
 
     def _scan(self, position: int) -> Iterator[BatchPosition]:
-        """Batches from ``position`` to the end of the file, reading headers in chunks."""
-        end = self.size_bytes
+        """Batches from ``position`` to the end of the file, by their headers."""
         # The index puts the target within about index_interval_bytes of ``position``, so start
         # with a read of that size and grow it only when the scan goes on (a full-log scan).
-        chunk_bytes = min(
-            max(self.config.index_interval_bytes + 2 * RECORD_BATCH_OVERHEAD, 4096),
-            _SCAN_CHUNK_BYTES,
-        )
-        while position + LOG_OVERHEAD <= end:
-            chunk = self.log_file.pread(position, min(chunk_bytes, end - position))
-            chunk_bytes = min(chunk_bytes * 2, _SCAN_CHUNK_BYTES)
-            cursor = 0
-            while cursor + RECORD_BATCH_OVERHEAD <= len(chunk):
-                base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, cursor)
-                size = batch_length + LOG_OVERHEAD
-                if size < RECORD_BATCH_OVERHEAD or position + cursor + size > end:
-                    return
-                (delta,) = _LAST_OFFSET_DELTA.unpack_from(chunk, cursor + 23)
-                yield BatchPosition(base_offset, base_offset + delta, position + cursor, size)
-                cursor += size
-            if cursor == 0:
-                return  # a header that does not fit before the end: nothing more to read
-            position += cursor
+        first_chunk_bytes = self.config.index_interval_bytes + 2 * RECORD_BATCH_OVERHEAD
+        return scan_headers(self.log_file, position, self.size_bytes, first_chunk_bytes)
+
+    def _scan_from_index(self, offset: int) -> Iterator[BatchPosition]:
+        """Batches from the offset-index entry for ``offset`` to the end of the file.
+
+        The entry must point at the start of the batch whose last offset it names; one that
+        does not (junk that passed the checks at open) gets the indexes rebuilt, not a read
+        from the middle of a batch."""
+        entry = self.offset_index.lookup(offset)
+        batches = self._scan(entry.position)
+        first = next(batches, None)
+        if entry.position > 0 and (first is None or first.last_offset != entry.offset):
+            found = "nothing" if first is None else f"a batch ending at {first.last_offset}"
+            self.rebuild_indexes(
+                f"entry ({entry.offset}, {entry.position}) points at {found}, not at the batch "
+                f"ending at offset {entry.offset}"
+            )
+            entry = self.offset_index.lookup(offset)
+            batches = self._scan(entry.position)
+            first = next(batches, None)
+        if first is not None:
+            yield first
+            yield from batches
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset if the segment is empty."""
-        _, position = self.offset_index.lookup(2**63 - 1)
         next_offset = self.base_offset
-        for found in self._scan(position):
+        for found in self._scan_from_index(2**63 - 1):
             next_offset = found.last_offset + 1
         return next_offset
 
@@ -402,8 +432,7 @@ class LogSegment:
         self._max_timestamp_loaded = True
         timestamp, offset = self.time_index.last_entry
         self._max_timestamp, self._offset_of_max_timestamp = timestamp, offset
-        _, position = self.offset_index.lookup(offset)
-        for found in self._scan(position):
+        for found in self._scan_from_index(offset):
             if found.last_offset < offset:
                 continue
             raw = self.log_file.pread(found.position + _MAX_TIMESTAMP_AT, 8)
@@ -430,81 +459,67 @@ class LogSegment:
 
     # -- recovery and truncation ------------------------------------------------------------
 
-    def recover(self, epoch_cache: LeaderEpochCache | None) -> int:
-        """Rebuild the indexes from the ``.log``, validating every batch; cut the file at the
-        first invalid or partial batch, or the first batch that does not start at the offset
-        after the previous one (the first at the base offset). Returns the number of bytes cut."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        valid_bytes = 0
-        next_offset = self.base_offset
-        last_index_entry = 0
-        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-        file_size = self.log_file.size()
-        interval = self.config.index_interval_bytes
-        latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
-        read_bytes = _RECOVER_CHUNK_BYTES
-        stop = False
-        while not stop and file_size - valid_bytes > HEADER_SIZE_UP_TO_MAGIC:
-            chunk = self.log_file.pread(valid_bytes, min(read_bytes, file_size - valid_bytes))
-            view = memoryview(chunk)
-            cursor = 0
-            read_bytes = _RECOVER_CHUNK_BYTES
-            while len(chunk) - cursor >= LOG_OVERHEAD:
-                _, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, cursor)
-                size = batch_length + LOG_OVERHEAD
-                if size < RECORD_BATCH_OVERHEAD or valid_bytes + size > file_size:
-                    stop = True  # zero-filled tail, garbage length, or a torn last batch
-                    break
-                if cursor + size > len(chunk):
-                    read_bytes = max(read_bytes, size)  # re-read with room for this batch
-                    break
-                try:
-                    header = validate_batch(view[cursor : cursor + size])
-                except CorruptRecordError:
-                    stop = True
-                    break
-                if header.base_offset != next_offset or not self.can_hold_offset(
-                    header.last_offset
-                ):
-                    # Offsets are dense: a batch that does not start where the previous one
-                    # ended has a corrupt base offset (a field the CRC does not cover).
-                    stop = True
-                    break
-                if valid_bytes - last_index_entry > interval and not self._indexes_full():
-                    # (An index too small for this segment, e.g. after segment_index_bytes
-                    # shrank, stays sparser instead of failing the open.)
-                    self.offset_index.append(header.last_offset, valid_bytes)
-                    self.time_index.maybe_append(max_timestamp, offset_of_max)
-                    last_index_entry = valid_bytes
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
-                epoch = header.partition_leader_epoch
-                if (
-                    epoch_cache is not None
-                    and epoch >= 0
-                    and (latest_epoch is None or epoch > latest_epoch)
-                ):
-                    epoch_cache.assign(epoch, header.base_offset)
-                    latest_epoch = epoch
-                next_offset = header.last_offset + 1
-                valid_bytes += size
-                cursor += size
-            if cursor == 0 and read_bytes == _RECOVER_CHUNK_BYTES:
-                stop = True  # less than a batch header left before the end
-        truncated = file_size - valid_bytes
-        self._next_batch_at.clear()
-        self._rolling_based_timestamp = None  # read again from the file if needed
+    def recover(
+        self, epoch_cache: LeaderEpochCache | None, last_epoch: int = NO_PARTITION_LEADER_EPOCH
+    ) -> int:
+        """Rebuild the indexes from the ``.log``, validating every batch (`BatchWalk`), and cut
+        the file at the first invalid or partial batch: the log ends there. ``last_epoch`` is
+        the leader epoch of the batch before this segment. Returns the number of bytes cut."""
+        walk = self._index_from_log(epoch_cache, last_epoch)
+        valid_bytes = walk.position
+        truncated = self.size_bytes - valid_bytes
         if truncated:
             self.log_file.truncate(valid_bytes)
-        self.size_bytes = valid_bytes
-        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
-        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
-        self._max_timestamp_loaded = True
+            self.size_bytes = valid_bytes
+            self._bytes_since_last_index_entry -= truncated
         self.offset_index.trim_to_valid_size()
-        self._append_final_time_entry()
         self.time_index.trim_to_valid_size()
         return truncated
+
+    def _index_from_log(self, epoch_cache: LeaderEpochCache | None, last_epoch: int) -> BatchWalk:
+        """Empty both indexes and index every valid batch from the start of the file (assigning
+        new leader epochs to ``epoch_cache`` on the way); returns the finished walk. Nothing is
+        cut here: the walk says where the valid batches end."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.size_bytes = self.log_file.size()
+        walk = BatchWalk(
+            self.log_file,
+            0,
+            self.size_bytes,
+            next_offset=self.base_offset,
+            last_epoch=last_epoch,
+            end_offset=min(self.next_base_offset or 2**63, self.base_offset + _INT32_MAX + 1),
+        )
+        last_index_entry = 0
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        interval = self.config.index_interval_bytes
+        latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
+        for batch in walk:
+            position = batch.position
+            if batch.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+            if position - last_index_entry > interval and not self._indexes_full():
+                # The same entries `append` makes. (An index too small for this segment, e.g.
+                # after segment_index_bytes shrank, stays sparser instead of failing.)
+                self.offset_index.append(batch.last_offset, position)
+                self.time_index.maybe_append(max_timestamp, offset_of_max)
+                last_index_entry = position
+            epoch = batch.leader_epoch
+            if (
+                epoch_cache is not None
+                and epoch >= 0
+                and (latest_epoch is None or epoch > latest_epoch)
+            ):
+                epoch_cache.assign(epoch, batch.base_offset)
+                latest_epoch = epoch
+        self._next_batch_at.clear()
+        self._rolling_based_timestamp = None  # read again from the file if needed
+        self._bytes_since_last_index_entry = self.size_bytes - last_index_entry
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._max_timestamp_loaded = True
+        self._append_final_time_entry()
+        return walk
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``. Returns the bytes removed."""
@@ -597,8 +612,7 @@ class LogSegment:
     def last_batch_max_timestamp(self) -> int:
         """Max timestamp of the batch at the end of the segment (NO_TIMESTAMP if empty)."""
         last: BatchPosition | None = None
-        _, position = self.offset_index.lookup(2**63 - 1)
-        for last in self._scan(position):  # noqa: B007 - we want the final one
+        for last in self._scan_from_index(2**63 - 1):  # noqa: B007 - we want the final one
             pass
         if last is None:
             return NO_TIMESTAMP

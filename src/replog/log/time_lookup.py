@@ -33,9 +33,15 @@ class TimestampAndOffset(NamedTuple):
 
 def offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAndOffset | None:
     """The first record at or after ``log.log_start_offset`` whose timestamp is >= ``target``,
-    if its offset is below ``max_offset``; None otherwise (Kafka answers offset -1)."""
+    if its offset is below ``max_offset``; None otherwise (Kafka answers offset -1).
+    `StorageError` if the files cannot be read."""
     if target < 0:
         raise ValueError(f"timestamp must be >= 0, got {target}")
+    with log.storage_errors("time lookup"):
+        return _offset_for_timestamp(log, target, max_offset)
+
+
+def _offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAndOffset | None:
     start = log.log_start_offset
     for base, segment in list(log.segments.items()):
         if segment.max_timestamp < target or _segment_end(log, base) <= start:
@@ -57,7 +63,13 @@ def offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAnd
 
 def offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | None:
     """The record with the largest timestamp (the first one, if several share it) below
-    ``max_offset``; None if the log holds no timestamped record there."""
+    ``max_offset``; None if the log holds no timestamped record there. `StorageError` if the
+    files cannot be read."""
+    with log.storage_errors("time lookup"):
+        return _offset_of_max_timestamp(log, max_offset)
+
+
+def _offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | None:
     best: TimestampAndOffset | None = None
     for _, segment in list(log.segments.items()):
         if segment.max_timestamp < 0 or (best is not None and segment.max_timestamp <= best[0]):

@@ -1,0 +1,177 @@
+"""Walking the record batches of a segment file: a fast header scan, and a validating walk.
+
+Two ways to go through a ``.log`` file from a byte position:
+
+- `scan_headers` reads only each batch's framing (base offset, length, last offset delta) and
+  trusts it. It is what lookups use inside data already known to be good: bytes this process
+  appended, or bytes a `BatchWalk` has already checked.
+- `BatchWalk` checks every batch the way recovery does and stops at the first one that fails:
+  the file ends inside it (a torn write), its length is under the 61-byte header, its magic is
+  not 2, its CRC-32C does not match, it does not start at the offset after the previous batch
+  (offsets are dense; the base offset is outside the CRC), or its last offset goes past the end of
+  the segment's offset range. The walk keeps its position, next offset and last epoch, so a
+  caller can resume it later to check a segment lazily, prefix by prefix.
+
+Both read the file in large chunks with ``pread``; neither decodes records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import attrs
+import crc32c
+
+from replog.log.fs import FileHandle
+from replog.log.records import CRC_START, HEADER_STRUCT, LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD
+
+__all__ = ["BatchPosition", "BatchWalk", "ValidBatch", "WalkStop", "scan_headers"]
+
+_SCAN_CHUNK_BYTES = 64 * 1024
+_WALK_CHUNK_BYTES = 4 * 1024 * 1024
+_LAST_OFFSET_DELTA_AT = 23
+
+
+class BatchPosition(NamedTuple):
+    """Where a batch sits in a segment file (a tuple: made for every batch a scan passes)."""
+
+    base_offset: int
+    last_offset: int
+    position: int
+    size_bytes: int
+
+
+def scan_headers(
+    handle: FileHandle, position: int, end_position: int, first_chunk_bytes: int
+) -> Iterator[BatchPosition]:
+    """Batches from ``position`` to ``end_position``, by their framing alone. Stops at a length
+    that cannot be right (under the header, or past ``end_position``). The first read is
+    ``first_chunk_bytes`` (a lookup usually ends within an index interval); later reads
+    double up to 64 KiB."""
+    chunk_bytes = min(max(first_chunk_bytes, 4096), _SCAN_CHUNK_BYTES)
+    while position + LOG_OVERHEAD <= end_position:
+        chunk = handle.pread(position, min(chunk_bytes, end_position - position))
+        chunk_bytes = min(chunk_bytes * 2, _SCAN_CHUNK_BYTES)
+        cursor = 0
+        while cursor + RECORD_BATCH_OVERHEAD <= len(chunk):
+            base_offset = int.from_bytes(chunk[cursor : cursor + 8], "big", signed=True)
+            size = int.from_bytes(chunk[cursor + 8 : cursor + 12], "big", signed=True)
+            size += LOG_OVERHEAD
+            if size < RECORD_BATCH_OVERHEAD or position + cursor + size > end_position:
+                return
+            at = cursor + _LAST_OFFSET_DELTA_AT
+            delta = int.from_bytes(chunk[at : at + 4], "big", signed=True)
+            yield BatchPosition(base_offset, base_offset + delta, position + cursor, size)
+            cursor += size
+        if cursor == 0:
+            return  # a header that does not fit before the end: nothing more to read
+        position += cursor
+
+
+class ValidBatch(NamedTuple):
+    """A batch `BatchWalk` checked: where it is and the header fields callers index by."""
+
+    position: int
+    size_bytes: int
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    max_timestamp: int
+
+
+@attrs.frozen
+class WalkStop:
+    """Where and why a `BatchWalk` stopped before its end position. ``torn`` means the file
+    ends inside the batch (what a crash leaves); otherwise the batch itself is bad."""
+
+    position: int
+    next_offset: int
+    reason: str
+    torn: bool = False
+
+
+@attrs.define(eq=False)
+class BatchWalk:
+    """Iterate to get the valid batches from ``position`` up to ``end_position``; afterwards
+    ``position``/``next_offset``/``last_epoch`` describe the end of the valid prefix and
+    ``stop`` says why the walk ended early (None: it reached ``end_position``).
+
+    ``end_offset`` (exclusive) bounds the offsets the batches may hold: the next segment's base
+    offset, or the largest offset a relative index entry can reach."""
+
+    handle: FileHandle
+    position: int
+    end_position: int
+    next_offset: int
+    last_epoch: int
+    end_offset: int
+    stop: WalkStop | None = None
+
+    def __iter__(self) -> Iterator[ValidBatch]:
+        read_bytes = _WALK_CHUNK_BYTES
+        while self.stop is None and self.position < self.end_position:
+            chunk_start = self.position
+            requested = min(read_bytes, self.end_position - chunk_start)
+            chunk = self.handle.pread(chunk_start, requested)
+            read_bytes = _WALK_CHUNK_BYTES
+            view = memoryview(chunk)
+            while self.position < self.end_position:
+                cursor = self.position - chunk_start
+                size = self._check_framing(chunk, cursor)
+                if size < 0:
+                    return
+                if cursor + size > len(chunk):
+                    if cursor == 0 and len(chunk) < min(requested, size):
+                        self._stop("the file is shorter than its recorded size", torn=True)
+                        return
+                    read_bytes = max(read_bytes, size)  # read again with room for this batch
+                    break
+                batch = self._check_batch(view, cursor, size)
+                if batch is None:
+                    return
+                yield batch
+
+    def _check_framing(self, chunk: bytes, cursor: int) -> int:
+        """The size of the batch at ``self.position`` (``cursor`` in ``chunk``), ``LOG_OVERHEAD``
+        when the chunk ends inside its framing (read again), or -1 after setting ``stop``."""
+        left = self.end_position - self.position
+        if left < LOG_OVERHEAD:
+            self._stop(f"{left} trailing bytes cannot hold a batch", torn=True)
+            return -1
+        if len(chunk) - cursor < LOG_OVERHEAD:
+            return len(chunk) - cursor + 1  # more than the chunk holds: read again from here
+        size = int.from_bytes(chunk[cursor + 8 : cursor + 12], "big", signed=True) + LOG_OVERHEAD
+        if size < RECORD_BATCH_OVERHEAD:
+            self._stop(f"batch declares {size} bytes, under the 61-byte header")
+            return -1
+        if size > left:
+            self._stop(f"batch declares {size} bytes, only {left} remain", torn=True)
+            return -1
+        return size
+
+    def _check_batch(self, view: memoryview, cursor: int, size: int) -> ValidBatch | None:
+        """Check the whole batch at ``cursor`` and step past it; None after setting ``stop``."""
+        (base, _, epoch, magic, crc, _, delta, _, max_timestamp, *_) = HEADER_STRUCT.unpack_from(
+            view, cursor
+        )
+        last = base + delta
+        if magic != MAGIC:
+            reason = f"magic {magic}, not {MAGIC}"
+        elif crc32c.crc32c(view[cursor + CRC_START : cursor + size]) != crc:
+            reason = f"CRC {crc:#010x} does not match its bytes"
+        elif base != self.next_offset:
+            reason = f"base offset {base}, expected {self.next_offset}"
+        elif delta < 0 or last >= self.end_offset:
+            reason = f"last offset {last} outside [{base}, {self.end_offset})"
+        else:
+            batch = ValidBatch(self.position, size, base, last, epoch, max_timestamp)
+            self.position += size
+            self.next_offset = last + 1
+            self.last_epoch = epoch
+            return batch
+        self._stop(reason)
+        return None
+
+    def _stop(self, reason: str, *, torn: bool = False) -> None:
+        self.stop = WalkStop(self.position, self.next_offset, reason, torn)
