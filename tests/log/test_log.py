@@ -12,6 +12,7 @@ import pytest
 from replog.clock import ManualClock
 from replog.errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidOffsetError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -200,6 +201,51 @@ def test_append_as_follower_drops_a_trailing_partial_batch(fs: FaultInjectingFil
     assert log.read(0, 1 << 20).to_bytes() == whole
     assert log.epoch_cache.entries == [EpochEntry(0, 0)]  # nothing from the partial batch
     assert log.append_as_follower(partial) is None
+
+
+def test_append_as_follower_refuses_what_recovery_would_cut(fs: FaultInjectingFileSystem) -> None:
+    """A gap in the offsets or a falling leader epoch (-1 after an epoch counts) would end the
+    log at the next recovery, so neither is appended; the log is unchanged."""
+    log = _open(fs)
+    log.append_as_follower(_batch([b"a", b"b"], base_offset=0, epoch=3))
+    with pytest.raises(InvalidOffsetError):
+        log.append_as_follower(_batch([b"gap"], base_offset=3, epoch=3))
+    for epoch in (2, -1):
+        with pytest.raises(CorruptRecordError, match="epoch"):
+            log.append_as_follower(_batch([b"c"], base_offset=2, epoch=epoch))
+    with pytest.raises(CorruptRecordError, match="epoch"):  # a fall inside one fetch
+        log.append_as_follower(
+            _batch([b"c"], base_offset=2, epoch=4) + _batch([b"d"], base_offset=3, epoch=3)
+        )
+    assert log.log_end_offset == 2
+    assert log.epoch_cache.entries == [EpochEntry(3, 0)]
+
+
+def test_append_as_follower_follows_an_epoch_assigned_without_writes(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """A leader that wrote nothing in its epoch leaves an epoch-cache entry at the LEO; the
+    next leader's batches may carry a lower epoch than that entry (not a fall: no batch of the
+    higher epoch was written)."""
+    log = _open(fs)
+    log.append_as_follower(_batch([b"a"], base_offset=0, epoch=3))
+    log.assign_epoch_start_offset(5, 1)
+
+    log.append_as_follower(_batch([b"b"], base_offset=1, epoch=4))
+
+    assert log.log_end_offset == 2
+    assert log.epoch_cache.entries == [EpochEntry(3, 0), EpochEntry(4, 1)]
+
+
+def test_append_as_leader_refuses_an_epoch_below_the_last_batch(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    log = _open(fs)
+    log.append_as_leader(_batch([b"a"]), 3)
+    with pytest.raises(FencedLeaderEpochError):
+        log.append_as_leader(_batch([b"b"]), 2)
+    assert log.log_end_offset == 1
+    assert log.append_as_leader(_batch([b"b"]), 4).first_offset == 1
 
 
 # -- read --------------------------------------------------------------------------------------

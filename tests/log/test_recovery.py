@@ -195,6 +195,78 @@ def test_scenario_23_bytes_truncated_counts_the_cut_tail(fs: FaultInjectingFileS
     assert recovered.log_end_offset == 2
 
 
+def _set_epoch(path: str, position: int, epoch: int) -> None:
+    """Overwrite the partition leader epoch of the batch at ``position`` (outside the CRC)."""
+    with open(path, "r+b") as f:
+        f.seek(position + 12)
+        f.write(epoch.to_bytes(4, "big", signed=True))
+
+
+@pytest.mark.parametrize("fallen_epoch", [2, 0, -1], ids=["bit_flip_3_to_2", "to_0", "to_-1"])
+def test_a_falling_leader_epoch_ends_the_recovered_log(
+    fs: FaultInjectingFileSystem, fallen_epoch: int
+) -> None:
+    """Regression: recovery accepted a batch whose partition leader epoch is below the
+    previous batch's (a flipped bit in a field the CRC does not cover). Epochs never fall along
+    a log, so the log ends there, as at a bad CRC, and the report says so. -1 ("no epoch")
+    after an epoch >= 0 is a fall too."""
+    log = _open(fs)
+    _append(log, 2, epoch=1)
+    _append(log, 3, epoch=3)
+    log.flush()
+    log.close()
+    path = _segment_file(log, 0)
+    size = os.path.getsize(path)
+    victim, victim_offset, _ = _batch_positions(path)[3]
+    _set_epoch(path, victim, fallen_epoch)
+
+    recovered = _open(fs, recovery_point=0)
+
+    report = recovered.recovery_report
+    assert (report.truncated_segment, report.bytes_truncated) == (0, size - victim)
+    assert "epoch" in (report.truncation_reason or "")
+    assert recovered.log_end_offset == victim_offset
+    assert recovered.epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(3, 4)]
+
+
+def test_a_falling_leader_epoch_at_the_start_of_a_recovered_segment_ends_the_log(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """The epoch before the first recovered segment comes from the epoch cache, so a fall at a
+    segment boundary is caught too."""
+    log = _open(fs)
+    _append(log, 2, epoch=2)
+    second = log.roll().base_offset
+    _append(log, 2, epoch=2)
+    log.flush()
+    log.close()
+    _set_epoch(_segment_file(log, second), 0, 1)
+
+    recovered = _open(fs, recovery_point=second)
+
+    assert recovered.recovery_report.truncated_segment == second
+    assert recovered.log_end_offset == second
+
+
+def test_batches_without_a_leader_epoch_recover_when_nothing_before_has_one(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """-1 ("no epoch", old writers) followed by -1 or a real epoch is not a fall."""
+    log = _open(fs)
+    data = b"".join(
+        encode_batch([b"v%d" % n], base_offset=n, base_timestamp=1000, partition_leader_epoch=e)
+        for n, e in enumerate([-1, -1, 0, 0])
+    )
+    log.append_as_follower(data)
+    log.flush()
+    log.close()
+
+    recovered = _open(fs, recovery_point=0)
+
+    assert not recovered.recovery_report.cut_anything
+    assert recovered.log_end_offset == 4
+
+
 # -- clean and unclean opens -------------------------------------------------------------------
 
 

@@ -8,9 +8,12 @@ Two ways to go through a ``.log`` file from a byte position:
 - `BatchWalk` checks every batch the way recovery does and stops at the first one that fails:
   the file ends inside it (a torn write), its length is under the 61-byte header, its magic is
   not 2, its CRC-32C does not match, it does not start at the offset after the previous batch
-  (offsets are dense; the base offset is outside the CRC), or its last offset goes past the end of
-  the segment's offset range. The walk keeps its position, next offset and last epoch, so a
-  caller can resume it later to check a segment lazily, prefix by prefix.
+  (offsets are dense; the base offset is outside the CRC), its last offset goes past the end of
+  the segment's offset range, or its partition leader epoch is below the previous batch's (a
+  leader epoch never falls along a log; the field is outside the CRC; -1, "no epoch", after an
+  epoch >= 0 is a fall too, while -1 before any epoch is fine). The walk keeps its position,
+  next offset and last epoch, so a caller can resume it later to check a segment lazily,
+  prefix by prefix.
 
 Both read the file in large chunks with ``pread``; neither decodes records.
 """
@@ -164,6 +167,8 @@ class BatchWalk:
             reason = f"base offset {base}, expected {self.next_offset}"
         elif delta < 0 or last >= self.end_offset:
             reason = f"last offset {last} outside [{base}, {self.end_offset})"
+        elif epoch < self.last_epoch:
+            reason = f"partition leader epoch {epoch} falls below {self.last_epoch}"
         else:
             batch = ValidBatch(self.position, size, base, last, epoch, max_timestamp)
             self.position += size

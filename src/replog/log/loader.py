@@ -3,11 +3,12 @@
 Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
 that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
 only the active segment's end is read. Otherwise every segment from the one holding the
-recovery point onwards is re-validated batch by batch (size, magic, CRC-32C); the first invalid
-or partial batch ends the log: its segment is cut there and every later segment is deleted. So
-does a segment that ends before the next one begins (a crash loses the unsynced tail of every
-rolled segment, not just the last one's), so offsets stay dense. Data below the recovery point
-was fsynced and is not scanned again.
+recovery point onwards is re-validated batch by batch (size, magic, CRC-32C, dense offsets, a
+partition leader epoch that does not fall; see `BatchWalk`); the first invalid or partial batch
+ends the log: its segment is cut there and every later segment is deleted. So does a segment
+that ends before the next one begins (a crash loses the unsynced tail of every rolled segment,
+not just the last one's), so offsets stay dense. Data below the recovery point was fsynced and
+is not scanned again here (reads check it, see `LogSegment`).
 
 The loader never guesses: what it cut is returned in a `RecoveryReport`.
 """
@@ -24,7 +25,8 @@ from replog.errors import CorruptIndexError, InvalidOffsetError
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
-from replog.log.segment import LogSegment, offset_from_file_name
+from replog.log.records import NO_PARTITION_LEADER_EPOCH
+from replog.log.segment import LogSegment, Recovered, offset_from_file_name
 
 __all__ = ["LoadedLog", "RecoveryReport", "load_segments"]
 
@@ -40,6 +42,7 @@ class RecoveryReport:
     recovered_segments: tuple[int, ...] = ()
     bytes_truncated: int = 0
     truncated_segment: int | None = None
+    truncation_reason: str | None = None
     deleted_segments: tuple[int, ...] = ()
     deleted_stray_files: tuple[str, ...] = ()
     rebuilt_indexes: tuple[int, ...] = ()
@@ -60,6 +63,7 @@ class RecoveryReport:
         if self.bytes_truncated:
             parts.append(
                 f"cut {self.bytes_truncated} byte(s) from segment {self.truncated_segment}"
+                + (f" ({self.truncation_reason})" if self.truncation_reason else "")
             )
         if self.deleted_segments:
             parts.append(f"deleted later segment(s) {list(self.deleted_segments)}")
@@ -114,7 +118,7 @@ def load_segments(
     recovered: list[int] = []
     rebuilt: list[int] = []
     deleted: list[int] = []
-    truncated_bytes, truncated_segment = 0, None
+    truncated_bytes, truncated_segment, truncation_reason = 0, None, None
     if had_clean_shutdown:
         for base in sorted(needs_recovery):
             _build_missing_indexes(segments[base])
@@ -126,9 +130,16 @@ def load_segments(
             if base not in to_recover:
                 _build_missing_indexes(segments[base])
                 rebuilt.append(base)
+        # The epoch of the batch before the first recovered one (from the epoch cache, which
+        # is written before the batches of a new epoch): no recovered batch may fall below it.
+        last_epoch = NO_PARTITION_LEADER_EPOCH
+        if to_recover and to_recover[0] > 0:
+            before = epoch_cache.epoch_for_offset(to_recover[0] - 1)
+            last_epoch = NO_PARTITION_LEADER_EPOCH if before is None else before
         for position, base in enumerate(to_recover):
             segment = segments[base]
-            cut = _recover_segment(segment, epoch_cache)
+            outcome = _recover_segment(segment, epoch_cache, last_epoch)
+            cut, last_epoch = outcome.bytes_truncated, outcome.last_epoch
             recovered.append(base)
             later_bases = to_recover[position + 1 :]
             # A crash loses the unsynced tail of *every* segment: a rolled segment can come back
@@ -138,6 +149,7 @@ def load_segments(
             if cut > 0 or ends_early:
                 if cut > 0:
                     truncated_bytes, truncated_segment = cut, base
+                    truncation_reason = outcome.truncation_reason
                 for later in later_bases:
                     segments.pop(later).delete()
                     deleted.append(later)
@@ -172,6 +184,7 @@ def load_segments(
         recovered_segments=tuple(recovered),
         bytes_truncated=truncated_bytes,
         truncated_segment=truncated_segment,
+        truncation_reason=truncation_reason,
         deleted_segments=tuple(deleted),
         deleted_stray_files=tuple(stray),
         rebuilt_indexes=tuple(rebuilt),
@@ -181,16 +194,18 @@ def load_segments(
     return LoadedLog(segments, next_offset, start, max(point, 0), report)
 
 
-def _recover_segment(segment: LogSegment, epoch_cache: LeaderEpochCache) -> int:
+def _recover_segment(
+    segment: LogSegment, epoch_cache: LeaderEpochCache, last_epoch: int
+) -> Recovered:
     """Recover one segment; a segment whose indexes cannot be rebuilt is emptied."""
     try:
-        return segment.recover(epoch_cache)
-    except (InvalidOffsetError, CorruptIndexError):
+        return segment.recover(epoch_cache, last_epoch)
+    except (InvalidOffsetError, CorruptIndexError) as exc:
         size = segment.size_bytes
         segment.log_file.truncate(0)
         segment.size_bytes = 0
-        segment.recover(epoch_cache)
-        return max(size, 1)
+        segment.recover(epoch_cache, last_epoch)
+        return Recovered(max(size, 1), last_epoch, f"its indexes could not be rebuilt: {exc}")
 
 
 def _read_next_offset(active: LogSegment, epoch_cache: LeaderEpochCache, rebuilt: list[int]) -> int:

@@ -29,6 +29,7 @@ from sortedcontainers import SortedDict
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidOffsetError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -41,7 +42,7 @@ from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSystem
 from replog.log.incoming import check_producer_batch, parse_batches
 from replog.log.loader import RecoveryReport, load_segments
-from replog.log.records import RECORD_BATCH_OVERHEAD
+from replog.log.records import NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.segment import BatchMeta, FileSlice, LogSegment
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
@@ -223,7 +224,9 @@ class Log:
         self, batch: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
         """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
-        stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field."""
+        stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field.
+        `FencedLeaderEpochError` if ``leader_epoch`` is below the last batch's: leader epochs
+        never fall along a log (recovery would end the log there)."""
         self._check_online()
         data = bytearray(batch)
         offset = first_offset = self._next_offset
@@ -231,6 +234,9 @@ class Log:
             fast = self._append_one_fast(data, offset, leader_epoch)
             if fast is not None:
                 return fast
+        last_batch_epoch = self._last_batch_epoch()
+        if leader_epoch < last_batch_epoch:
+            raise FencedLeaderEpochError(leader_epoch, last_batch_epoch)
         metas = []
         position = 0
         while position < len(data):
@@ -277,22 +283,34 @@ class Log:
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo | None:
         """Append batches copied from the leader, keeping their offsets and epochs. A partial
-        batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole."""
+        batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole.
+
+        The batches must continue the log as recovery expects it to: each starts at the offset
+        after the previous one (`InvalidOffsetError`) and no leader epoch falls below the one
+        before it (`CorruptRecordError`)."""
         self._check_online()
         found = parse_batches(batches, whole=False)
         if not found:
             return None
         expected = self._next_offset
+        last_epoch = self._last_batch_epoch()
         metas = []
         for _, header in found:
-            if header.base_offset < expected:
+            if header.base_offset != expected:
                 raise InvalidOffsetError(
-                    f"follower append at offset {header.base_offset} is below the expected "
-                    f"offset {expected} of {self.dir_path}"
+                    f"follower append at offset {header.base_offset} does not continue "
+                    f"{self.dir_path} at {expected}"
                 )
             self._check_size(header.size_bytes)
+            epoch = header.partition_leader_epoch
+            if epoch < last_epoch:
+                raise CorruptRecordError(
+                    f"follower append at offset {expected} has leader epoch {epoch}, below "
+                    f"{last_epoch} before it in {self.dir_path}"
+                )
             metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
             expected = header.last_offset + 1
+            last_epoch = epoch
         for _, header in found:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and epoch != self.epoch_cache.latest_epoch:
@@ -320,6 +338,15 @@ class Log:
         segment.last_modified_ms = self.clock.wall_ms()
         self._next_offset = last.last_offset + 1
         return AppendInfo(first_offset, last.last_offset, max_timestamp, len(metas), len(data))
+
+    def _last_batch_epoch(self) -> int:
+        """The leader epoch of the last batch (-1 if it has none, or the log is empty): the
+        epoch cache's entry for the last offset (an entry a new leader assigned without
+        writing starts at the LEO, so it does not count)."""
+        if self._next_offset <= self.log_start_offset:
+            return NO_PARTITION_LEADER_EPOCH
+        epoch = self.epoch_cache.epoch_for_offset(self._next_offset - 1)
+        return NO_PARTITION_LEADER_EPOCH if epoch is None else epoch
 
     def _check_size(self, size_bytes: int) -> None:
         limit = min(self.config.max_message_bytes, self.config.segment_bytes)

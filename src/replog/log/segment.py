@@ -39,6 +39,7 @@ from replog.log.time_index import TimeIndex
 
 __all__ = [
     "BatchMeta",
+    "Recovered",
     "BatchPosition",
     "FileSlice",
     "LogSegment",
@@ -61,6 +62,15 @@ def log_file_name(base_offset: int, suffix: str) -> str:
 def offset_from_file_name(name: str) -> int:
     """The base offset a segment file name encodes (the text before the first dot)."""
     return int(name.split(".", 1)[0])
+
+
+class Recovered(NamedTuple):
+    """What `LogSegment.recover` did: the bytes it cut, the leader epoch of the last batch it
+    kept (what the next segment's first batch may not fall below), and why it cut."""
+
+    bytes_truncated: int
+    last_epoch: int
+    truncation_reason: str | None
 
 
 class BatchMeta(NamedTuple):
@@ -461,10 +471,10 @@ class LogSegment:
 
     def recover(
         self, epoch_cache: LeaderEpochCache | None, last_epoch: int = NO_PARTITION_LEADER_EPOCH
-    ) -> int:
+    ) -> Recovered:
         """Rebuild the indexes from the ``.log``, validating every batch (`BatchWalk`), and cut
         the file at the first invalid or partial batch: the log ends there. ``last_epoch`` is
-        the leader epoch of the batch before this segment. Returns the number of bytes cut."""
+        the leader epoch of the batch before this segment (a batch below it is invalid)."""
         walk = self._index_from_log(epoch_cache, last_epoch)
         valid_bytes = walk.position
         truncated = self.size_bytes - valid_bytes
@@ -474,7 +484,9 @@ class LogSegment:
             self._bytes_since_last_index_entry -= truncated
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        return truncated
+        stop = walk.stop
+        reason = None if stop is None else f"batch at position {stop.position}: {stop.reason}"
+        return Recovered(truncated, walk.last_epoch, reason)
 
     def _index_from_log(self, epoch_cache: LeaderEpochCache | None, last_epoch: int) -> BatchWalk:
         """Empty both indexes and index every valid batch from the start of the file (assigning
