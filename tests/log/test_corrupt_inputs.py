@@ -27,7 +27,7 @@ from replog.log.manager import (
     TopicPartition,
 )
 from replog.log.records import decode_records, encode_batch, iter_batches
-from replog.log.time_lookup import offset_for_timestamp
+from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 
 CONFIG = LogConfig(segment_bytes=600, segment_index_bytes=4096, index_interval_bytes=50)
 BATCHES = 8
@@ -157,8 +157,8 @@ def test_a_zeroed_block_in_the_middle_cuts_the_log_there(fs: FaultInjectingFileS
 def test_a_corrupt_batch_below_the_recovery_point_is_not_cut(
     fs: FaultInjectingFileSystem,
 ) -> None:
-    """Fsynced data is never thrown away by recovery: a bad batch there is served as it is
-    (the consumer's CRC check reports it), not silently dropped with what follows."""
+    """Fsynced data is never thrown away by recovery: a bad batch there is not cut with what
+    follows it. (Nor is it served: reads check it, see the tests below.)"""
     log = _written_log(fs)
     path = _path(log, 0, ".log")
     size = os.path.getsize(path)
@@ -170,8 +170,173 @@ def test_a_corrupt_batch_below_the_recovery_point_is_not_cut(
     assert os.path.getsize(path) == size
     assert recovered.log_end_offset == 2 * BATCHES
     with pytest.raises(CorruptRecordError):
-        data = recovered.read(2, 1).to_bytes()
-        decode_records(data, 0)
+        recovered.read(2, 1)
+
+
+# -- damaged batches below the recovery point: never served ------------------------------------
+
+
+def _damaged_log(
+    fs: FaultInjectingFileSystem, field: str, *, clean: bool
+) -> tuple[Log, list[int], int]:
+    """`_written_log` reopened (cleanly, or uncleanly with the recovery point at its end) after
+    one bit of its second batch (offsets 2-3, in segment 0) flipped. Returns the log, the
+    segment bases and the damaged batch's position."""
+    log = _written_log(fs)
+    bases = list(log.segments)
+    path = _path(log, 0, ".log")
+    positions = _positions(path)
+    at, mask = FLIPS[field]
+    _xor(path, positions[1] + at if at >= 0 else positions[2] + at, mask)
+    if clean:
+        reopened = _open(fs, had_clean_shutdown=True)
+    else:
+        reopened = _open(fs, recovery_point=log.recovery_point)
+    assert not reopened.recovery_report.cut_anything
+    return reopened, bases, positions[1]
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "below_recovery_point"])
+@pytest.mark.parametrize("field", sorted(FLIPS))
+def test_a_damaged_batch_below_the_recovery_point_is_never_served(
+    fs: FaultInjectingFileSystem, caplog: pytest.LogCaptureFixture, field: str, clean: bool
+) -> None:
+    """Regression: Kafka trusts the log below the recovery point, and replog served a batch
+    damaged there (a flipped bit in its body or header) as if it were good. Reads now check
+    such batches once: the slice ends before the damage, a read that reaches it raises
+    CorruptRecordError with the segment, the position and the offsets that cannot be served,
+    and the damage is logged once."""
+    log, bases, victim = _damaged_log(fs, field, clean=clean)
+    path = _path(log, 0, ".log")
+
+    assert [r.offset for r in decode_records(log.read(0, 1 << 20).to_bytes(), 0)] == [0, 1]
+    for offset in (2, 3, bases[1] - 1):
+        with pytest.raises(CorruptRecordError) as excinfo:
+            log.read(offset, 1)
+        error = excinfo.value
+        assert (error.path, error.position) == (path, victim)
+        assert (error.first_offset, error.last_offset) == (2, bases[1] - 1)
+    with pytest.raises(CorruptRecordError):
+        list(log.batches())
+    with pytest.raises(CorruptRecordError):
+        offset_of_max_timestamp(log, 2 * BATCHES)  # looks at every batch
+    assert _offsets_from(log, bases[1]) == list(range(bases[1], 2 * BATCHES))
+    assert caplog.text.count("damaged record batch") == 1
+    assert path in caplog.text and f"position {victim}" in caplog.text
+    assert not log.is_offline
+
+
+def _offsets_from(log: Log, start: int) -> list[int]:
+    found = []
+    for data in log.batches(start):
+        for position, _ in iter_batches(data):
+            found += [record.offset for record in decode_records(data, position)]
+    return found
+
+
+def test_a_falling_leader_epoch_below_the_recovery_point_is_never_served(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    log = Log.open(f"{fs.root}/topic-0", CONFIG, fs=fs, clock=ManualClock())
+    for epoch in (3, 3, 3):
+        log.append_as_leader(_batch([b"a", b"b"]), epoch)
+    log.flush()
+    log.close()
+    path = _path(log, 0, ".log")
+    _patch(path, _positions(path)[1] + 12, (1).to_bytes(4, "big"))  # epoch 3 -> 1
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    with pytest.raises(CorruptRecordError, match="epoch") as excinfo:
+        reopened.read(2, 1)
+    assert excinfo.value.first_offset == 2
+
+
+def test_a_follower_truncates_to_the_first_damaged_offset_and_refetches(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """The reaction the replication layer wires for a follower: truncate_to(first damaged
+    offset), below the HW and the recovery point, leaves a consistent log that takes the
+    leader's batches from there and reopens (clean or not) the same."""
+    log, _, victim = _damaged_log(fs, "record_value", clean=True)
+    log.update_high_watermark(2 * BATCHES)
+    with pytest.raises(CorruptRecordError) as excinfo:
+        log.read(2, 1 << 20)
+    first_damaged = excinfo.value.first_offset
+    assert first_damaged == 2
+
+    assert log.truncate_to(first_damaged) is True
+
+    assert log.log_end_offset == 2
+    assert (log.high_watermark, log.recovery_point) == (2, 2)
+    assert list(log.segments) == [0]
+    assert os.path.getsize(_path(log, 0, ".log")) == victim
+    refetched = b"".join(_batch([b"new%d" % n], base_offset=n, epoch=0) for n in range(2, 6))
+    log.append_as_follower(refetched)
+    assert _offsets(log) == list(range(6))
+    log.flush()
+    log.close()
+    for kwargs in ({"had_clean_shutdown": True}, {"recovery_point": 0}):
+        reopened = _open(fs, **kwargs)
+        assert not reopened.recovery_report.cut_anything
+        assert _offsets(reopened) == list(range(6))
+        reopened.close()
+
+
+def test_truncating_past_undetected_damage_cuts_at_the_damage(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """A truncation point after a damaged batch nobody has read yet: the cut lands before the
+    damage (on a checked batch boundary), never inside junk."""
+    log, bases, victim = _damaged_log(fs, "length_grows", clean=True)
+
+    log.truncate_to(bases[1] - 1)
+
+    assert log.log_end_offset == 2
+    assert os.path.getsize(_path(log, 0, ".log")) == victim
+    assert _offsets(log) == [0, 1]
+
+
+def test_a_hole_in_a_sealed_segment_is_an_error_not_a_skip(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """A sealed segment that ends before the next one begins (its tail lost behind our back):
+    reading a missing offset raised nothing and served the next segment's offsets instead."""
+    log = _written_log(fs)
+    bases = list(log.segments)
+    path = _path(log, 0, ".log")
+    positions = _positions(path)
+    with open(path, "r+b") as f:
+        f.truncate(positions[-1])  # the last batch of segment 0 is gone
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    with pytest.raises(CorruptRecordError) as excinfo:
+        reopened.read(bases[1] - 1, 1 << 20)
+    assert excinfo.value.first_offset == bases[1] - 2
+    assert excinfo.value.last_offset == bases[1] - 1
+
+
+def test_a_clean_open_recovers_an_active_segment_whose_end_does_not_frame(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """After a clean shutdown the log end offset is read from the active segment's last
+    index entry on; a damaged length there would give a wrong log end offset, so that segment
+    is recovered (and the cut reported)."""
+    log = _written_log(fs)
+    active = list(log.segments)[-1]
+    path = _path(log, active, ".log")
+    positions = _positions(path)
+    _xor(path, positions[-1] + 9, 0x10)  # the last batch's length grows past the file end
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    report = reopened.recovery_report
+    assert report.truncated_segment == active
+    assert report.bytes_truncated == os.path.getsize(path) + report.bytes_truncated - positions[-1]
+    assert os.path.getsize(path) == positions[-1]
+    assert reopened.log_end_offset == 2 * BATCHES - 2
+    assert _offsets(reopened) == list(range(2 * BATCHES - 2))
 
 
 # -- corrupt appends ---------------------------------------------------------------------------

@@ -15,24 +15,37 @@ Two ways to go through a ``.log`` file from a byte position:
   next offset and last epoch, so a caller can resume it later to check a segment lazily,
   prefix by prefix.
 
-Both read the file in large chunks with ``pread``; neither decodes records.
+Both read the file in large chunks with ``pread``; neither decodes records. `PrefixCheck` keeps
+a `BatchWalk` per segment to check, lazily and once, the bytes reads may not trust.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import attrs
 import crc32c
 
+from replog.errors import CorruptRecordError, unreachable
 from replog.log.fs import FileHandle
-from replog.log.records import CRC_START, HEADER_STRUCT, LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD
+from replog.log.records import (
+    CRC_START,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    RECORD_BATCH_OVERHEAD,
+)
 
-__all__ = ["BatchPosition", "BatchWalk", "ValidBatch", "WalkStop", "scan_headers"]
+__all__ = ["BatchPosition", "BatchWalk", "PrefixCheck", "ValidBatch", "WalkStop", "scan_headers"]
+
+_log = logging.getLogger(__name__)
 
 _SCAN_CHUNK_BYTES = 64 * 1024
 _WALK_CHUNK_BYTES = 4 * 1024 * 1024
+_MIN_CHUNK_BYTES = 64 * 1024
 _LAST_OFFSET_DELTA_AT = 23
 
 
@@ -112,12 +125,30 @@ class BatchWalk:
     stop: WalkStop | None = None
 
     def __iter__(self) -> Iterator[ValidBatch]:
-        read_bytes = _WALK_CHUNK_BYTES
+        return self._batches(_WALK_CHUNK_BYTES)
+
+    def advance(self, target_position: int) -> None:
+        """Check batches until ``position`` reaches ``target_position`` (the end of the batch
+        holding it), the end position, or a bad batch. Reads only about as far as needed."""
+        chunk_bytes = min(max(target_position - self.position, _MIN_CHUNK_BYTES), _WALK_CHUNK_BYTES)
+        for _ in self._batches(chunk_bytes):
+            if self.position >= target_position:
+                return
+
+    def advance_past_offset(self, offset: int) -> None:
+        """Check batches until the batch holding ``offset`` is checked (``next_offset`` is past
+        it), the end position, or a bad batch."""
+        for _ in self._batches(_MIN_CHUNK_BYTES):
+            if self.next_offset > offset:
+                return
+
+    def _batches(self, chunk_bytes: int) -> Iterator[ValidBatch]:
+        read_bytes = chunk_bytes
         while self.stop is None and self.position < self.end_position:
             chunk_start = self.position
             requested = min(read_bytes, self.end_position - chunk_start)
             chunk = self.handle.pread(chunk_start, requested)
-            read_bytes = _WALK_CHUNK_BYTES
+            read_bytes = chunk_bytes
             view = memoryview(chunk)
             while self.position < self.end_position:
                 cursor = self.position - chunk_start
@@ -128,7 +159,7 @@ class BatchWalk:
                     if cursor == 0 and len(chunk) < min(requested, size):
                         self._stop("the file is shorter than its recorded size", torn=True)
                         return
-                    read_bytes = max(read_bytes, size)  # read again with room for this batch
+                    read_bytes = size  # read again: just this batch, then whole chunks
                     break
                 batch = self._check_batch(view, cursor, size)
                 if batch is None:
@@ -180,3 +211,125 @@ class BatchWalk:
 
     def _stop(self, reason: str, *, torn: bool = False) -> None:
         self.stop = WalkStop(self.position, self.next_offset, reason, torn)
+
+
+@attrs.define(eq=False)
+class PrefixCheck:
+    """Which bytes of one segment file reads may serve, checking the rest on demand.
+
+    Bytes a process appended itself (validated on the way in) or that recovery walked at open
+    need no further check. The others, from ``[0, unchecked_end)`` (a file as it was found at
+    open, below the recovery point, which Kafka trusts), are checked with a `BatchWalk` the
+    first time a read reaches them, prefix by prefix, so each byte is checked once and a read of
+    checked bytes costs one comparison. The first bad batch is logged once and every read that
+    reaches it gets a `CorruptRecordError` naming the offsets that cannot be served."""
+
+    handle: FileHandle
+    base_offset: int
+    unchecked_end: int
+    walk: BatchWalk | None = None
+    _reported_position: int = -1
+
+    @property
+    def damage(self) -> WalkStop | None:
+        """The first bad batch found so far (None if none has been found)."""
+        return None if self.walk is None else self.walk.stop
+
+    def good_end(self, start: int, end: int, end_offset: int) -> int:
+        """How far ``[start, end)`` may be served: ``end``, or the position of the first bad
+        batch when it lies inside (reads end before it). ``end_offset`` bounds the offsets the
+        segment may hold (the next segment's base, or the relative-offset limit)."""
+        if start >= self.unchecked_end:
+            return end  # appended by this process, or already checked
+        walk = self.walk
+        if walk is not None and end <= walk.position:
+            return end
+        if walk is None:
+            walk = self.walk = BatchWalk(
+                self.handle,
+                0,
+                self.unchecked_end,
+                next_offset=self.base_offset,
+                last_epoch=NO_PARTITION_LEADER_EPOCH,
+                end_offset=end_offset,
+            )
+        if walk.stop is None:
+            walk.advance(min(end, self.unchecked_end))
+            self._after_walk(walk)
+        return end if walk.stop is None or end <= walk.position else walk.position
+
+    def check_past_offset(self, offset: int, end_offset: int) -> WalkStop | None:
+        """Check the batches up to the one holding ``offset`` (for a truncation to cut at a
+        checked batch boundary); returns the first bad batch if it lies before that."""
+        if self.unchecked_end == 0:
+            return None
+        self.good_end(0, 0, end_offset)  # makes the walk
+        walk = self.walk
+        if walk is not None and walk.stop is None and walk.next_offset <= offset:
+            walk.advance_past_offset(offset)
+            self._after_walk(walk)
+        damage = self.damage
+        return damage if damage is not None and damage.next_offset <= offset else None
+
+    def on_walked(self, walk: BatchWalk) -> None:
+        """A walk over the whole file (an index rebuild) checked it: adopt its outcome."""
+        self.unchecked_end = walk.end_position
+        self.walk = walk
+        self._after_walk(walk)
+
+    def on_truncate(self, position: int) -> None:
+        """The file was cut at ``position``: what is gone needs no check, nor is its damage."""
+        self.unchecked_end = min(self.unchecked_end, position)
+        walk = self.walk
+        if walk is None:
+            return
+        walk.end_position = min(walk.end_position, position)
+        if walk.stop is not None and walk.stop.position >= position:
+            walk.stop = None
+        if walk.stop is None and walk.position >= walk.end_position:
+            self.unchecked_end, self.walk = 0, None
+
+    def error(self, end_offset: int) -> CorruptRecordError:
+        """The error for a read that reached the first bad batch; the offsets it names are the
+        ones from that batch to the end of the segment (``end_offset``, exclusive)."""
+        damage = self.damage
+        if damage is None:
+            unreachable(f"{self.handle.path}: no damage to report")
+        path = self.handle.path
+        return CorruptRecordError(
+            f"{path}: damaged record batch at position {damage.position} ({damage.reason}); "
+            f"offsets {damage.next_offset} to {end_offset - 1} cannot be served",
+            damage.position,
+            path=path,
+            first_offset=damage.next_offset,
+            last_offset=end_offset - 1,
+        )
+
+    def missing_error(self, first_offset: int, end_offset: int, size: int) -> CorruptRecordError:
+        """The error for offsets missing at the end of a ``size``-byte segment that should reach
+        ``end_offset`` (exclusive): its tail was lost behind the log's back."""
+        path = self.handle.path
+        return CorruptRecordError(
+            f"{path}: offsets {first_offset} to {end_offset - 1} are missing (the segment "
+            f"ends at position {size})",
+            size,
+            path=path,
+            first_offset=first_offset,
+            last_offset=end_offset - 1,
+        )
+
+    def _after_walk(self, walk: BatchWalk) -> None:
+        stop = walk.stop
+        if stop is not None:
+            if stop.position != self._reported_position:  # once per (segment, position)
+                self._reported_position = stop.position
+                _log.error(
+                    "segment %s: damaged record batch at position %d (%s): offsets from %d on "
+                    "will not be served",
+                    self.handle.path,
+                    stop.position,
+                    stop.reason,
+                    stop.next_offset,
+                )
+        elif walk.position >= self.unchecked_end:
+            self.unchecked_end, self.walk = 0, None  # all checked: reads take the fast path

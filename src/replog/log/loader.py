@@ -111,6 +111,7 @@ def load_segments(
                 stray.append(name)
             continue
         segments[base] = LogSegment.open(fs, dir_path, base, config, clock, create=False)
+        segments[base].indexes_expected_valid = had_clean_shutdown
         if f"{base:020d}.index" not in names:
             needs_recovery.add(base)
     _link_segments(segments)
@@ -132,10 +133,7 @@ def load_segments(
                 rebuilt.append(base)
         # The epoch of the batch before the first recovered one (from the epoch cache, which
         # is written before the batches of a new epoch): no recovered batch may fall below it.
-        last_epoch = NO_PARTITION_LEADER_EPOCH
-        if to_recover and to_recover[0] > 0:
-            before = epoch_cache.epoch_for_offset(to_recover[0] - 1)
-            last_epoch = NO_PARTITION_LEADER_EPOCH if before is None else before
+        last_epoch = _epoch_before(epoch_cache, to_recover[0]) if to_recover else -1
         for position, base in enumerate(to_recover):
             segment = segments[base]
             outcome = _recover_segment(segment, epoch_cache, last_epoch)
@@ -163,6 +161,15 @@ def load_segments(
         )
     active: LogSegment = segments.peekitem(-1)[1]
     next_offset = _read_next_offset(active, epoch_cache, rebuilt)
+    if active.base_offset not in recovered and active.read_end_position() != active.size_bytes:
+        # After a clean shutdown the active segment's end is read from its last index entry
+        # on; batches that do not frame up to the end of the file (a damaged length) would
+        # give a wrong log end offset and bury the next appends behind junk: recover it.
+        outcome = active.recover(epoch_cache, _epoch_before(epoch_cache, active.base_offset))
+        recovered.append(active.base_offset)
+        truncated_bytes, truncated_segment = outcome.bytes_truncated, active.base_offset
+        truncation_reason = outcome.truncation_reason
+        next_offset = active.read_next_offset()
     if next_offset < log_start_offset:
         # Segments were removed behind our back: nothing below the log start is trustworthy.
         for base in list(segments):
@@ -214,6 +221,12 @@ def _read_next_offset(active: LogSegment, epoch_cache: LeaderEpochCache, rebuilt
     if active.indexes_rebuilt and active.base_offset not in rebuilt:
         rebuilt.append(active.base_offset)
     return next_offset
+
+
+def _epoch_before(epoch_cache: LeaderEpochCache, offset: int) -> int:
+    """The leader epoch of the batch before ``offset`` per the epoch cache (-1 if none)."""
+    epoch = epoch_cache.epoch_for_offset(offset - 1) if offset > 0 else None
+    return NO_PARTITION_LEADER_EPOCH if epoch is None else epoch
 
 
 def _build_missing_indexes(segment: LogSegment) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
 import attrs
@@ -39,11 +39,12 @@ from replog.errors import (
 from replog.log.checkpoints import LeaderEpochCheckpointFile
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
-from replog.log.fs import REAL_FS, FileSystem
+from replog.log.fs import REAL_FS, FileSlice, FileSystem
 from replog.log.incoming import check_producer_batch, parse_batches
 from replog.log.loader import RecoveryReport, load_segments
 from replog.log.records import NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
-from replog.log.segment import BatchMeta, FileSlice, LogSegment
+from replog.log.retention import retention_cut
+from replog.log.segment import BatchMeta, LogSegment
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
 
@@ -81,7 +82,6 @@ EMPTY_SLICE_PIECES: tuple[FileSlice, ...] = ()
 # What a failed write, read or fsync raises: OSError from a segment file, StorageError from a
 # checkpoint file (the leader-epoch checkpoint wraps its OSError itself).
 _IO_ERRORS = (OSError, StorageError)
-_RetentionPredicate = Callable[[LogSegment, "int | None"], bool]
 
 
 @attrs.define(eq=False)
@@ -400,7 +400,14 @@ class Log:
     ) -> FetchSlice:
         """Batches from the one holding ``start_offset``, at most ``max_bytes`` (the first batch
         whole when ``min_one_batch``), never reaching ``max_offset`` (exclusive, e.g. the HW).
-        Raises `OffsetOutOfRangeError` outside [log start, LEO]."""
+        Raises `OffsetOutOfRangeError` outside [log start, LEO].
+
+        Never serves a damaged batch (bad CRC, magic, length, or offsets other than the ones
+        asked for): the slice ends before one, and a read that starts at one raises
+        `CorruptRecordError` with the segment path, the file position and the offsets that
+        cannot be served (``first_offset``: what a follower truncates to). Batches this process
+        appended or recovered are served as they are (zero-copy); the rest of a segment is
+        checked once, the first time a read reaches it."""
         self._check_online()
         end = self._next_offset
         if start_offset < self.log_start_offset or start_offset > end:
@@ -408,29 +415,37 @@ class Log:
         limit = end if max_offset is None else min(max_offset, end)
         if start_offset >= limit:
             return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-        for base in self.segments.irange(maximum=start_offset, reverse=True):
-            first_base = base
-            break
-        else:
-            first_base = self.segments.peekitem(0)[0]
+        index = max(self.segments.bisect_right(start_offset) - 1, 0)
+        base = self.segments.keys()[index]
+        segment: LogSegment = self.segments[base]
+        following = self.segments.keys()[index + 1] if index + 1 < len(self.segments) else None
+        segment_end = end if following is None else following
         try:
-            for base in self.segments.irange(minimum=first_base):
-                segment: LogSegment = self.segments[base]
-                max_position = segment.size_bytes
-                if limit < end:
-                    bound = segment.translate_offset(limit)
-                    if bound is not None:
-                        max_position = bound.position
-                piece = segment.read(
-                    start_offset, max_bytes, max_position, min_one_batch=min_one_batch
+            max_position = segment.size_bytes
+            if limit < segment_end:
+                bound = segment.translate_offset(limit)
+                if bound is not None:
+                    max_position = bound.position
+            piece = segment.read(
+                start_offset,
+                max_bytes,
+                max_position,
+                min_one_batch=min_one_batch,
+                end_offset=segment_end,
+            )
+            if piece is None:
+                # A consistent segment holds every offset below the next one's base.
+                raise segment.missing_offset_error(segment_end) or CorruptRecordError(
+                    f"no batch of {segment!r} holds offset {start_offset}",
+                    path=segment.path(".log"),
+                    first_offset=start_offset,
+                    last_offset=segment_end - 1,
                 )
-                if piece is not None:
-                    if piece.size_bytes == 0:
-                        return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-                    return FetchSlice((piece,), start_offset)
         except _IO_ERRORS as exc:
             self._fail("read", exc)
-        return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+        if piece.size_bytes == 0:
+            return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+        return FetchSlice((piece,), start_offset)
 
     def batches(self, start_offset: int | None = None) -> Iterator[bytes]:
         """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
@@ -574,59 +589,26 @@ class Log:
             return self._delete_old_segments()
 
     def _delete_old_segments(self) -> int:
-        deleted = self._delete_segments(
-            lambda segment, next_base: next_base is not None and next_base <= self.log_start_offset,
+        segments: list[LogSegment] = list(self.segments.values())
+        count = retention_cut(
+            segments,
+            log_end_offset=self._next_offset,
+            high_watermark=self.high_watermark,
+            log_start_offset=self.log_start_offset,
+            config=self.config,
+            now_ms=self.clock.wall_ms(),
         )
-        if self.config.retention_bytes >= 0:
-            excess = [self.size_bytes - self.config.retention_bytes]
-
-            def over_size(segment: LogSegment, next_base: int | None) -> bool:
-                if excess[0] - segment.size_bytes < 0:
-                    return False
-                excess[0] -= segment.size_bytes
-                return True
-
-            if excess[0] >= 0:
-                deleted += self._delete_segments(over_size)
-        if self.config.retention_ms >= 0:
-            retention_ms = self.config.retention_ms
-            now_ms = self.clock.wall_ms()
-            deleted += self._delete_segments(
-                lambda segment, next_base: now_ms - segment.largest_timestamp() > retention_ms,
-            )
-        return deleted
-
-    def _delete_segments(self, predicate: _RetentionPredicate) -> int:
-        bases = list(self.segments)
-        doomed: list[int] = []
-        for position, base in enumerate(bases):
-            segment: LogSegment = self.segments[base]
-            next_base = bases[position + 1] if position + 1 < len(bases) else None
-            upper = next_base if next_base is not None else self._next_offset
-            if upper > self.high_watermark:
-                break
-            if next_base is None and segment.size_bytes == 0:
-                break
-            if not predicate(segment, next_base):
-                break
-            doomed.append(base)
-        if not doomed:
+        if count == 0:
             return 0
-        try:
-            if len(doomed) == len(bases):
-                self._roll(self._next_offset)
-            for base in doomed:
-                self.segments.pop(base).delete()
-        except _IO_ERRORS as exc:
-            self._fail("retention delete", exc)
+        if count == len(segments):
+            self._roll(self._next_offset)  # an active segment always remains
+        for segment in segments[:count]:
+            self.segments.pop(segment.base_offset).delete()
         new_start = self.segments.peekitem(0)[0]
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
-            try:
-                self.epoch_cache.truncate_from_start(new_start)
-            except _IO_ERRORS as exc:
-                self._fail("leader-epoch checkpoint write", exc)
-        return len(doomed)
+            self.epoch_cache.truncate_from_start(new_start)
+        return count
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ timestamp.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -28,11 +27,15 @@ from typing import NamedTuple
 import attrs
 
 from replog.clock import Clock
-from replog.errors import CorruptIndexError, InvariantError, StorageError, invariant
-from replog.log.batch_walk import BatchPosition, BatchWalk, scan_headers
+from replog.errors import (
+    CorruptRecordError,
+    InvariantError,
+)
+from replog.log.batch_walk import BatchPosition, BatchWalk, PrefixCheck, scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
-from replog.log.fs import FileHandle, FileSystem
+from replog.log.fs import FileHandle, FileSlice, FileSystem
+from replog.log.index_build import index_batches, open_checked_indexes
 from replog.log.offset_index import OffsetIndex
 from replog.log.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD
 from replog.log.time_index import TimeIndex
@@ -41,7 +44,6 @@ __all__ = [
     "BatchMeta",
     "Recovered",
     "BatchPosition",
-    "FileSlice",
     "LogSegment",
     "log_file_name",
     "offset_from_file_name",
@@ -85,29 +87,6 @@ class BatchMeta(NamedTuple):
 _NEXT_BATCH_HINTS_MAX = 4096
 
 
-@attrs.frozen
-class FileSlice:
-    """``size_bytes`` of ``handle`` from ``position``: a zero-copy piece of a fetch response."""
-
-    handle: FileHandle
-    position: int
-    size_bytes: int
-
-    def read(self) -> bytes:
-        """Materialise the bytes (tests, in-process consumers); the broker uses sendfile.
-        `StorageError` if the file cannot be read."""
-        try:
-            data = self.handle.pread(self.position, self.size_bytes)
-        except OSError as exc:
-            path = self.handle.path
-            raise StorageError(
-                f"cannot read {self.size_bytes} bytes at {self.position} of {path}: {exc}",
-                os.path.dirname(path),
-            ) from exc
-        invariant(len(data) == self.size_bytes, "file slice shorter than the segment said")
-        return data
-
-
 @attrs.define(eq=False)
 class LogSegment:
     """One segment. Create with `LogSegment.open`; all offsets here are absolute."""
@@ -120,6 +99,9 @@ class LogSegment:
     size_bytes: int
     clock: Clock
     created_ms: int
+    #: What reads may serve without checking: everything this process appended or recovered;
+    #: the rest of the file as found at open is checked on first read (see `read`).
+    _prefix_check: PrefixCheck
     _offset_index: OffsetIndex | None = None
     _time_index: TimeIndex | None = None
     _bytes_since_last_index_entry: int = 0
@@ -131,6 +113,9 @@ class LogSegment:
     _rolling_based_timestamp: int | None = None
     last_modified_ms: int = 0
     indexes_rebuilt: bool = False
+    #: False for the indexes of a segment found after an unclean shutdown (a crash may have
+    #: lost their unflushed pages, so a rebuild is routine, not a warning).
+    indexes_expected_valid: bool = True
     #: The base offset of the segment after this one (None for the active segment), kept by
     #: `Log`: the end of this segment's offset range, which index entries must stay below.
     next_base_offset: int | None = None
@@ -165,6 +150,7 @@ class LogSegment:
             size_bytes=size,
             clock=clock,
             created_ms=now_ms,
+            prefix_check=PrefixCheck(handle, base_offset, unchecked_end=size),
             last_modified_ms=now_ms,
         )
         if size == 0:
@@ -196,58 +182,54 @@ class LogSegment:
         return self._time_index
 
     def _open_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
-        """Map both indexes and check every entry once (`OffsetIndex.find_bad_entries`). A
-        corrupt index (wrong size, junk entries) is a cache gone bad, not lost data: it is
-        rebuilt from the ``.log``."""
-        size = self.config.segment_index_bytes
-        opened: list[OffsetIndex | TimeIndex] = []
-        try:
-            offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
-            opened.append(offset_index)
-            time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
-            opened.append(time_index)
-        except CorruptIndexError as exc:
-            reason = str(exc)
-        else:
-            end = self.next_base_offset
-            found = offset_index.find_bad_entries(self.size_bytes, end)
-            if found is None:
-                found = time_index.find_bad_entries(end)
-                if found is None:
-                    return offset_index, time_index
-                reason = f"{time_index.path}: {found}"
-            else:
-                reason = f"{offset_index.path}: {found}"
-        for index in opened:
-            index.delete()
-        return self.rebuild_indexes(reason)
+        """Map both indexes and check every entry once (`open_checked_indexes`). A corrupt
+        index (wrong size, junk entries) is a cache gone bad, not lost data: it is rebuilt
+        from the ``.log``."""
+        opened = open_checked_indexes(
+            self.fs,
+            (self.path(".index"), self.path(".timeindex")),
+            self.base_offset,
+            self.config.segment_index_bytes,
+            log_size_bytes=self.size_bytes,
+            end_offset=self.next_base_offset,
+        )
+        if isinstance(opened, str):
+            return self.rebuild_indexes(opened)
+        return opened
 
     def rebuild_indexes(
-        self, reason: str, *, log_level: int = logging.WARNING
+        self, reason: str, *, log_level: int | None = None
     ) -> tuple[OffsetIndex, TimeIndex]:
-        """Replace both index files with ones built from the ``.log``, and log why (a bad
-        index means the disk, or something else, wrote where it should not). The log is not
-        cut: a bad batch ends the indexes, not the data."""
+        """Replace both index files with ones built from the ``.log``, and log why: at WARNING
+        when the indexes should have been good (written by this process or kept through a
+        clean shutdown: the disk, or something else, wrote where it should not), at INFO when
+        a crash may have left them unflushed. The log is not cut: a bad batch ends the
+        indexes, not the data."""
+        if log_level is None:
+            log_level = logging.WARNING if self.indexes_expected_valid else logging.INFO
         _log.log(log_level, "segment %s: rebuilding its indexes: %s", self.path(".log"), reason)
+        offset_index, time_index = self._new_index_files()
+        self.indexes_rebuilt = True
+        walk = self._index_from_log(None, NO_PARTITION_LEADER_EPOCH)
+        self._prefix_check.on_walked(walk)  # the rebuild checked every batch on its way
+        if self.next_base_offset is not None:  # sealed: trimmed, as on roll
+            offset_index.trim_to_valid_size()
+            time_index.trim_to_valid_size()
+        self._index_full = self._indexes_full()
+        return offset_index, time_index
+
+    def _new_index_files(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Replace both index files, whatever they held, with empty ones of the maximum size."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.delete()
         self.fs.remove(self.path(".index"))
         self.fs.remove(self.path(".timeindex"))
         size = self.config.segment_index_bytes
-        self._offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
-        self._time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
-        self.indexes_rebuilt = True
-        self._index_from_log(None, NO_PARTITION_LEADER_EPOCH)
-        if self.next_base_offset is not None:  # sealed: trimmed, as on roll
-            self._offset_index.trim_to_valid_size()
-            self._time_index.trim_to_valid_size()
-        self._index_full = self._indexes_full()
-        return self._offset_index, self._time_index
-
-    def has_index_files(self) -> bool:
-        """Whether the ``.index`` file exists (a missing one forces recovery of the segment)."""
-        return self._offset_index is not None or self.fs.exists(self.path(".index"))
+        offset_index = OffsetIndex.open(self.fs, self.path(".index"), self.base_offset, size)
+        time_index = TimeIndex.open(self.fs, self.path(".timeindex"), self.base_offset, size)
+        self._offset_index, self._time_index = offset_index, time_index
+        return offset_index, time_index
 
     # -- append -----------------------------------------------------------------------------
 
@@ -330,10 +312,6 @@ class LogSegment:
     def _indexes_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
 
-    def can_hold_offset(self, offset: int) -> bool:
-        """Whether ``offset`` is representable relative to this segment's base (int32)."""
-        return 0 <= offset - self.base_offset <= _INT32_MAX
-
     def should_roll(self, incoming_bytes: int, max_timestamp: int, last_offset: int) -> bool:
         """Kafka's four roll triggers: size, age, a full index, and relative-offset overflow."""
         size = self.size_bytes
@@ -386,17 +364,66 @@ class LogSegment:
                 yield found
 
     def read(
-        self, start_offset: int, max_bytes: int, max_position: int, *, min_one_batch: bool
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int,
+        *,
+        min_one_batch: bool,
+        end_offset: int,
     ) -> FileSlice | None:
         """Batches from the one holding ``start_offset``, up to ``max_bytes`` and
         ``max_position``; with ``min_one_batch`` the first batch is returned whole even if it is
-        larger than ``max_bytes``. None when no batch holds ``start_offset``."""
+        larger than ``max_bytes``. None when no batch holds ``start_offset``. ``end_offset`` is
+        where the segment's offsets end (the next segment's base, or the LEO).
+
+        Only checked batches are served (`PrefixCheck`): the slice ends before the first bad
+        batch, and a read that starts at or after it raises `CorruptRecordError`."""
         start = self.translate_offset(start_offset)
         if start is None:
             return None
         limit = max(max_bytes, start.size_bytes) if min_one_batch else max_bytes
         size = max(0, min(max_position - start.position, limit))
+        end = start.position + max(size, start.size_bytes)  # the first batch whole, at least
+        good = self._prefix_check.good_end(start.position, end, self._end_offset_bound())
+        if good < end:
+            if good <= start.position:
+                raise self._prefix_check.error(end_offset)
+            size = min(size, good - start.position)
         return FileSlice(self.log_file, start.position, size)
+
+    def check_batch(self, batch: BatchPosition, end_offset: int) -> None:
+        """Make sure ``batch`` (found by a header scan) may be served, or raise
+        `CorruptRecordError` (for readers that decode a batch themselves: time lookups)."""
+        end = batch.position + batch.size_bytes
+        if self._prefix_check.good_end(batch.position, end, self._end_offset_bound()) < end:
+            raise self._prefix_check.error(end_offset)
+
+    def check_complete(self, end_offset: int) -> None:
+        """Raise `CorruptRecordError` unless every batch may be served and they reach
+        ``end_offset`` (for readers that scan a whole segment by its headers, which stop
+        quietly at broken framing: time lookups)."""
+        error = self.missing_offset_error(end_offset)
+        if error is not None:
+            raise error
+
+    def missing_offset_error(self, end_offset: int) -> CorruptRecordError | None:
+        """Why the segment cannot serve every offset below ``end_offset`` (damage, or offsets
+        missing at its end), or None: for a read that found no batch where one should be."""
+        size = self.size_bytes
+        if self._prefix_check.good_end(0, size, self._end_offset_bound()) < size:
+            return self._prefix_check.error(end_offset)
+        first_missing = self.read_next_offset()
+        if first_missing >= end_offset:
+            return None
+        return self._prefix_check.missing_error(first_missing, end_offset, size)
+
+    def _end_offset_bound(self) -> int:
+        """The end of the offsets this segment may hold: the next segment's base offset, or
+        what a relative offset can reach for the active segment."""
+        if self.next_base_offset is not None:
+            return self.next_base_offset
+        return self.base_offset + _INT32_MAX + 1
 
     def _scan(self, position: int) -> Iterator[BatchPosition]:
         """Batches from ``position`` to the end of the file, by their headers."""
@@ -433,6 +460,14 @@ class LogSegment:
         for found in self._scan_from_index(2**63 - 1):
             next_offset = found.last_offset + 1
         return next_offset
+
+    def read_end_position(self) -> int:
+        """Where the batches read from the last index entry on end: the file's size unless a
+        batch's framing is broken (then the log end offset cannot be trusted)."""
+        end = self.offset_index.last_entry.position
+        for found in self._scan_from_index(2**63 - 1):
+            end = found.position + found.size_bytes
+        return end
 
     # -- timestamps -------------------------------------------------------------------------
 
@@ -475,6 +510,7 @@ class LogSegment:
         """Rebuild the indexes from the ``.log``, validating every batch (`BatchWalk`), and cut
         the file at the first invalid or partial batch: the log ends there. ``last_epoch`` is
         the leader epoch of the batch before this segment (a batch below it is invalid)."""
+        self._new_index_files()  # rebuilt from scratch: what the old files held does not matter
         walk = self._index_from_log(epoch_cache, last_epoch)
         valid_bytes = walk.position
         truncated = self.size_bytes - valid_bytes
@@ -482,6 +518,7 @@ class LogSegment:
             self.log_file.truncate(valid_bytes)
             self.size_bytes = valid_bytes
             self._bytes_since_last_index_entry -= truncated
+        self._prefix_check = PrefixCheck(self.log_file, self.base_offset, unchecked_end=0)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         stop = walk.stop
@@ -489,11 +526,9 @@ class LogSegment:
         return Recovered(truncated, walk.last_epoch, reason)
 
     def _index_from_log(self, epoch_cache: LeaderEpochCache | None, last_epoch: int) -> BatchWalk:
-        """Empty both indexes and index every valid batch from the start of the file (assigning
-        new leader epochs to ``epoch_cache`` on the way); returns the finished walk. Nothing is
-        cut here: the walk says where the valid batches end."""
-        self.offset_index.reset()
-        self.time_index.reset()
+        """Index every valid batch from the start of the file into the (new, empty) indexes,
+        assigning new leader epochs to ``epoch_cache`` on the way; returns the finished walk.
+        Nothing is cut here: the walk says where the valid batches end."""
         self.size_bytes = self.log_file.size()
         walk = BatchWalk(
             self.log_file,
@@ -501,50 +536,40 @@ class LogSegment:
             self.size_bytes,
             next_offset=self.base_offset,
             last_epoch=last_epoch,
-            end_offset=min(self.next_base_offset or 2**63, self.base_offset + _INT32_MAX + 1),
+            end_offset=self._end_offset_bound(),
         )
-        last_index_entry = 0
-        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
         interval = self.config.index_interval_bytes
-        latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
-        for batch in walk:
-            position = batch.position
-            if batch.max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
-            if position - last_index_entry > interval and not self._indexes_full():
-                # The same entries `append` makes. (An index too small for this segment, e.g.
-                # after segment_index_bytes shrank, stays sparser instead of failing.)
-                self.offset_index.append(batch.last_offset, position)
-                self.time_index.maybe_append(max_timestamp, offset_of_max)
-                last_index_entry = position
-            epoch = batch.leader_epoch
-            if (
-                epoch_cache is not None
-                and epoch >= 0
-                and (latest_epoch is None or epoch > latest_epoch)
-            ):
-                epoch_cache.assign(epoch, batch.base_offset)
-                latest_epoch = epoch
+        found = index_batches(walk, self.offset_index, self.time_index, interval, epoch_cache)
         self._next_batch_at.clear()
         self._rolling_based_timestamp = None  # read again from the file if needed
-        self._bytes_since_last_index_entry = self.size_bytes - last_index_entry
-        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_last_index_entry = self.size_bytes - found.last_entry_position
+        self._max_timestamp = found.max_timestamp
+        self._offset_of_max_timestamp = found.offset_of_max_timestamp
         self._max_timestamp_loaded = True
         self._append_final_time_entry()
         return walk
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose last offset is >= ``offset``. Returns the bytes removed."""
-        found = self.translate_offset(offset)
-        if found is None:
-            return 0
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
+        """Remove every batch whose last offset is >= ``offset``, and, if the file holds a bad
+        batch before that, everything from the bad batch on (a follower truncating to the
+        first damaged offset gets a consistent log). The cut lands on a checked batch
+        boundary. Returns the bytes removed."""
+        damage = self._prefix_check.check_past_offset(offset, self._end_offset_bound())
+        if damage is not None:
+            cut_offset, cut_position = damage.next_offset, damage.position
+        else:
+            found = self.translate_offset(offset)
+            if found is None:
+                return 0
+            cut_offset, cut_position = offset, found.position
+        self.offset_index.truncate_to(cut_offset)
+        self.time_index.truncate_to(cut_offset)
         self.resize_indexes(self.config.segment_index_bytes)
-        removed = self.size_bytes - found.position
+        removed = self.size_bytes - cut_position
         self._next_batch_at.clear()
-        self.log_file.truncate(found.position)
-        self.size_bytes = found.position
+        self.log_file.truncate(cut_position)
+        self._prefix_check.on_truncate(cut_position)
+        self.size_bytes = cut_position
         self._bytes_since_last_index_entry = 0
         if self.size_bytes == 0:
             self.created_ms = self.clock.wall_ms()  # empty again: its age starts over
@@ -620,16 +645,6 @@ class LogSegment:
         self.log_file.close()
         for suffix in (".log", ".index", ".timeindex"):
             self.fs.remove(self.path(suffix))
-
-    def last_batch_max_timestamp(self) -> int:
-        """Max timestamp of the batch at the end of the segment (NO_TIMESTAMP if empty)."""
-        last: BatchPosition | None = None
-        for last in self._scan_from_index(2**63 - 1):  # noqa: B007 - we want the final one
-            pass
-        if last is None:
-            return NO_TIMESTAMP
-        (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(last.position + _MAX_TIMESTAMP_AT, 8))
-        return int(value)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes})"
