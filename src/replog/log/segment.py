@@ -27,10 +27,7 @@ from typing import NamedTuple
 import attrs
 
 from replog.clock import Clock
-from replog.errors import (
-    CorruptRecordError,
-    InvariantError,
-)
+from replog.errors import CorruptRecordError, InvariantError
 from replog.log.batch_walk import BatchPosition, BatchWalk, PrefixCheck, scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
