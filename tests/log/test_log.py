@@ -537,6 +537,21 @@ def test_a_failing_read_is_a_storage_error_from_every_method(
     assert reopened.is_offline or call == "fetch_slice_to_bytes"
 
 
+def test_a_failing_fsync_on_a_worker_thread_is_a_storage_error(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """`PendingFlush.run` (the group-commit fsync the broker runs on a worker thread) raised a
+    raw OSError."""
+    log = _open(fs)
+    _fill(log, 3)
+    pending = log.begin_flush()
+    assert pending is not None
+    fs.fail_fsync(".log")
+    with pytest.raises(StorageError, match="fsync"):
+        pending.run()
+    assert log.recovery_point == 0
+
+
 def test_a_failing_write_takes_the_log_offline(fs: FaultInjectingFileSystem) -> None:
     log = _open(fs)
     _fill(log, 2)

@@ -93,9 +93,13 @@ class PendingFlush:
     segments: list[LogSegment]
 
     def run(self) -> None:
-        """fsync the segments (thread-safe: touches only file descriptors)."""
+        """fsync the segments (thread-safe: touches only file descriptors). `StorageError` if
+        one fails; the caller takes the log offline (`Log.mark_offline`)."""
         for segment in self.segments:
-            segment.flush()
+            try:
+                segment.flush()
+            except OSError as exc:
+                raise StorageError(f"fsync of {segment!r} failed: {exc}", segment.dir_path) from exc
 
 
 _STAMP = struct.Struct(">q")
@@ -402,12 +406,9 @@ class Log:
         whole when ``min_one_batch``), never reaching ``max_offset`` (exclusive, e.g. the HW).
         Raises `OffsetOutOfRangeError` outside [log start, LEO].
 
-        Never serves a damaged batch (bad CRC, magic, length, or offsets other than the ones
-        asked for): the slice ends before one, and a read that starts at one raises
-        `CorruptRecordError` with the segment path, the file position and the offsets that
-        cannot be served (``first_offset``: what a follower truncates to). Batches this process
-        appended or recovered are served as they are (zero-copy); the rest of a segment is
-        checked once, the first time a read reaches it."""
+        Never serves a damaged batch (see `LogSegment.read`): the slice ends before one, and a
+        read that starts at one raises `CorruptRecordError` naming the segment, the position
+        and the offsets that cannot be served (``first_offset``: where a follower truncates)."""
         self._check_online()
         end = self._next_offset
         if start_offset < self.log_start_offset or start_offset > end:

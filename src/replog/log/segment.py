@@ -374,8 +374,10 @@ class LogSegment:
         larger than ``max_bytes``. None when no batch holds ``start_offset``. ``end_offset`` is
         where the segment's offsets end (the next segment's base, or the LEO).
 
-        Only checked batches are served (`PrefixCheck`): the slice ends before the first bad
-        batch, and a read that starts at or after it raises `CorruptRecordError`."""
+        Only checked batches are served (`PrefixCheck`: bad CRC, magic, length, offsets or a
+        falling leader epoch): the slice ends before the first bad batch, and a read that
+        starts at or after it raises `CorruptRecordError`. What this process appended or
+        recovered is served unchecked; the rest is checked once, when a read first reaches it."""
         start = self.translate_offset(start_offset)
         if start is None:
             return None
