@@ -159,7 +159,9 @@ class BatchWalk:
                     if cursor == 0 and len(chunk) < min(requested, size):
                         self._stop("the file is shorter than its recorded size", torn=True)
                         return
-                    read_bytes = size  # read again: just this batch, then whole chunks
+                    # Read again from this batch: enough for it (a little more than it, not a
+                    # whole chunk, so an `advance` to a target inside it reads little extra).
+                    read_bytes = max(size, _MIN_CHUNK_BYTES)
                     break
                 batch = self._check_batch(view, cursor, size)
                 if batch is None:
