@@ -160,8 +160,8 @@ def load_segments(
             fs, dir_path, log_start_offset, config, clock, create=True
         )
     active: LogSegment = segments.peekitem(-1)[1]
-    next_offset = _read_next_offset(active, epoch_cache, rebuilt)
-    if active.base_offset not in recovered and active.read_end_position() != active.size_bytes:
+    next_offset, end_position = _read_end(active, rebuilt)
+    if active.base_offset not in recovered and end_position != active.size_bytes:
         # After a clean shutdown the active segment's end is read from its last index entry
         # on; batches that do not frame up to the end of the file (a damaged length) would
         # give a wrong log end offset and bury the next appends behind junk: recover it.
@@ -215,12 +215,13 @@ def _recover_segment(
         return Recovered(max(size, 1), last_epoch, f"its indexes could not be rebuilt: {exc}")
 
 
-def _read_next_offset(active: LogSegment, epoch_cache: LeaderEpochCache, rebuilt: list[int]) -> int:
-    """The active segment's next offset; a corrupt index there is rebuilt (and reported)."""
-    next_offset = active.read_next_offset()
+def _read_end(active: LogSegment, rebuilt: list[int]) -> tuple[int, int]:
+    """`LogSegment.read_end` of the active segment; a corrupt index there is rebuilt on the
+    way (and reported)."""
+    found = active.read_end()
     if active.indexes_rebuilt and active.base_offset not in rebuilt:
         rebuilt.append(active.base_offset)
-    return next_offset
+    return found
 
 
 def _epoch_before(epoch_cache: LeaderEpochCache, offset: int) -> int:

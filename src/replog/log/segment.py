@@ -455,18 +455,16 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset if the segment is empty."""
-        next_offset = self.base_offset
-        for found in self._scan_from_index(2**63 - 1):
-            next_offset = found.last_offset + 1
-        return next_offset
+        return self.read_end()[0]
 
-    def read_end_position(self) -> int:
-        """Where the batches read from the last index entry on end: the file's size unless a
-        batch's framing is broken (then the log end offset cannot be trusted)."""
-        end = self.offset_index.last_entry.position
+    def read_end(self) -> tuple[int, int]:
+        """(The offset after the last batch, the position where that batch ends), reading the
+        batches from the last index entry on. The position is the file's size unless a
+        batch's framing is broken there (and then the offset cannot be trusted)."""
+        next_offset, end = self.base_offset, self.offset_index.last_entry.position
         for found in self._scan_from_index(2**63 - 1):
-            end = found.position + found.size_bytes
-        return end
+            next_offset, end = found.last_offset + 1, found.position + found.size_bytes
+        return next_offset, end
 
     # -- timestamps -------------------------------------------------------------------------
 
