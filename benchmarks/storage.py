@@ -6,7 +6,9 @@ CRC-32C per batch (the least a durable record format can do), so the ratio says 
 format, offsets, indexes and bookkeeping cost on this machine, whatever its speed today.
 
 Cases: append (batches of 1, 100, 1000, no fsync), sequential read, offset lookup, recovery
-(16 KiB batches, unclean open) and reopen after a clean shutdown.
+(16 KiB batches, unclean open), reopen after a clean shutdown, and sequential reads of that
+reopened log (the first pass reads batches this process neither wrote nor recovered, the second
+reads them again).
 """
 
 from __future__ import annotations
@@ -43,11 +45,11 @@ def _best_of(
 def append_replog(root: str, batch_records: int, total_records: int) -> float:
     """Seconds to encode and append ``total_records`` in batches of ``batch_records``."""
     values = [os.urandom(RECORD_BYTES) for _ in range(batch_records)]
-    log = Log.open(f"{root}/bench-{batch_records}-{time.monotonic_ns()}", LogConfig(), now_ms=0)
+    log = Log.open(f"{root}/bench-{batch_records}-{time.monotonic_ns()}", LogConfig())
     batches = total_records // batch_records
     start = time.perf_counter()
     for n in range(batches):
-        log.append_as_leader(encode_batch(values, base_timestamp=n), leader_epoch=0, now_ms=0)
+        log.append_as_leader(encode_batch(values, base_timestamp=n), leader_epoch=0)
     elapsed = time.perf_counter() - start
     log.close()
     return elapsed
@@ -92,10 +94,24 @@ def _fill(path: str, batch_bytes: int, total_bytes: int, config: LogConfig) -> L
     per_batch = max(1, batch_bytes // (RECORD_BYTES + 10))
     values = [os.urandom(RECORD_BYTES) for _ in range(per_batch)]
     batch = encode_batch(values, base_timestamp=0)
-    log = Log.open(path, config, now_ms=0)
+    log = Log.open(path, config)
     for _ in range(max(1, total_bytes // len(batch))):
-        log.append_as_leader(batch, leader_epoch=0, now_ms=0)
+        log.append_as_leader(batch, leader_epoch=0)
     return log
+
+
+def _sequential_read(log: Log, leo: int) -> tuple[int, float]:
+    """Read the whole log in 1 MiB fetches; returns (bytes read, seconds)."""
+    start = time.perf_counter()
+    offset, read_bytes = 0, 0
+    while offset < leo:
+        data = log.read(offset, 1 << 20).to_bytes()
+        read_bytes += len(data)
+        last_offset = offset - 1
+        for _, header in iter_batches(data):
+            last_offset = header.last_offset
+        offset = last_offset + 1
+    return read_bytes, time.perf_counter() - start
 
 
 def bench_read_lookup_recovery(root: str, scale: float) -> None:
@@ -106,16 +122,7 @@ def bench_read_lookup_recovery(root: str, scale: float) -> None:
     leo = log.log_end_offset
     log.flush()
 
-    start = time.perf_counter()
-    offset, read_bytes = 0, 0
-    while offset < leo:
-        data = log.read(offset, 1 << 20).to_bytes()
-        read_bytes += len(data)
-        last_offset = offset - 1
-        for _, header in iter_batches(data):
-            last_offset = header.last_offset
-        offset = last_offset + 1
-    read_s = time.perf_counter() - start
+    read_bytes, read_s = _sequential_read(log, leo)
     _emit("sequential_read", mb=round(read_bytes / 1e6), mb_per_s=round(read_bytes / 1e6 / read_s))
 
     rng = random.Random(1)
@@ -129,7 +136,7 @@ def bench_read_lookup_recovery(root: str, scale: float) -> None:
     log.close()
 
     start = time.perf_counter()
-    recovered = Log.open(path, config, now_ms=0, recovery_point=0, had_clean_shutdown=False)
+    recovered = Log.open(path, config, recovery_point=0, had_clean_shutdown=False)
     recovery_s = time.perf_counter() - start
     _emit(
         "recovery_16k_batches",
@@ -140,9 +147,12 @@ def bench_read_lookup_recovery(root: str, scale: float) -> None:
     recovered.close()
 
     start = time.perf_counter()
-    reopened = Log.open(path, config, now_ms=0, recovery_point=leo, had_clean_shutdown=True)
+    reopened = Log.open(path, config, recovery_point=leo, had_clean_shutdown=True)
     reopen_ms = (time.perf_counter() - start) * 1e3
     _emit("reopen_after_clean_shutdown", mb=round(size / 1e6), milliseconds=round(reopen_ms, 2))
+    for case in ("sequential_read_after_reopen", "sequential_read_after_reopen_again"):
+        read_bytes, read_s = _sequential_read(reopened, leo)
+        _emit(case, mb=round(read_bytes / 1e6), mb_per_s=round(read_bytes / 1e6 / read_s))
     reopened.close()
 
 

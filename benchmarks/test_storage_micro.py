@@ -41,17 +41,17 @@ def test_decode_batch_of_1000(benchmark: pytest.FixtureRequest) -> None:
 def test_append_as_leader(
     benchmark: pytest.FixtureRequest, tmp_path: pathlib.Path, records: int
 ) -> None:
-    log = Log.open(str(tmp_path / "bench-0"), LogConfig(), now_ms=0)
+    log = Log.open(str(tmp_path / "bench-0"), LogConfig())
     batch = encode_batch([VALUE] * records, base_timestamp=0)
     benchmark(log.append_as_leader, batch, 0, 0)
     log.close()
 
 
 def test_random_read_of_one_batch(benchmark: pytest.FixtureRequest, tmp_path: pathlib.Path) -> None:
-    log = Log.open(str(tmp_path / "bench-0"), LogConfig(index_interval_bytes=4096), now_ms=0)
+    log = Log.open(str(tmp_path / "bench-0"), LogConfig(index_interval_bytes=4096))
     batch = encode_batch([VALUE] * 10, base_timestamp=0)
     for _ in range(20_000):
-        log.append_as_leader(batch, 0, 0)
+        log.append_as_leader(batch, 0)
     rng = random.Random(0)
     leo = log.log_end_offset
 

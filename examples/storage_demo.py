@@ -31,7 +31,7 @@ def write_batches(log: Log, first: int, count: int, leader_epoch: int) -> None:
             b'{"order": %d, "item": %d}' % (batch_number, i) for i in range(RECORDS_PER_BATCH)
         ]
         batch = encode_batch(values, base_timestamp=1_700_000_000_000 + batch_number)
-        log.append_as_leader(batch, leader_epoch=leader_epoch, now_ms=0)
+        log.append_as_leader(batch, leader_epoch=leader_epoch)
 
 
 def main() -> int:
@@ -40,7 +40,7 @@ def main() -> int:
         fs = FaultInjectingFileSystem(root, seed=7)
         path = f"{root}/orders-0"
 
-        log = Log.open(path, config, fs=fs, now_ms=0)
+        log = Log.open(path, config, fs=fs)
         write_batches(log, 0, FLUSHED_BATCHES, leader_epoch=0)
         log.flush()
         flushed = log.recovery_point
@@ -56,7 +56,7 @@ def main() -> int:
         fs.crash(tear=True)
         log.abandon()
 
-        recovered = Log.open(path, config, fs=fs, now_ms=0, recovery_point=flushed)
+        recovered = Log.open(path, config, fs=fs, recovery_point=flushed)
         report = recovered.recovery_report
         print(f"recovery: {report.describe()}")
         print(

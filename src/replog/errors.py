@@ -162,13 +162,29 @@ class StorageError(ReplogError):
 
 
 class CorruptRecordError(ReplogError):
-    """A record batch fails validation (size, magic, CRC, or framing)."""
+    """A record batch fails validation (size, magic, CRC, or framing).
+
+    For a batch already in a log (found damaged when read) it also says where: ``path`` (the
+    segment's ``.log`` file), ``position`` (the damaged batch's file position) and the offsets
+    that cannot be served, ``first_offset`` to ``last_offset`` inclusive. ``first_offset`` is
+    the first damaged offset: what a follower truncates to before fetching again."""
 
     code = ErrorCode.CORRUPT_MESSAGE
 
-    def __init__(self, message: str, position: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        position: int | None = None,
+        *,
+        path: str | None = None,
+        first_offset: int | None = None,
+        last_offset: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.position = position
+        self.path = path
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
 class CorruptIndexError(ReplogError):

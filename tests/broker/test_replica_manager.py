@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replog.broker import BrokerConfig, ReplicaManager
+from replog.clock import ManualClock
 from replog.coord.types import PartitionState
 from replog.errors import ErrorCode, InvalidConfigError
 from replog.isr import DurabilityMode
@@ -14,7 +15,7 @@ from replog.log.records import encode_batch
 
 def _manager(tmp_path: object, broker_id: int) -> ReplicaManager:
     config = BrokerConfig(broker_id=broker_id, log_dirs=(f"{tmp_path}/b{broker_id}",))
-    logs = LogManager.open(list(config.log_dirs), clock_ms=lambda: 0)
+    logs = LogManager.open(list(config.log_dirs), clock=ManualClock())
     return ReplicaManager(broker_id, logs, config.partition_config(), broker_epoch=broker_id)
 
 

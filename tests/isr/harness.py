@@ -112,7 +112,7 @@ class Cluster:
         self.nodes: dict[int, Node] = {}
         self.controller = Controller(0, 0, frozenset(self.assigned), 0, {})
         for broker_id in self.assigned:
-            log = open_log(self.root, f"b{broker_id}", now_ms=self.clock_ms)
+            log = open_log(self.root, f"b{broker_id}")
             self.nodes[broker_id] = self._node(broker_id, log, broker_epoch=1)
         self.next_request_id = 1
         self.produced: dict[int, bytes] = {}  # request id -> value, acks=all only
@@ -206,9 +206,7 @@ class Cluster:
         """Power-cut a follower (it loses unsynced data) and start it as a new incarnation."""
         node = self.nodes[broker_id]
         assert broker_id != self.controller.leader
-        log = reopen_after_crash(
-            node.log, now_ms=self.clock_ms, high_watermark=node.log.high_watermark
-        )
+        log = reopen_after_crash(node.log, high_watermark=node.log.high_watermark)
         self.nodes[broker_id] = self._node(broker_id, log, node.broker_epoch + 1)
         ctrl = self.controller
         if self.config.durability is DurabilityMode.REPLICATED and broker_id in ctrl.isr:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import attrs
 
+from replog.clock import ManualClock
 from replog.errors import ErrorCode
 from replog.isr import (
     AlterPartitionRequest,
@@ -32,13 +33,13 @@ def as_replica_log(log: Log) -> ReplicaLog:
     return log
 
 
-def open_log(root: Path, name: str, *, now_ms: int = 0) -> Log:
-    """A real Log on a fault-injecting filesystem rooted at ``root/name``."""
+def open_log(root: Path, name: str) -> Log:
+    """A real Log on a fault-injecting filesystem rooted at ``root/name``, on a manual clock."""
     fs = FaultInjectingFileSystem(str(root / name))
-    return Log.open(str(root / name / f"{TOPIC}-0"), LogConfig(), fs=fs, now_ms=now_ms)
+    return Log.open(str(root / name / f"{TOPIC}-0"), LogConfig(), fs=fs, clock=ManualClock())
 
 
-def reopen_after_crash(log: Log, *, now_ms: int = 0, high_watermark: int = 0) -> Log:
+def reopen_after_crash(log: Log, *, high_watermark: int = 0) -> Log:
     """Power-cut ``log``'s filesystem (unsynced data is lost) and open it again."""
     fs = log.fs
     assert isinstance(fs, FaultInjectingFileSystem)
@@ -48,7 +49,7 @@ def reopen_after_crash(log: Log, *, now_ms: int = 0, high_watermark: int = 0) ->
         log.dir_path,
         LogConfig(),
         fs=fs,
-        now_ms=now_ms,
+        clock=log.clock,
         recovery_point=recovery_point,
         high_watermark=high_watermark,
     )
@@ -63,7 +64,7 @@ def write(log: Log, epoch: int, count: int, *, tag: bytes = b"r") -> None:
     """Append ``count`` single-record batches stamped with ``epoch`` directly to ``log``."""
     for _ in range(count):
         offset = log.log_end_offset
-        log.append_as_leader(batch(tag + b"%d" % offset), epoch, 0)
+        log.append_as_leader(batch(tag + b"%d" % offset), epoch)
 
 
 def entries(log: Log) -> list[tuple[int, int, bytes]]:

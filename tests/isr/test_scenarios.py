@@ -111,7 +111,7 @@ def test_kip101_divergence_case_logs_converge(tmp_path: Path) -> None:
     a_log, b_log = open_log(tmp_path, "a"), open_log(tmp_path, "b")
     for log, flushed in ((a_log, 3), (b_log, 2)):
         for value in (b"m0", b"m1", b"m2")[:flushed]:
-            log.append_as_leader(batch(value), 0, 0)
+            log.append_as_leader(batch(value), 0)
         log.flush()
     a = partition(A, reopen_after_crash(a_log), REPLICATED)
     b = partition(B, reopen_after_crash(b_log), REPLICATED)

@@ -28,6 +28,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from replog.clock import ManualClock
 from replog.log.config import LogConfig
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
@@ -60,7 +61,7 @@ class LogMachine(RuleBasedStateMachine):
         self.log: Log | None = None
         self.model: list[tuple[int, bytes]] = []  # (offset, value) from the log start
         self.epoch = 0
-        self.now_ms = 1_000
+        self.clock = ManualClock(1_000, wall_offset_ms=0)
 
     @initialize(seed=st.integers(0, 2**16))
     def open_log(self, seed: int) -> None:
@@ -72,7 +73,7 @@ class LogMachine(RuleBasedStateMachine):
             f"{self.root}/topic-0",
             CONFIG,
             fs=self.fs,
-            now_ms=self.now_ms,
+            clock=self.clock,
             recovery_point=recovery_point,
             had_clean_shutdown=clean,
         )
@@ -94,10 +95,10 @@ class LogMachine(RuleBasedStateMachine):
         log = self.current
         if new_epoch:
             self.epoch += 1
-        self.now_ms += 10
-        data = b"".join(encode_batch(values, base_timestamp=self.now_ms) for values in batches)
+        now_ms = self.clock.advance(10)
+        data = b"".join(encode_batch(values, base_timestamp=now_ms) for values in batches)
         first = log.log_end_offset
-        info = log.append_as_leader(data, self.epoch, now_ms=self.now_ms)
+        info = log.append_as_leader(data, self.epoch)
         appended = [value for values in batches for value in values]
         assert (info.first_offset, info.last_offset) == (first, first + len(appended) - 1)
         self.model += [(first + i, value) for i, value in enumerate(appended)]
@@ -123,7 +124,7 @@ class LogMachine(RuleBasedStateMachine):
     @rule()
     def roll(self) -> None:
         log = self.current
-        segment = log.roll(now_ms=self.now_ms)
+        segment = log.roll()
         assert segment is log.active_segment
         assert segment.base_offset == log.log_end_offset
 
@@ -132,7 +133,7 @@ class LogMachine(RuleBasedStateMachine):
         log = self.current
         end = log.log_end_offset
         target = where % (end + 3)
-        removed = log.truncate_to(target, now_ms=self.now_ms)
+        removed = log.truncate_to(target)
         assert removed == (target < end)
         # The batch holding the target goes whole: the LEO lands on a batch boundary <= target.
         assert log.log_end_offset <= min(target, end)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.clock import ManualClock
 from replog.errors import InvalidConfigError, InvalidTopicError, StorageError
 from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE, OffsetCheckpointFile
 from replog.log.config import LogConfig
@@ -37,14 +38,14 @@ def _dir(fs: FaultInjectingFileSystem, name: str = "d1") -> str:
 
 def _manager(fs: FaultInjectingFileSystem, *names: str) -> LogManager:
     return LogManager.open(
-        [_dir(fs, name) for name in names or ("d1",)], CONFIG, fs=fs, clock_ms=lambda: 0
+        [_dir(fs, name) for name in names or ("d1",)], CONFIG, fs=fs, clock=ManualClock()
     )
 
 
 def _append(log: Log, count: int) -> None:
     for _ in range(count):
         value = b"value-%d" % log.log_end_offset
-        log.append_as_leader(encode_batch([value], base_timestamp=1000), 0, now_ms=0)
+        log.append_as_leader(encode_batch([value], base_timestamp=1000), 0)
 
 
 def _marker(fs: FaultInjectingFileSystem, name: str = "d1") -> str:
@@ -155,7 +156,7 @@ def test_retention_runs_on_every_open_log(fs: FaultInjectingFileSystem) -> None:
         [_dir(fs)],
         LogConfig(segment_bytes=400, segment_index_bytes=4096, retention_ms=1000),
         fs=fs,
-        clock_ms=lambda: 10**6,
+        clock=ManualClock(10**6, wall_offset_ms=0),
     )
     log = manager.get_or_create_log(TP)
     _append(log, 20)
@@ -164,6 +165,30 @@ def test_retention_runs_on_every_open_log(fs: FaultInjectingFileSystem) -> None:
     assert manager.delete_old_segments() == segment_count
     assert list(log.segments) == [20]
     assert log.log_start_offset == 20
+
+
+def test_retention_goes_on_past_a_log_that_cannot_be_read(fs: FaultInjectingFileSystem) -> None:
+    """A read error in one log's retention is a StorageError (that log goes offline) raised
+    after every other log had its retention applied."""
+    clock = ManualClock(10**6, wall_offset_ms=0)
+    config = LogConfig(segment_bytes=400, segment_index_bytes=4096, retention_ms=1000)
+    manager = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    logs = [manager.get_or_create_log(TopicPartition("orders", n)) for n in (0, 1)]
+    for log in logs:
+        _append(log, 20)
+        log.update_high_watermark(20)
+        log.flush()
+    manager.shutdown()
+    reopened = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    broken, healthy = (reopened.get_log(TopicPartition("orders", n)) for n in (0, 1))
+    assert broken is not None and healthy is not None
+    fs.fail_read(f"{broken.dir_path}/", count=1000)
+
+    with pytest.raises(StorageError):
+        reopened.delete_old_segments()
+
+    assert broken.is_offline
+    assert list(healthy.segments) == [20]
 
 
 # -- scenario 24: the clean-shutdown marker ----------------------------------------------------
@@ -271,6 +296,65 @@ def test_shutdown_writes_no_marker_for_a_dir_whose_log_failed(
     assert _dir(fs) in manager.offline_dirs
 
 
+def test_shutdown_after_a_time_index_lost_entries_closes_and_marks_the_dir_clean(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """Regression: a sealed segment whose ``.timeindex`` lost whole entries gets its max
+    timestamp by scanning the log (here for time retention); closing it tried to append that
+    timestamp to an index with no free slot, raised IndexFullError, and the dir lost its
+    clean-shutdown marker."""
+    clock = ManualClock()
+    config = LogConfig(segment_bytes=400, segment_index_bytes=4096, index_interval_bytes=50)
+    manager = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    log = manager.get_or_create_log(TP)
+    t0 = clock.wall_ms()
+    for n in range(12):  # record n has offset n and timestamp t0 + n
+        log.append_as_leader(encode_batch([b"v%d" % n], base_timestamp=t0 + n), 0)
+    log.update_high_watermark(log.log_end_offset)
+    second_base = list(log.segments)[1]
+    manager.shutdown()
+    time_index = f"{log.dir_path}/{0:020d}.timeindex"
+    entries = os.path.getsize(time_index) // 12
+    assert entries >= 2
+    with open(time_index, "r+b") as f:
+        f.truncate((entries - 1) * 12)  # the last whole entry is lost
+
+    reopened = LogManager.open([_dir(fs)], config, fs=fs, clock=clock)
+    segment = reopened.get_or_create_log(TP).segments[0]
+    assert reopened.delete_old_segments() == 0  # reads the segment's max timestamp
+    assert segment.max_timestamp == t0 + second_base - 1
+    reopened.shutdown()
+
+    assert os.path.exists(_marker(fs))
+    assert os.path.getsize(time_index) == entries * 12  # the final entry is back
+
+
+def test_an_io_error_while_closing_is_a_storage_error_and_other_dirs_still_close_cleanly(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """A real IO error in close (trimming an index) costs that dir its clean-shutdown marker,
+    as a typed StorageError raised after every log was closed."""
+    config = LogConfig(segment_bytes=400, segment_index_bytes=4096, index_interval_bytes=50)
+    manager = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], config, fs=fs, clock=ManualClock())
+    logs = [manager.get_or_create_log(TopicPartition("orders", n)) for n in (0, 1)]
+    for log in logs:
+        _append(log, 12)
+        log.flush()
+    failing = logs[0]
+    active_base = list(failing.segments)[-1]
+    fs.fail_fsync(f"{failing.dir_path}/{active_base:020d}.index")  # trimming it on close
+
+    with pytest.raises(StorageError):
+        manager.shutdown()
+
+    failing_dir = os.path.dirname(failing.dir_path)
+    other_dir = os.path.dirname(logs[1].dir_path)
+    assert failing_dir != other_dir
+    assert not os.path.exists(f"{failing_dir}/{CLEAN_SHUTDOWN_FILE}")
+    assert os.path.exists(f"{other_dir}/{CLEAN_SHUTDOWN_FILE}")
+    assert failing.is_offline
+
+
 # -- scenario 25: atomic checkpoints -----------------------------------------------------------
 
 
@@ -283,7 +367,7 @@ def test_scenario_25_a_missing_tp_entry_means_hw_0_clamped_to_the_log_start(
     log.update_high_watermark(30)
     second_base = list(log.segments)[1]
     log.maybe_increment_log_start_offset(second_base)
-    log.delete_old_segments(now_ms=0)
+    log.delete_old_segments()
     assert log.log_start_offset == second_base > 0
     manager.shutdown()
     OffsetCheckpointFile(fs, f"{_dir(fs)}/{HW_CHECKPOINT}").write({("other", 0): 5})
@@ -306,7 +390,7 @@ def test_scenario_25_a_count_mismatch_in_the_hw_checkpoint_takes_the_log_dir_off
     with open(f"{bad_dir}/{HW_CHECKPOINT}", "wb") as f:
         f.write(b"0\n3\norders 0 1\norders 1 1\n")
 
-    reopened = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], CONFIG, fs=fs, clock_ms=lambda: 0)
+    reopened = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], CONFIG, fs=fs, clock=ManualClock())
 
     reason = reopened.offline_dirs[bad_dir]
     assert HW_CHECKPOINT in reason and "expected 3 entries, found 2" in reason

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.clock import ManualClock
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import EpochEntry
 from replog.log.fault_fs import FaultInjectingFileSystem
@@ -26,7 +27,7 @@ def fs(tmp_path: Path) -> FaultInjectingFileSystem:
 
 
 def _open(fs: FaultInjectingFileSystem, config: LogConfig = CONFIG, **kwargs: int) -> Log:
-    return Log.open(f"{fs.root}/topic-0", config, fs=fs, now_ms=0, **kwargs)
+    return Log.open(f"{fs.root}/topic-0", config, fs=fs, clock=ManualClock(), **kwargs)
 
 
 def _batch(values: Sequence[bytes], timestamp: int = 1000) -> bytes:
@@ -39,7 +40,7 @@ def _append(log: Log, count: int, *, epoch: int = 0, per_batch: int = 2) -> list
     for _ in range(count):
         first = log.log_end_offset
         values = [b"value-%d" % (first + i) for i in range(per_batch)]
-        bases.append(log.append_as_leader(_batch(values), epoch, now_ms=0).first_offset)
+        bases.append(log.append_as_leader(_batch(values), epoch).first_offset)
     return bases
 
 
@@ -120,7 +121,7 @@ def test_scenario_22_torn_tail_is_cut_at_the_last_whole_batch(
     # An entry whenever more than 100 bytes (index_interval_bytes) came since the last one.
     expected = [(bases[1] + 4, positions[1]), (bases[2] + 4, positions[2])]
     assert [tuple(index.entry(i)) for i in range(index.entries)] == expected
-    assert recovered.append_as_leader(_batch([b"next"]), 3, now_ms=0).first_offset == third_end
+    assert recovered.append_as_leader(_batch([b"next"]), 3).first_offset == third_end
 
 
 def test_scenario_22_hw_is_clamped_up_to_the_log_start(fs: FaultInjectingFileSystem) -> None:
@@ -144,10 +145,10 @@ def test_scenario_23_corrupt_crc_mid_log_cuts_there_and_deletes_later_segments(
     not cut: segments wholly below the recovery point are not scanned."""
     log = _open(fs)
     s0 = _append(log, 3)
-    s1 = [log.roll(now_ms=0).base_offset, *_append(log, 3)[1:]]
-    s2 = log.roll(now_ms=0).base_offset
+    s1 = [log.roll().base_offset, *_append(log, 3)[1:]]
+    s2 = log.roll().base_offset
     _append(log, 3)
-    s3 = log.roll(now_ms=0).base_offset
+    s3 = log.roll().base_offset
     _append(log, 3)
     assert list(log.segments) == [s0[0], s1[0], s2, s3]
     log.flush()
@@ -192,6 +193,78 @@ def test_scenario_23_bytes_truncated_counts_the_cut_tail(fs: FaultInjectingFileS
 
     assert recovered.recovery_report.bytes_truncated == size - second[0]
     assert recovered.log_end_offset == 2
+
+
+def _set_epoch(path: str, position: int, epoch: int) -> None:
+    """Overwrite the partition leader epoch of the batch at ``position`` (outside the CRC)."""
+    with open(path, "r+b") as f:
+        f.seek(position + 12)
+        f.write(epoch.to_bytes(4, "big", signed=True))
+
+
+@pytest.mark.parametrize("fallen_epoch", [2, 0, -1], ids=["bit_flip_3_to_2", "to_0", "to_-1"])
+def test_a_falling_leader_epoch_ends_the_recovered_log(
+    fs: FaultInjectingFileSystem, fallen_epoch: int
+) -> None:
+    """Regression: recovery accepted a batch whose partition leader epoch is below the
+    previous batch's (a flipped bit in a field the CRC does not cover). Epochs never fall along
+    a log, so the log ends there, as at a bad CRC, and the report says so. -1 ("no epoch")
+    after an epoch >= 0 is a fall too."""
+    log = _open(fs)
+    _append(log, 2, epoch=1)
+    _append(log, 3, epoch=3)
+    log.flush()
+    log.close()
+    path = _segment_file(log, 0)
+    size = os.path.getsize(path)
+    victim, victim_offset, _ = _batch_positions(path)[3]
+    _set_epoch(path, victim, fallen_epoch)
+
+    recovered = _open(fs, recovery_point=0)
+
+    report = recovered.recovery_report
+    assert (report.truncated_segment, report.bytes_truncated) == (0, size - victim)
+    assert "epoch" in (report.truncation_reason or "")
+    assert recovered.log_end_offset == victim_offset
+    assert recovered.epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(3, 4)]
+
+
+def test_a_falling_leader_epoch_at_the_start_of_a_recovered_segment_ends_the_log(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """The epoch before the first recovered segment comes from the epoch cache, so a fall at a
+    segment boundary is caught too."""
+    log = _open(fs)
+    _append(log, 2, epoch=2)
+    second = log.roll().base_offset
+    _append(log, 2, epoch=2)
+    log.flush()
+    log.close()
+    _set_epoch(_segment_file(log, second), 0, 1)
+
+    recovered = _open(fs, recovery_point=second)
+
+    assert recovered.recovery_report.truncated_segment == second
+    assert recovered.log_end_offset == second
+
+
+def test_batches_without_a_leader_epoch_recover_when_nothing_before_has_one(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """-1 ("no epoch", old writers) followed by -1 or a real epoch is not a fall."""
+    log = _open(fs)
+    data = b"".join(
+        encode_batch([b"v%d" % n], base_offset=n, base_timestamp=1000, partition_leader_epoch=e)
+        for n, e in enumerate([-1, -1, 0, 0])
+    )
+    log.append_as_follower(data)
+    log.flush()
+    log.close()
+
+    recovered = _open(fs, recovery_point=0)
+
+    assert not recovered.recovery_report.cut_anything
+    assert recovered.log_end_offset == 4
 
 
 # -- clean and unclean opens -------------------------------------------------------------------
@@ -350,7 +423,7 @@ def test_crash_never_leaves_a_hole_when_rolled_segments_lose_their_tails(
     assert recovered.log_end_offset == 6
     assert _offsets(recovered) == list(range(6))
     assert recovered.recovery_report.deleted_segments
-    info = recovered.append_as_leader(_batch([b"next"]), 0, now_ms=0)
+    info = recovered.append_as_leader(_batch([b"next"]), 0)
     assert info.first_offset == 6
 
 

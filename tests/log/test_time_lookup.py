@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.clock import ManualClock
 from replog.log.config import LogConfig
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
@@ -25,7 +26,7 @@ def log(tmp_path: Path, request: pytest.FixtureRequest) -> Log:
     fs = FaultInjectingFileSystem(str(tmp_path), seed=5)
     # Small segments so the lookup crosses segments; a time-index entry per batch or sparser.
     config = LogConfig(segment_bytes=600, index_interval_bytes=request.param)
-    return Log.open(f"{fs.root}/t-0", config, fs=fs, now_ms=0)
+    return Log.open(f"{fs.root}/t-0", config, fs=fs, clock=ManualClock())
 
 
 def _append(log: Log, timestamps: list[int], compression: Compression = Compression.NONE) -> None:
@@ -35,7 +36,7 @@ def _append(log: Log, timestamps: list[int], compression: Compression = Compress
         base_timestamp=min(timestamps),
         compression=compression,
     )
-    log.append_as_leader(batch, leader_epoch=0, now_ms=0)
+    log.append_as_leader(batch, leader_epoch=0)
 
 
 def _model(stamps: list[int], target: int, start: int, end: int) -> TimestampAndOffset | None:

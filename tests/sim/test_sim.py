@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from replog.broker import ReplicaManager
+from replog.clock import ManualClock
 from replog.coord.types import PartitionState
 from replog.isr import PartitionConfig
 from replog.log.manager import LogManager
@@ -69,7 +70,7 @@ def test_seed_16_offline_log_made_leader_is_not_served() -> None:
 
 
 def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> None:
-    logs = LogManager.open([f"{tmp_path}/b1"], clock_ms=lambda: 0)
+    logs = LogManager.open([f"{tmp_path}/b1"], clock=ManualClock())
     rm = ReplicaManager(1, logs, PartitionConfig(), broker_epoch=1)
     rm.apply_partition_state(
         "t", 0, PartitionState(replicas=(1, 2), leader=2, leader_epoch=0, isr=(1, 2)), 0

@@ -143,13 +143,13 @@ class FollowerFetcher:
                 truncated_to=decision.offset,
                 truncation_complete=decision.complete,
             )
-        return self._append(log, response, now_ms)
+        return self._append(log, response)
 
-    def _append(self, log: ReplicaLog, response: FetchResponse, now_ms: int) -> FollowerOutcome:
+    def _append(self, log: ReplicaLog, response: FetchResponse) -> FollowerOutcome:
         appended_bytes = 0
         if response.records is not None and response.records.size_bytes > 0:
             data = response.records.to_bytes()
-            log.append_as_follower(data, now_ms)
+            log.append_as_follower(data)
             appended_bytes = len(data)
         log_end_offset = log.log_end_offset
         invariant(log_end_offset >= response.fetch_offset, "follower LEO went backwards on append")

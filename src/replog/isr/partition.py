@@ -323,7 +323,7 @@ class Partition:
             # Bounded purgatory: refuse before writing rather than queue without limit.
             return ProduceResult(request_id, -1, ErrorCode.REQUEST_TIMED_OUT)
         base_offset = self.log.log_end_offset
-        self.log.append_as_leader(batch, self.leader_epoch, now_ms)
+        self.log.append_as_leader(batch, self.leader_epoch)
         end_offset = self.log.log_end_offset
         invariant(end_offset > base_offset, f"append left LEO at {end_offset}")
         self.maybe_increment_leader_hw(now_ms)

@@ -74,11 +74,11 @@ class ReplicaLog(Protocol):
         writes: KAFKA-7415); flushed before returning."""
         ...
 
-    def append_as_leader(self, batch: bytes, leader_epoch: int, now_ms: int) -> object:
+    def append_as_leader(self, batch: bytes, leader_epoch: int) -> object:
         """Assign offsets from the LEO, stamp ``leader_epoch`` and append."""
         ...
 
-    def append_as_follower(self, batches: bytes, now_ms: int) -> object:
+    def append_as_follower(self, batches: bytes) -> object:
         """Append batches with the offsets and epochs the leader gave them."""
         ...
 

@@ -32,7 +32,8 @@ Rules chosen where real filesystems differ:
   makes the data durable. (Linux may drop the dirty pages on a failed fsync; replog treats any
   failed fsync as fatal for the log dir, so the difference is never observed.)
 - ``fail_fsync`` also matches ``fsync_dir``; ``fail_write`` matches ``append`` and
-  ``write_bytes`` (nothing is written); ``fail_rename`` matches the source or the destination.
+  ``write_bytes`` (nothing is written); ``fail_rename`` matches the source or the destination;
+  ``fail_read`` matches a handle's ``pread`` (not ``read_bytes`` or memmaps).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from replog.log.fs import REAL_FS, FileHandle, RealFileSystem
 
 __all__ = ["FaultInjectingFileSystem", "FaultInjectingFileHandle"]
 
-_FaultKind = Literal["fsync", "write", "rename"]
+_FaultKind = Literal["fsync", "write", "rename", "read"]
 
 
 @attrs.define
@@ -126,6 +127,9 @@ class FaultInjectingFileHandle:
 
     def pread(self, position: int, size_bytes: int) -> bytes:
         self._check_alive()
+        if self._fs._rules:
+            with self._fs._lock:
+                self._fs._maybe_fail("read", self._state.path)
         return self._inner.pread(position, size_bytes)
 
     def size(self) -> int:
@@ -186,6 +190,11 @@ class FaultInjectingFileSystem:
         """Make the next ``count`` appends / ``write_bytes`` on matching paths raise
         ``OSError(EIO)`` without writing anything."""
         self._add_rule("write", path_substring, count)
+
+    def fail_read(self, path_substring: str = "", count: int = 1) -> None:
+        """Make the next ``count`` ``pread`` calls on matching handles raise ``OSError(EIO)``
+        (a disk that cannot read a sector back)."""
+        self._add_rule("read", path_substring, count)
 
     def fail_rename(self, path_substring: str = "", count: int = 1) -> None:
         """Make the next ``count`` renames whose source or destination matches raise

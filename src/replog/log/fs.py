@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
+import attrs
 import numpy as np
 
-__all__ = ["FileHandle", "FileSystem", "RealFileHandle", "RealFileSystem", "REAL_FS"]
+from replog.errors import StorageError, invariant
+
+__all__ = ["FileHandle", "FileSlice", "FileSystem", "RealFileHandle", "RealFileSystem", "REAL_FS"]
 
 
 class FileHandle(Protocol):
@@ -44,6 +47,30 @@ class FileHandle(Protocol):
 
     def close(self) -> None:
         """Release the descriptor; idempotent."""
+
+
+@attrs.frozen
+class FileSlice:
+    """``size_bytes`` of ``handle`` from ``position``: a zero-copy piece of a fetch response
+    (the broker hands ``handle.fileno()``, ``position`` and ``size_bytes`` to ``os.sendfile``)."""
+
+    handle: FileHandle
+    position: int
+    size_bytes: int
+
+    def read(self) -> bytes:
+        """Materialise the bytes (tests, in-process consumers); the broker uses sendfile.
+        `StorageError` if the file cannot be read."""
+        try:
+            data = self.handle.pread(self.position, self.size_bytes)
+        except OSError as exc:
+            path = self.handle.path
+            raise StorageError(
+                f"cannot read {self.size_bytes} bytes at {self.position} of {path}: {exc}",
+                os.path.dirname(path),
+            ) from exc
+        invariant(len(data) == self.size_bytes, "file slice shorter than the segment said")
+        return data
 
 
 class FileSystem(Protocol):

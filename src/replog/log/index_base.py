@@ -262,6 +262,12 @@ class IndexBase:
         self._unmap()
         self._fs.remove(self._path)
 
+    def _columns(self) -> tuple[np.ndarray[Any, np.dtype[np.int64]], ...]:
+        """The entries in use as one int64 array per column (key, value), read in one pass."""
+        mapped = self._require_mapped()
+        used = np.frombuffer(mapped, dtype=self.ENTRY, count=self._entries)
+        return tuple(used[name].astype(np.int64) for name in self.ENTRY.names or ())
+
     def to_array(self) -> np.ndarray[Any, np.dtype[Any]]:
         """A copy of the entries in use as a structured array of raw (relative) columns."""
         mapped = self._require_mapped()

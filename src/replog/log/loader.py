@@ -3,25 +3,30 @@
 Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
 that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
 only the active segment's end is read. Otherwise every segment from the one holding the
-recovery point onwards is re-validated batch by batch (size, magic, CRC-32C); the first invalid
-or partial batch ends the log: its segment is cut there and every later segment is deleted. So
-does a segment that ends before the next one begins (a crash loses the unsynced tail of every
-rolled segment, not just the last one's), so offsets stay dense. Data below the recovery point
-was fsynced and is not scanned again.
+recovery point onwards is re-validated batch by batch (size, magic, CRC-32C, dense offsets, a
+partition leader epoch that does not fall; see `BatchWalk`); the first invalid or partial batch
+ends the log: its segment is cut there and every later segment is deleted. So does a segment
+that ends before the next one begins (a crash loses the unsynced tail of every rolled segment,
+not just the last one's), so offsets stay dense. Data below the recovery point was fsynced and
+is not scanned again here (reads check it, see `LogSegment`).
 
 The loader never guesses: what it cut is returned in a `RecoveryReport`.
 """
 
 from __future__ import annotations
 
+import logging
+
 import attrs
 from sortedcontainers import SortedDict
 
+from replog.clock import Clock
 from replog.errors import CorruptIndexError, InvalidOffsetError
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
-from replog.log.segment import LogSegment, offset_from_file_name
+from replog.log.records import NO_PARTITION_LEADER_EPOCH
+from replog.log.segment import LogSegment, Recovered, offset_from_file_name
 
 __all__ = ["LoadedLog", "RecoveryReport", "load_segments"]
 
@@ -37,6 +42,7 @@ class RecoveryReport:
     recovered_segments: tuple[int, ...] = ()
     bytes_truncated: int = 0
     truncated_segment: int | None = None
+    truncation_reason: str | None = None
     deleted_segments: tuple[int, ...] = ()
     deleted_stray_files: tuple[str, ...] = ()
     rebuilt_indexes: tuple[int, ...] = ()
@@ -57,6 +63,7 @@ class RecoveryReport:
         if self.bytes_truncated:
             parts.append(
                 f"cut {self.bytes_truncated} byte(s) from segment {self.truncated_segment}"
+                + (f" ({self.truncation_reason})" if self.truncation_reason else "")
             )
         if self.deleted_segments:
             parts.append(f"deleted later segment(s) {list(self.deleted_segments)}")
@@ -83,7 +90,7 @@ def load_segments(
     config: LogConfig,
     epoch_cache: LeaderEpochCache,
     *,
-    now_ms: int,
+    clock: Clock,
     recovery_point: int,
     log_start_offset: int,
     had_clean_shutdown: bool,
@@ -103,28 +110,34 @@ def load_segments(
                 fs.remove(f"{dir_path}/{name}")  # an orphan index
                 stray.append(name)
             continue
-        segments[base] = LogSegment.open(fs, dir_path, base, config, now_ms, create=False)
+        segments[base] = LogSegment.open(fs, dir_path, base, config, clock, create=False)
+        segments[base].indexes_expected_valid = had_clean_shutdown
         if f"{base:020d}.index" not in names:
             needs_recovery.add(base)
+    _link_segments(segments)
 
     recovered: list[int] = []
     rebuilt: list[int] = []
     deleted: list[int] = []
-    truncated_bytes, truncated_segment = 0, None
+    truncated_bytes, truncated_segment, truncation_reason = 0, None, None
     if had_clean_shutdown:
         for base in sorted(needs_recovery):
-            segments[base].recover(None)
+            _build_missing_indexes(segments[base])
             rebuilt.append(base)
     else:
         start_key = _floor_key(segments, recovery_point)
         to_recover = [b for b in segments if start_key is None or b >= start_key]
         for base in sorted(needs_recovery):
             if base not in to_recover:
-                segments[base].recover(None)
+                _build_missing_indexes(segments[base])
                 rebuilt.append(base)
+        # The epoch of the batch before the first recovered one (from the epoch cache, which
+        # is written before the batches of a new epoch): no recovered batch may fall below it.
+        last_epoch = _epoch_before(epoch_cache, to_recover[0]) if to_recover else -1
         for position, base in enumerate(to_recover):
             segment = segments[base]
-            cut = _recover_segment(segment, epoch_cache)
+            outcome = _recover_segment(segment, epoch_cache, last_epoch)
+            cut, last_epoch = outcome.bytes_truncated, outcome.last_epoch
             recovered.append(base)
             later_bases = to_recover[position + 1 :]
             # A crash loses the unsynced tail of *every* segment: a rolled segment can come back
@@ -134,25 +147,36 @@ def load_segments(
             if cut > 0 or ends_early:
                 if cut > 0:
                     truncated_bytes, truncated_segment = cut, base
+                    truncation_reason = outcome.truncation_reason
                 for later in later_bases:
                     segments.pop(later).delete()
                     deleted.append(later)
+                segment.next_base_offset = None
                 break
 
     restarted = False
     if not segments:
         segments[log_start_offset] = LogSegment.open(
-            fs, dir_path, log_start_offset, config, now_ms, create=True
+            fs, dir_path, log_start_offset, config, clock, create=True
         )
     active: LogSegment = segments.peekitem(-1)[1]
-    next_offset = _read_next_offset(active, epoch_cache, rebuilt)
+    next_offset, end_position = _read_end(active, rebuilt)
+    if active.base_offset not in recovered and end_position != active.size_bytes:
+        # After a clean shutdown the active segment's end is read from its last index entry
+        # on; batches that do not frame up to the end of the file (a damaged length) would
+        # give a wrong log end offset and bury the next appends behind junk: recover it.
+        outcome = active.recover(epoch_cache, _epoch_before(epoch_cache, active.base_offset))
+        recovered.append(active.base_offset)
+        truncated_bytes, truncated_segment = outcome.bytes_truncated, active.base_offset
+        truncation_reason = outcome.truncation_reason
+        next_offset = active.read_next_offset()
     if next_offset < log_start_offset:
         # Segments were removed behind our back: nothing below the log start is trustworthy.
         for base in list(segments):
             segments.pop(base).delete()
             deleted.append(base)
         segments[log_start_offset] = LogSegment.open(
-            fs, dir_path, log_start_offset, config, now_ms, create=True
+            fs, dir_path, log_start_offset, config, clock, create=True
         )
         epoch_cache.clear_and_flush()
         active, next_offset, restarted = segments[log_start_offset], log_start_offset, True
@@ -167,6 +191,7 @@ def load_segments(
         recovered_segments=tuple(recovered),
         bytes_truncated=truncated_bytes,
         truncated_segment=truncated_segment,
+        truncation_reason=truncation_reason,
         deleted_segments=tuple(deleted),
         deleted_stray_files=tuple(stray),
         rebuilt_indexes=tuple(rebuilt),
@@ -176,26 +201,46 @@ def load_segments(
     return LoadedLog(segments, next_offset, start, max(point, 0), report)
 
 
-def _recover_segment(segment: LogSegment, epoch_cache: LeaderEpochCache) -> int:
+def _recover_segment(
+    segment: LogSegment, epoch_cache: LeaderEpochCache, last_epoch: int
+) -> Recovered:
     """Recover one segment; a segment whose indexes cannot be rebuilt is emptied."""
     try:
-        return segment.recover(epoch_cache)
-    except (InvalidOffsetError, CorruptIndexError):
+        return segment.recover(epoch_cache, last_epoch)
+    except (InvalidOffsetError, CorruptIndexError) as exc:
         size = segment.size_bytes
         segment.log_file.truncate(0)
         segment.size_bytes = 0
-        segment.recover(epoch_cache)
-        return max(size, 1)
+        segment.recover(epoch_cache, last_epoch)
+        return Recovered(max(size, 1), last_epoch, f"its indexes could not be rebuilt: {exc}")
 
 
-def _read_next_offset(active: LogSegment, epoch_cache: LeaderEpochCache, rebuilt: list[int]) -> int:
-    """The active segment's next offset; a corrupt index there is rebuilt (and reported)."""
-    try:
-        return active.read_next_offset()
-    except CorruptIndexError:
-        active.recover(None)
+def _read_end(active: LogSegment, rebuilt: list[int]) -> tuple[int, int]:
+    """`LogSegment.read_end` of the active segment; a corrupt index there is rebuilt on the
+    way (and reported)."""
+    found = active.read_end()
+    if active.indexes_rebuilt and active.base_offset not in rebuilt:
         rebuilt.append(active.base_offset)
-        return active.read_next_offset()
+    return found
+
+
+def _epoch_before(epoch_cache: LeaderEpochCache, offset: int) -> int:
+    """The leader epoch of the batch before ``offset`` per the epoch cache (-1 if none)."""
+    epoch = epoch_cache.epoch_for_offset(offset - 1) if offset > 0 else None
+    return NO_PARTITION_LEADER_EPOCH if epoch is None else epoch
+
+
+def _build_missing_indexes(segment: LogSegment) -> None:
+    """Index a segment whose ``.index`` is missing (Kafka recovers it; the data is not cut
+    here: below the recovery point it was fsynced, and a bad batch is for reads to report)."""
+    segment.rebuild_indexes("no index file", log_level=logging.INFO)
+
+
+def _link_segments(segments: SortedDict) -> None:
+    """Tell each segment where the next one starts (the end of its offset range)."""
+    bases = list(segments)
+    for position, base in enumerate(bases):
+        segments[base].next_base_offset = bases[position + 1] if position + 1 < len(bases) else None
 
 
 def _delete_stray_files(fs: FileSystem, dir_path: str) -> list[str]:

@@ -10,20 +10,26 @@ keeps it within [log start, LEO] and persists nothing itself).
 Every OS error while appending, flushing or truncating takes the log offline: the error
 surfaces as `StorageError`, and every later call raises it too, so nothing continues silently
 after a failed write or fsync.
+
+Time: the log reads its injected `Clock`'s wall time (what record timestamps are compared with)
+for segment creation, roll by ``segment.ms`` and retention by ``retention.ms``; no method takes
+a time argument.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
 import attrs
-import crc32c
 from sortedcontainers import SortedDict
 
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidOffsetError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -33,10 +39,12 @@ from replog.errors import (
 from replog.log.checkpoints import LeaderEpochCheckpointFile
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
-from replog.log.fs import REAL_FS, FileSystem
+from replog.log.fs import REAL_FS, FileSlice, FileSystem
+from replog.log.incoming import check_producer_batch, parse_batches
 from replog.log.loader import RecoveryReport, load_segments
-from replog.log.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, validate_batch
-from replog.log.segment import BatchMeta, FileSlice, LogSegment
+from replog.log.records import NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
+from replog.log.retention import retention_cut
+from replog.log.segment import BatchMeta, LogSegment
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
 
@@ -74,7 +82,6 @@ EMPTY_SLICE_PIECES: tuple[FileSlice, ...] = ()
 # What a failed write, read or fsync raises: OSError from a segment file, StorageError from a
 # checkpoint file (the leader-epoch checkpoint wraps its OSError itself).
 _IO_ERRORS = (OSError, StorageError)
-_RetentionPredicate = Callable[[LogSegment, "int | None"], bool]
 
 
 @attrs.define(eq=False)
@@ -86,59 +93,17 @@ class PendingFlush:
     segments: list[LogSegment]
 
     def run(self) -> None:
-        """fsync the segments (thread-safe: touches only file descriptors)."""
+        """fsync the segments (thread-safe: touches only file descriptors). `StorageError` if
+        one fails; the caller takes the log offline (`Log.mark_offline`)."""
         for segment in self.segments:
-            segment.flush()
+            try:
+                segment.flush()
+            except OSError as exc:
+                raise StorageError(f"fsync of {segment!r} failed: {exc}", segment.dir_path) from exc
 
 
-def _parse_batches(
-    data: bytes | bytearray | memoryview, whole: bool
-) -> list[tuple[int, BatchHeader]]:
-    """Validate every batch in ``data``. With ``whole`` the batches must fill ``data`` exactly;
-    otherwise a partial batch at the end (a fetch cut at max bytes) is ignored."""
-    view = memoryview(data)
-    found: list[tuple[int, BatchHeader]] = []
-    position = 0
-    while position < len(view):
-        if len(view) - position < 12:
-            if whole:
-                raise CorruptRecordError("trailing bytes after the last batch", position)
-            break
-        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + 12
-        if position + size > len(view) and not whole and size >= 61:
-            break
-        header = validate_batch(view[position : position + size])
-        found.append((position, header))
-        position += size
-    return found
-
-
-_PRODUCER_HEADER = struct.Struct(">qiibIhiqq")  # base offset .. max timestamp (bytes 0-43)
-_RECORDS_COUNT = struct.Struct(">i")
 _STAMP = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
-
-
-def _check_producer_batch(data: bytearray, position: int) -> tuple[int, int, int]:
-    """Validate the batch a producer sent at ``position`` (framing, magic, CRC, and an offset
-    delta that matches the record count, so the leader's offsets stay dense). Returns (size,
-    last offset delta, max timestamp). Records inside are checked when decoded."""
-    if len(data) - position < RECORD_BATCH_OVERHEAD:
-        raise CorruptRecordError("trailing bytes after the last batch", position)
-    _, length, _, magic, crc, _, delta, _, max_timestamp = _PRODUCER_HEADER.unpack_from(
-        data, position
-    )
-    size = length + LOG_OVERHEAD
-    if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
-        validate_batch(data, position)  # raises with the precise reason
-    (count,) = _RECORDS_COUNT.unpack_from(data, position + 57)
-    if delta < 0 or count != delta + 1:
-        raise CorruptRecordError(
-            f"batch at {position} has {count} records but last offset delta {delta}", position
-        )
-    if crc32c.crc32c(memoryview(data)[position + 21 : position + size]) != crc:
-        validate_batch(data, position)
-    return size, delta, max_timestamp
 
 
 @attrs.define(eq=False)
@@ -148,6 +113,7 @@ class Log:
     dir_path: str
     config: LogConfig
     fs: FileSystem
+    clock: Clock
     segments: SortedDict  # int -> LogSegment
     epoch_cache: LeaderEpochCache
     log_start_offset: int
@@ -164,13 +130,14 @@ class Log:
         config: LogConfig | None = None,
         *,
         fs: FileSystem = REAL_FS,
-        now_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
         recovery_point: int = 0,
         log_start_offset: int = 0,
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
     ) -> Log:
-        """Open (creating if needed) and recover the log in ``dir_path``."""
+        """Open (creating if needed) and recover the log in ``dir_path``. ``clock`` gives the
+        wall time segment ages and time retention are measured with."""
         config = config or LogConfig()
         try:
             fs.makedirs(dir_path)
@@ -181,7 +148,7 @@ class Log:
                 dir_path,
                 config,
                 epoch_cache,
-                now_ms=now_ms,
+                clock=clock,
                 recovery_point=recovery_point,
                 log_start_offset=log_start_offset,
                 had_clean_shutdown=had_clean_shutdown,
@@ -193,6 +160,7 @@ class Log:
             dir_path=dir_path,
             config=config,
             fs=fs,
+            clock=clock,
             segments=loaded.segments,
             epoch_cache=epoch_cache,
             log_start_offset=loaded.log_start_offset,
@@ -243,24 +211,40 @@ class Log:
         self._offline_reason = f"{action} failed: {exc}"
         raise StorageError(f"log {self.dir_path}: {action} failed: {exc}", self.dir_path) from exc
 
+    @contextlib.contextmanager
+    def storage_errors(self, action: str) -> Iterator[None]:
+        """Run the file IO of ``action`` as every `Log` method does: on an offline log raise
+        `StorageError`; an `OSError` takes the log offline and surfaces as `StorageError`.
+        (For readers of the segments outside this class, such as the time lookups.)"""
+        self._check_online()
+        try:
+            yield
+        except _IO_ERRORS as exc:
+            self._fail(action, exc)
+
     # -- append -----------------------------------------------------------------------------
 
     def append_as_leader(
-        self, batch: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self, batch: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
         """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
-        stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field."""
+        stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field.
+        `FencedLeaderEpochError` if ``leader_epoch`` is below the last batch's: leader epochs
+        never fall along a log (recovery would end the log there)."""
         self._check_online()
         data = bytearray(batch)
         offset = first_offset = self._next_offset
         if len(data) >= RECORD_BATCH_OVERHEAD and self.epoch_cache.latest_epoch == leader_epoch:
-            fast = self._append_one_fast(data, offset, leader_epoch, now_ms)
+            fast = self._append_one_fast(data, offset, leader_epoch)
             if fast is not None:
                 return fast
+        last_batch_epoch = self._last_batch_epoch()
+        if leader_epoch < last_batch_epoch:
+            raise FencedLeaderEpochError(leader_epoch, last_batch_epoch)
         metas = []
         position = 0
         while position < len(data):
-            size, last_offset_delta, max_timestamp = _check_producer_batch(data, position)
+            size, last_offset_delta, max_timestamp = check_producer_batch(data, position)
             self._check_size(size)
             _STAMP.pack_into(data, position, offset)
             _EPOCH.pack_into(data, position + 12, leader_epoch)
@@ -272,14 +256,16 @@ class Log:
             raise CorruptRecordError("no record batch in the appended data")
         if self.epoch_cache.latest_epoch != leader_epoch:
             self._assign_epoch(leader_epoch, first_offset)
-        return self._append(data, metas, first_offset, now_ms)
+        return self._append(data, metas, first_offset)
 
     def _append_one_fast(
-        self, data: bytearray, offset: int, leader_epoch: int, now_ms: int
+        self, data: bytearray, offset: int, leader_epoch: int
     ) -> AppendInfo | None:
         """The common produce: one batch that needs no roll and no index entry. Same checks as
-        the general path, fewer steps; None means "take the general path"."""
-        size, last_offset_delta, max_timestamp = _check_producer_batch(data, 0)
+        the general path, fewer steps; None means "take the general path". It reads no clock:
+        the segment's first batch has a timestamp, so neither the time roll nor retention looks
+        at ``last_modified_ms``."""
+        size, last_offset_delta, max_timestamp = check_producer_batch(data, 0)
         if size != len(data) or size > self._size_limit:
             return None
         last = offset + last_offset_delta
@@ -292,7 +278,6 @@ class Log:
             segment.append_without_bookkeeping(data, last, max_timestamp)
         except _IO_ERRORS as exc:
             self._fail("append", exc)
-        segment.last_modified_ms = now_ms
         self._next_offset = last + 1
         return AppendInfo(offset, last, max_timestamp, 1, size)
 
@@ -300,26 +285,36 @@ class Log:
     def _size_limit(self) -> int:
         return min(self.config.max_message_bytes, self.config.segment_bytes)
 
-    def append_as_follower(
-        self, batches: bytes | bytearray | memoryview, now_ms: int
-    ) -> AppendInfo | None:
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo | None:
         """Append batches copied from the leader, keeping their offsets and epochs. A partial
-        batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole."""
+        batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole.
+
+        The batches must continue the log as recovery expects it to: each starts at the offset
+        after the previous one (`InvalidOffsetError`) and no leader epoch falls below the one
+        before it (`CorruptRecordError`)."""
         self._check_online()
-        found = _parse_batches(batches, whole=False)
+        found = parse_batches(batches, whole=False)
         if not found:
             return None
         expected = self._next_offset
+        last_epoch = self._last_batch_epoch()
         metas = []
         for _, header in found:
-            if header.base_offset < expected:
+            if header.base_offset != expected:
                 raise InvalidOffsetError(
-                    f"follower append at offset {header.base_offset} is below the expected "
-                    f"offset {expected} of {self.dir_path}"
+                    f"follower append at offset {header.base_offset} does not continue "
+                    f"{self.dir_path} at {expected}"
                 )
             self._check_size(header.size_bytes)
+            epoch = header.partition_leader_epoch
+            if epoch < last_epoch:
+                raise CorruptRecordError(
+                    f"follower append at offset {expected} has leader epoch {epoch}, below "
+                    f"{last_epoch} before it in {self.dir_path}"
+                )
             metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
             expected = header.last_offset + 1
+            last_epoch = epoch
         for _, header in found:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and epoch != self.epoch_cache.latest_epoch:
@@ -327,14 +322,10 @@ class Log:
         first_position = found[0][0]
         end_position = found[-1][0] + found[-1][1].size_bytes
         view = memoryview(batches)[first_position:end_position]
-        return self._append(view, metas, found[0][1].base_offset, now_ms)
+        return self._append(view, metas, found[0][1].base_offset)
 
     def _append(
-        self,
-        data: bytes | bytearray | memoryview,
-        metas: list[BatchMeta],
-        first_offset: int,
-        now_ms: int,
+        self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int
     ) -> AppendInfo:
         last = metas[-1]
         if len(metas) == 1:
@@ -343,14 +334,23 @@ class Log:
             max_timestamp = max(meta.max_timestamp for meta in metas)
         segment: LogSegment = self.segments.peekitem(-1)[1]
         try:
-            if segment.should_roll(len(data), max_timestamp, last.last_offset, now_ms):
-                segment = self._roll(max(first_offset, self._next_offset), now_ms)
+            if segment.should_roll(len(data), max_timestamp, last.last_offset):
+                segment = self._roll(max(first_offset, self._next_offset))
             segment.append(data, metas)
         except _IO_ERRORS as exc:
             self._fail("append", exc)
-        segment.last_modified_ms = now_ms
+        segment.last_modified_ms = self.clock.wall_ms()
         self._next_offset = last.last_offset + 1
         return AppendInfo(first_offset, last.last_offset, max_timestamp, len(metas), len(data))
+
+    def _last_batch_epoch(self) -> int:
+        """The leader epoch of the last batch (-1 if it has none, or the log is empty): the
+        epoch cache's entry for the last offset (an entry a new leader assigned without
+        writing starts at the LEO, so it does not count)."""
+        if self._next_offset <= self.log_start_offset:
+            return NO_PARTITION_LEADER_EPOCH
+        epoch = self.epoch_cache.epoch_for_offset(self._next_offset - 1)
+        return NO_PARTITION_LEADER_EPOCH if epoch is None else epoch
 
     def _check_size(self, size_bytes: int) -> None:
         limit = min(self.config.max_message_bytes, self.config.segment_bytes)
@@ -370,23 +370,24 @@ class Log:
 
     # -- roll -------------------------------------------------------------------------------
 
-    def roll(self, now_ms: int) -> LogSegment:
+    def roll(self) -> LogSegment:
         """Start a new segment at the LEO (no-op if the active segment is empty)."""
         self._check_online()
         try:
-            return self._roll(self._next_offset, now_ms)
+            return self._roll(self._next_offset)
         except _IO_ERRORS as exc:
             self._fail("roll", exc)
 
-    def _roll(self, new_base: int, now_ms: int) -> LogSegment:
+    def _roll(self, new_base: int) -> LogSegment:
         active = self.active_segment
         if active.base_offset == new_base:
             invariant(active.size_bytes == 0, f"roll onto non-empty segment {new_base}")
             return active
         invariant(new_base > active.base_offset, f"roll base {new_base} not after active")
+        active.next_base_offset = new_base
         active.on_become_inactive()
         segment = LogSegment.open(
-            self.fs, self.dir_path, new_base, self.config, now_ms, create=True
+            self.fs, self.dir_path, new_base, self.config, self.clock, create=True
         )
         self.segments[new_base] = segment
         return segment
@@ -403,7 +404,11 @@ class Log:
     ) -> FetchSlice:
         """Batches from the one holding ``start_offset``, at most ``max_bytes`` (the first batch
         whole when ``min_one_batch``), never reaching ``max_offset`` (exclusive, e.g. the HW).
-        Raises `OffsetOutOfRangeError` outside [log start, LEO]."""
+        Raises `OffsetOutOfRangeError` outside [log start, LEO].
+
+        Never serves a damaged batch (see `LogSegment.read`): the slice ends before one, and a
+        read that starts at one raises `CorruptRecordError` naming the segment, the position
+        and the offsets that cannot be served (``first_offset``: where a follower truncates)."""
         self._check_online()
         end = self._next_offset
         if start_offset < self.log_start_offset or start_offset > end:
@@ -411,36 +416,45 @@ class Log:
         limit = end if max_offset is None else min(max_offset, end)
         if start_offset >= limit:
             return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-        for base in self.segments.irange(maximum=start_offset, reverse=True):
-            first_base = base
-            break
-        else:
-            first_base = self.segments.peekitem(0)[0]
+        index = max(self.segments.bisect_right(start_offset) - 1, 0)
+        base = self.segments.keys()[index]
+        segment: LogSegment = self.segments[base]
+        following = self.segments.keys()[index + 1] if index + 1 < len(self.segments) else None
+        segment_end = end if following is None else following
         try:
-            for base in self.segments.irange(minimum=first_base):
-                segment: LogSegment = self.segments[base]
-                max_position = segment.size_bytes
-                if limit < end:
-                    bound = segment.translate_offset(limit)
-                    if bound is not None:
-                        max_position = bound.position
-                piece = segment.read(
-                    start_offset, max_bytes, max_position, min_one_batch=min_one_batch
+            max_position = segment.size_bytes
+            if limit < segment_end:
+                bound = segment.translate_offset(limit)
+                if bound is not None:
+                    max_position = bound.position
+            piece = segment.read(
+                start_offset,
+                max_bytes,
+                max_position,
+                min_one_batch=min_one_batch,
+                end_offset=segment_end,
+            )
+            if piece is None:
+                # A consistent segment holds every offset below the next one's base.
+                raise segment.missing_offset_error(segment_end) or CorruptRecordError(
+                    f"no batch of {segment!r} holds offset {start_offset}",
+                    path=segment.path(".log"),
+                    first_offset=start_offset,
+                    last_offset=segment_end - 1,
                 )
-                if piece is not None:
-                    if piece.size_bytes == 0:
-                        return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-                    return FetchSlice((piece,), start_offset)
         except _IO_ERRORS as exc:
             self._fail("read", exc)
-        return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+        if piece.size_bytes == 0:
+            return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+        return FetchSlice((piece,), start_offset)
 
     def batches(self, start_offset: int | None = None) -> Iterator[bytes]:
         """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
         offset = self.log_start_offset if start_offset is None else start_offset
         while offset < self._next_offset:
-            data = self.read(offset, 1 << 20).to_bytes()
-            found = _parse_batches(data, whole=False)
+            with self.storage_errors("read"):
+                data = self.read(offset, 1 << 20).to_bytes()
+            found = parse_batches(data, whole=False)
             if not found:
                 return
             for position, header in found:
@@ -519,7 +533,7 @@ class Log:
 
     # -- truncation -------------------------------------------------------------------------
 
-    def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
+    def truncate_to(self, offset: int) -> bool:
         """Remove everything at or after ``offset``. Returns whether data was removed."""
         self._check_online()
         if offset < 0:
@@ -531,13 +545,14 @@ class Log:
                 self._fail("leader-epoch checkpoint write", exc)
             return False
         if offset < self.segments.peekitem(0)[0]:
-            self.truncate_fully_and_start_at(offset, now_ms)
+            self.truncate_fully_and_start_at(offset)
             return True
         try:
             for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
                 self.segments.pop(base).delete()
             active = self.active_segment
-            active.truncate_to(offset, now_ms)
+            active.next_base_offset = None
+            active.truncate_to(offset)
             self._next_offset = active.read_next_offset()
             active.resize_indexes(self.config.segment_index_bytes)
             self.epoch_cache.truncate_from_end(self._next_offset)
@@ -548,14 +563,14 @@ class Log:
         self.high_watermark = min(self.high_watermark, self._next_offset)
         return True
 
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
+    def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (follower out of range)."""
         self._check_online()
         try:
             for base in list(self.segments):
                 self.segments.pop(base).delete()
             self.segments[offset] = LogSegment.open(
-                self.fs, self.dir_path, offset, self.config, now_ms, create=True
+                self.fs, self.dir_path, offset, self.config, self.clock, create=True
             )
             self.epoch_cache.clear_and_flush()
         except _IO_ERRORS as exc:
@@ -567,79 +582,66 @@ class Log:
 
     # -- retention --------------------------------------------------------------------------
 
-    def delete_old_segments(self, now_ms: int) -> int:
+    def delete_old_segments(self) -> int:
         """Apply retention (log start breach, size, time), whole segments only, oldest first,
-        never a segment that reaches past the HW. Returns the number deleted."""
-        self._check_online()
-        deleted = self._delete_segments(
-            now_ms,
-            lambda segment, next_base: next_base is not None and next_base <= self.log_start_offset,
+        never a segment that reaches past the HW. Time retention compares the clock's wall time
+        with each segment's largest timestamp. Returns the number deleted."""
+        with self.storage_errors("retention"):
+            return self._delete_old_segments()
+
+    def _delete_old_segments(self) -> int:
+        segments: list[LogSegment] = list(self.segments.values())
+        count = retention_cut(
+            segments,
+            log_end_offset=self._next_offset,
+            high_watermark=self.high_watermark,
+            log_start_offset=self.log_start_offset,
+            config=self.config,
+            now_ms=self.clock.wall_ms(),
         )
-        if self.config.retention_bytes >= 0:
-            excess = [self.size_bytes - self.config.retention_bytes]
-
-            def over_size(segment: LogSegment, next_base: int | None) -> bool:
-                if excess[0] - segment.size_bytes < 0:
-                    return False
-                excess[0] -= segment.size_bytes
-                return True
-
-            if excess[0] >= 0:
-                deleted += self._delete_segments(now_ms, over_size)
-        if self.config.retention_ms >= 0:
-            retention_ms = self.config.retention_ms
-            deleted += self._delete_segments(
-                now_ms,
-                lambda segment, next_base: now_ms - segment.largest_timestamp() > retention_ms,
-            )
-        return deleted
-
-    def _delete_segments(self, now_ms: int, predicate: _RetentionPredicate) -> int:
-        bases = list(self.segments)
-        doomed: list[int] = []
-        for position, base in enumerate(bases):
-            segment: LogSegment = self.segments[base]
-            next_base = bases[position + 1] if position + 1 < len(bases) else None
-            upper = next_base if next_base is not None else self._next_offset
-            if upper > self.high_watermark:
-                break
-            if next_base is None and segment.size_bytes == 0:
-                break
-            if not predicate(segment, next_base):
-                break
-            doomed.append(base)
-        if not doomed:
+        if count == 0:
             return 0
-        try:
-            if len(doomed) == len(bases):
-                self._roll(self._next_offset, now_ms)
-            for base in doomed:
-                self.segments.pop(base).delete()
-        except _IO_ERRORS as exc:
-            self._fail("retention delete", exc)
+        if count == len(segments):
+            self._roll(self._next_offset)  # an active segment always remains
+        for segment in segments[:count]:
+            self.segments.pop(segment.base_offset).delete()
         new_start = self.segments.peekitem(0)[0]
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
-            try:
-                self.epoch_cache.truncate_from_start(new_start)
-            except _IO_ERRORS as exc:
-                self._fail("leader-epoch checkpoint write", exc)
-        return len(doomed)
+            self.epoch_cache.truncate_from_start(new_start)
+        return count
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close every segment (trimming indexes). Does not flush: call `flush` first."""
+        """Close every segment (trimming indexes). Does not flush: call `flush` first.
+
+        A full index never makes this fail. An IO error does: every segment is still closed,
+        then the log goes offline and `StorageError` is raised (so no clean-shutdown marker
+        vouches for what may not have reached the disk)."""
+        failure: OSError | StorageError | None = None
         for segment in self.segments.values():
-            if self._offline_reason is None:
-                segment.close()
-            else:
-                segment.close_without_trim()
+            try:
+                if self._offline_reason is None and failure is None:
+                    segment.close()
+                else:
+                    segment.close_without_trim()
+            except _IO_ERRORS as exc:
+                failure = failure or exc
+                try:
+                    segment.close_without_trim()
+                except OSError:
+                    pass  # the descriptor is gone either way; the first error is reported
+        if failure is not None:
+            self._fail("close", failure)
 
     def abandon(self) -> None:
         """Drop file descriptors without writing anything (after a simulated crash)."""
         for segment in self.segments.values():
-            segment.close_without_trim()
+            try:
+                segment.close_without_trim()
+            except OSError:
+                pass  # nothing was to be written; a descriptor that will not close is dropped
 
     def __repr__(self) -> str:
         return (

@@ -15,11 +15,11 @@ partitions are not served and nothing more is written there until the broker res
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import InvalidConfigError, MalformedCheckpointError, StorageError
 from replog.log.checkpoints import (
     OffsetCheckpointFile,
@@ -97,7 +97,7 @@ class LogManager:
 
     fs: FileSystem
     default_config: LogConfig
-    clock_ms: Callable[[], int]
+    clock: Clock
     dirs: list[_LogDir]
     logs: dict[TopicPartition, Log] = attrs.Factory(dict)
     configs: dict[str, LogConfig] = attrs.Factory(dict)
@@ -110,16 +110,17 @@ class LogManager:
         config: LogConfig | None = None,
         *,
         fs: FileSystem = REAL_FS,
-        clock_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> LogManager:
-        """Read each dir's checkpoints and list its partitions; logs open on first use."""
+        """Read each dir's checkpoints and list its partitions; logs open on first use. Every
+        log gets ``clock`` (segment ages and time retention go by its wall time)."""
         if not log_dirs:
             raise InvalidConfigError("at least one log dir is required")
         dirs = [_scan_dir(fs, path) for path in log_dirs]
         manager = cls(
             fs=fs,
             default_config=config or LogConfig(),
-            clock_ms=clock_ms or (lambda: int(time.time() * 1000)),
+            clock=clock,
             dirs=dirs,
         )
         for log_dir in dirs:
@@ -176,7 +177,7 @@ class LogManager:
                 f"{log_dir.path}/{tp.dir_name}",
                 self.configs.get(tp.topic, self.default_config),
                 fs=self.fs,
-                now_ms=self.clock_ms(),
+                clock=self.clock,
                 recovery_point=log_dir.recovery_points.get(key, 0),
                 log_start_offset=log_dir.log_start_offsets.get(key, 0),
                 high_watermark=log_dir.high_watermarks.get(key, 0),
@@ -215,8 +216,8 @@ class LogManager:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            log_dir.offline_reason = f"cannot delete {path}: {exc}"
-            raise StorageError(f"cannot delete {path}: {exc}", log_dir.path) from exc
+            log_dir.offline_reason = f"deleting {path} failed: {exc}"
+            raise StorageError(log_dir.offline_reason, log_dir.path) from exc
         for table in (log_dir.high_watermarks, log_dir.recovery_points, log_dir.log_start_offsets):
             table.pop((tp.topic, tp.partition), None)
         return True
@@ -298,9 +299,19 @@ class LogManager:
             log.flush()
 
     def delete_old_segments(self) -> int:
-        """Apply retention to every open log; returns the number of segments deleted."""
-        now_ms = self.clock_ms()
-        return sum(log.delete_old_segments(now_ms) for log in self._open_logs())
+        """Apply retention to every open log; returns the number of segments deleted. A log
+        that fails goes offline and the others still run; the first `StorageError` is raised
+        at the end."""
+        deleted = 0
+        errors: list[StorageError] = []
+        for log in self._open_logs():
+            try:
+                deleted += log.delete_old_segments()
+            except StorageError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return deleted
 
     def _open_logs(self) -> Iterable[Log]:
         return [log for log in self.logs.values() if not log.is_offline]
@@ -319,7 +330,10 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         for tp, log in list(self.logs.items()):
-            log.close()
+            try:
+                log.close()
+            except StorageError as exc:
+                errors.append(exc)  # the log is offline now: its dir gets no marker below
             if log.is_offline:
                 owner = self._dir_of.get(tp)
                 if owner is not None and owner.offline_reason is None:
@@ -342,7 +356,15 @@ class LogManager:
 
 
 def _scan_dir(fs: FileSystem, path: str) -> _LogDir:
-    """Read a log dir's marker and checkpoints and list its partition directories."""
+    """Read a log dir's marker and checkpoints and list its partition directories. A dir that
+    cannot be created, read or listed is offline from the start."""
+    try:
+        return _read_dir(fs, path)
+    except (OSError, StorageError) as exc:
+        return _LogDir(path, False, {}, {}, {}, set(), offline_reason=f"unreadable: {exc}")
+
+
+def _read_dir(fs: FileSystem, path: str) -> _LogDir:
     fs.makedirs(path)
     had_clean = read_and_delete_clean_shutdown_marker(fs, path) is not None
     offline_reason = None

@@ -31,6 +31,7 @@ from replog.log.index_base import (
     IndexFullError,
     check_layout,
 )
+from replog.log.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["OFFSET_INDEX_ENTRY", "OffsetIndex", "OffsetPosition"]
 
@@ -136,6 +137,27 @@ class OffsetIndex(IndexBase):
         """The ``n``-th entry, 0-based; ``n`` must be below ``entries``."""
         relative, position = self._raw_entry(n)
         return OffsetPosition(self._base_offset + relative, position)
+
+    def find_bad_entries(self, log_size_bytes: int, end_offset: int | None) -> str | None:
+        """Why the entries cannot be right, or None. Kafka only runs `sanity_check` and trusts
+        the rest; replog checks every entry once, when the index is first used, because a junk
+        entry would send a read to a negative or wrong file position: offsets and positions
+        strictly increase, positions lie inside the ``.log`` (``log_size_bytes``), and offsets
+        inside the segment's range (below ``end_offset``, the next segment's base, if known)."""
+        if not self._entries:
+            return None
+        relative, position = self._columns()
+        if relative[0] < 0 or position[0] < 0:
+            return f"first entry ({relative[0]}, {position[0]}) is negative"
+        if self._entries > 1 and (np.diff(relative) <= 0).any():
+            return "offsets do not strictly increase"
+        if self._entries > 1 and (np.diff(position) <= 0).any():
+            return "positions do not strictly increase"
+        if position[-1] > log_size_bytes - RECORD_BATCH_OVERHEAD:
+            return f"position {position[-1]} is past the last batch of a {log_size_bytes}-byte log"
+        if end_offset is not None and self._base_offset + relative[-1] >= end_offset:
+            return f"offset {self._base_offset + relative[-1]} is past the segment end {end_offset}"
+        return None
 
     def sanity_check(self) -> None:
         """Raise ``CorruptIndexError`` if the last offset is below the base offset or the file

@@ -52,7 +52,9 @@ from replog.errors import CorruptRecordError, InvalidOffsetError, invariant
 from replog.log.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
 
 __all__ = [
+    "CRC_START",
     "HEADER_SIZE_UP_TO_MAGIC",
+    "HEADER_STRUCT",
     "LOG_OVERHEAD",
     "MAGIC",
     "MAX_RECORD_OVERHEAD",
@@ -95,8 +97,13 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
 _CRC_START = 21
+CRC_START = _CRC_START
+"""Byte position where the CRC-covered part of a batch begins (attributes onwards)."""
 _MIN_RECORD_BYTES = 7  # length, attributes, ts, offset, key length, value length, header count
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = _HEADER
+"""The 61-byte header as one ``struct`` (fields in `BatchHeader` order), for scans that read
+many headers without building a `BatchHeader` each time."""
 _PREFIX = struct.Struct(">qiibI")  # bytes [0, 21): outside the CRC
 _SUFFIX = struct.Struct(">hiqqqhii")  # bytes [21, 61): the first bytes the CRC covers
 _STAMP_OFFSET = struct.Struct(">q")

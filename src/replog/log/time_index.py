@@ -136,6 +136,23 @@ class TimeIndex(IndexBase):
         timestamp, relative = self._raw_entry(n)
         return TimestampOffset(timestamp, self._base_offset + relative)
 
+    def find_bad_entries(self, end_offset: int | None) -> str | None:
+        """Why the entries cannot be right, or None (checked once, at first use, as for the
+        offset index): timestamps strictly increase, offsets never decrease and lie inside the
+        segment's range (below ``end_offset``, the next segment's base, if known)."""
+        if not self._entries:
+            return None
+        timestamp, relative = self._columns()
+        if relative[0] < 0:
+            return f"first offset {self._base_offset + relative[0]} is below the base offset"
+        if self._entries > 1 and (np.diff(timestamp) <= 0).any():
+            return "timestamps do not strictly increase"
+        if self._entries > 1 and (np.diff(relative) < 0).any():
+            return "offsets decrease"
+        if end_offset is not None and self._base_offset + relative[-1] >= end_offset:
+            return f"offset {self._base_offset + relative[-1]} is past the segment end {end_offset}"
+        return None
+
     def sanity_check(self) -> None:
         """Raise ``CorruptIndexError`` if the last timestamp is below the first, the last offset
         is below the base offset, or the file length is not a whole number of entries. This is

@@ -6,7 +6,9 @@ start inside the first candidate from its time index (the entry with the largest
 or before the target), skip batches by their max timestamp read from the batch header, and
 decode only the batch that holds the answer. Record timestamps inside a CreateTime batch need
 not increase, so the answer is the first record (in offset order) whose timestamp reaches the
-target. Only offsets below ``max_offset`` (a consumer's HW) are ever returned.
+target. Only offsets below ``max_offset`` (a consumer's HW) are ever returned. Every batch the
+search looks at is one reads may serve (`LogSegment.check_batch`): a damaged one raises
+`CorruptRecordError`, as `Log.read` does.
 """
 
 from __future__ import annotations
@@ -33,15 +35,23 @@ class TimestampAndOffset(NamedTuple):
 
 def offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAndOffset | None:
     """The first record at or after ``log.log_start_offset`` whose timestamp is >= ``target``,
-    if its offset is below ``max_offset``; None otherwise (Kafka answers offset -1)."""
+    if its offset is below ``max_offset``; None otherwise (Kafka answers offset -1).
+    `StorageError` if the files cannot be read."""
     if target < 0:
         raise ValueError(f"timestamp must be >= 0, got {target}")
+    with log.storage_errors("time lookup"):
+        return _offset_for_timestamp(log, target, max_offset)
+
+
+def _offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAndOffset | None:
     start = log.log_start_offset
     for base, segment in list(log.segments.items()):
-        if segment.max_timestamp < target or _segment_end(log, base) <= start:
+        end = _segment_end(log, base)
+        if segment.max_timestamp < target or end <= start:
             continue
         from_offset = max(start, base, segment.time_index.lookup(target).offset)
         for batch in segment.batches_from(from_offset):
+            segment.check_batch(batch, end)  # never answer from (or skip by) a damaged batch
             if batch.base_offset >= max_offset:
                 return None
             raw = segment.log_file.pread(batch.position + _MAX_TIMESTAMP_AT, 8)
@@ -52,17 +62,26 @@ def offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAnd
                 # except those below the log start.
                 if offset >= start and timestamp >= target:
                     return TimestampAndOffset(timestamp, offset) if offset < max_offset else None
+        segment.check_complete(end)  # the scan did not stop early at broken framing
     return None
 
 
 def offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | None:
     """The record with the largest timestamp (the first one, if several share it) below
-    ``max_offset``; None if the log holds no timestamped record there."""
+    ``max_offset``; None if the log holds no timestamped record there. `StorageError` if the
+    files cannot be read."""
+    with log.storage_errors("time lookup"):
+        return _offset_of_max_timestamp(log, max_offset)
+
+
+def _offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | None:
     best: TimestampAndOffset | None = None
-    for _, segment in list(log.segments.items()):
+    for base, segment in list(log.segments.items()):
         if segment.max_timestamp < 0 or (best is not None and segment.max_timestamp <= best[0]):
             continue
+        end = _segment_end(log, base)
         for batch in segment.batches_from(max(log.log_start_offset, segment.base_offset)):
+            segment.check_batch(batch, end)
             if batch.base_offset >= max_offset:
                 break
             raw = segment.log_file.pread(batch.position + _MAX_TIMESTAMP_AT, 8)
@@ -73,6 +92,8 @@ def offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | N
                     continue
                 if best is None or timestamp > best[0]:
                     best = TimestampAndOffset(timestamp, offset)
+        else:
+            segment.check_complete(end)  # the scan did not stop early at broken framing
     return best
 
 

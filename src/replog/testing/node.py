@@ -129,7 +129,7 @@ class SimBroker:
             # Opened once per start (retries keep it): opening reads and deletes the
             # clean-shutdown marker, so a crash while starting counts as unclean next time.
             self.log_manager = LogManager.open(
-                [self.log_dir], sim.log_config, fs=self.fs, clock_ms=lambda: sim.now_ms
+                [self.log_dir], sim.log_config, fs=self.fs, clock=sim.clock
             )
         try:
             info = sim.coordinator.register_broker(
