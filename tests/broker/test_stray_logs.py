@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from replog.broker import BrokerConfig, ReplicaManager
+from replog.clock import ManualClock
 from replog.coord.types import (
     CloseReplica,
     MetadataSnapshot,
@@ -21,7 +22,7 @@ OLD, NEW = uuid.uuid4().hex, uuid.uuid4().hex
 
 def _manager(path: str, broker_id: int = 1) -> ReplicaManager:
     config = BrokerConfig(broker_id=broker_id, log_dirs=(path,))
-    logs = LogManager.open(list(config.log_dirs), clock_ms=lambda: 0)
+    logs = LogManager.open(list(config.log_dirs), clock=ManualClock())
     return ReplicaManager(broker_id, logs, config.partition_config(), broker_epoch=broker_id)
 
 
