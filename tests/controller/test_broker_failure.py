@@ -308,3 +308,30 @@ class _NoMark:
 
             return crash
         return getattr(self._inner, name)
+
+
+def test_a_damaged_replica_leaves_the_isr_and_leadership_moves(coordinator: Coordinator) -> None:
+    """A broker reports a damaged batch in its replica: the controller takes it out of the ISR
+    (and ELR) and elects a healthy replica; a report from a stale incarnation is refused."""
+    from replog.coord.types import DamagedReplica
+
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 3, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "t", [1, 2, 3])
+    cluster.settle(controller)
+    stale = cluster.submit(
+        DamagedReplica(topic="t", partition=0, broker_id=1,
+                       broker_epoch=cluster.brokers[1].incarnation_epoch - 1, first_offset=5)
+    )  # fmt: skip
+    cluster.settle(controller)
+    assert cluster.outcome(stale) is ErrorCode.STALE_BROKER_EPOCH
+    assert cluster.state("t").leader == 1
+    report = cluster.submit(
+        DamagedReplica(topic="t", partition=0, broker_id=1,
+                       broker_epoch=cluster.brokers[1].incarnation_epoch, first_offset=5)
+    )  # fmt: skip
+    cluster.settle(controller)
+    assert cluster.outcome(report) is ErrorCode.NONE
+    state = cluster.state("t")
+    assert state.leader == 2 and set(state.isr) == {2, 3} and 1 not in state.elr

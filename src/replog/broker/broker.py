@@ -55,6 +55,7 @@ from replog.coord.types import (
     AdminRequestChanged,
     AdminRequestChangeReason,
     ChangeBatch,
+    DamagedReplica,
     SessionEvent,
     SessionState,
     Subscription,
@@ -386,6 +387,15 @@ class Broker:
             if self._alter_inflight < self.config.alter_partition_queue_max:
                 self._alter_inflight += 1
                 self._spawn(self._send_alter_partition(request))
+        for (topic, partition), first_offset in ready.damaged:
+            payload = DamagedReplica(
+                topic=topic,
+                partition=partition,
+                broker_id=self.broker_id,
+                broker_epoch=self.incarnation_epoch,
+                first_offset=first_offset,
+            )
+            self._spawn(self._report_damage(payload))
         if self.rm.data_version != self._seen_version:
             self._seen_version = self.rm.data_version
             old, self.data_event = self.data_event, asyncio.Event()
@@ -664,6 +674,16 @@ class Broker:
                 _log.info("broker %s: lost the controller role: %s", self.broker_id, exc)
                 if self._controller is controller:
                     self._controller = None
+
+    async def _report_damage(self, payload: DamagedReplica) -> None:
+        _log.error(
+            "broker %s: replica %s-%s is damaged from offset %s; asking the controller to move "
+            "it out of the ISR", self.broker_id, payload.topic, payload.partition,
+            payload.first_offset,
+        )  # fmt: skip
+        code, message = await self.submit_admin(payload, self.config.request_timeout_ms)
+        if code is not ErrorCode.NONE:
+            _log.warning("broker %s: damage report refused: %s %s", self.broker_id, code, message)
 
     async def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
         """Hand an ISR change to the controller through the admin queue; apply the answer."""

@@ -101,6 +101,8 @@ class ManagerReady:
     alter_partition: tuple[AlterPartitionRequest, ...] = ()
     produce_results: tuple[tuple[TP, ProduceResult], ...] = ()
     fetch_responses: tuple[tuple[TP, FetchResponse], ...] = ()
+    #: replicas found damaged (partition, first damaged offset): report to the controller
+    damaged: tuple[tuple[TP, int], ...] = ()
 
 
 @attrs.define
@@ -128,6 +130,9 @@ class ReplicaManager:
     _last_shrink_ms: int = attrs.field(init=False, default=0)
     _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
     _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    #: partition -> first damaged offset of a replica a read found damaged (not yet repaired)
+    damaged: dict[TP, int] = attrs.field(init=False, factory=dict)
+    _out_damaged: list[tuple[TP, int]] = attrs.field(init=False, factory=list)
     _held_produce: list[tuple[TP, ProduceResult]] = attrs.field(init=False, factory=list)
 
     # ------------------------------------------------------------------ metadata
@@ -194,7 +199,28 @@ class ReplicaManager:
             return
         self.data_version += 1
 
+    def note_damage(self, tp: TP, first_offset: int) -> None:
+        """A read found this replica damaged from ``first_offset``: the controller is told
+        (``take_ready().damaged``) so leadership moves to a healthy replica; once this broker
+        follows, it truncates to before the damage and fetches the rest again."""
+        known = self.damaged.get(tp)
+        if known is not None and known <= first_offset:
+            return
+        self.damaged[tp] = first_offset
+        self._out_damaged.append((tp, first_offset))
+
+    def _repair_if_damaged(self, replica: Partition, tp: TP) -> None:
+        """A damaged replica that now follows: truncate below the damage (the leader has it)."""
+        first_offset = self.damaged.pop(tp, None)
+        if first_offset is None:
+            return
+        log = _as_log(replica)
+        if log is not None:
+            log.truncate_to(min(first_offset, log.log_end_offset))
+
     def _apply_role(self, replica: Partition, state: PartitionState, now_ms: int) -> None:
+        if state.leader != self.broker_id:
+            self._repair_if_damaged(replica, (replica.topic, replica.partition))
         if state.leader == self.broker_id:
             replica.become_leader(
                 state.leader_epoch,
@@ -269,6 +295,8 @@ class ReplicaManager:
 
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)
+        if delete:
+            self.damaged.pop(tp, None)
         if replica is not None and replica.is_leader:
             with contextlib.suppress(StorageError):  # an offline log still fails its waiters
                 replica.become_follower(-1, replica.leader_epoch + 1)
@@ -470,6 +498,12 @@ class ReplicaManager:
             response = FetchResponse(
                 request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
             )
+        except CorruptRecordError as exc:
+            first = exc.first_offset
+            self.note_damage(tp, request.fetch_offset if first is None else first)
+            response = FetchResponse(
+                request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
+            )
         if replica.high_watermark != hw_before:
             self.data_version += 1
         self._collect(tp, replica)
@@ -611,9 +645,12 @@ class ReplicaManager:
 
     def take_ready(self) -> ManagerReady:
         """Drain AlterPartition requests and produce completions."""
-        ready = ManagerReady(tuple(self._out_alter), tuple(self._held_produce), ())
+        ready = ManagerReady(
+            tuple(self._out_alter), tuple(self._held_produce), (), tuple(self._out_damaged)
+        )
         self._out_alter.clear()
         self._held_produce.clear()
+        self._out_damaged.clear()
         return ready
 
 

@@ -22,6 +22,7 @@ from replog.coord.types import (
     AlterPartition,
     CloseReplica,
     CreateTopic,
+    DamagedReplica,
     MetadataChange,
     ReassignPartition,
     StartReplica,
@@ -47,9 +48,8 @@ def validate_admin_request(target: int, payload: AdminPayload) -> None:
         raise ValueError(f"partition count {payload.partition_count} must be >= 1")
     if isinstance(payload, CreateTopic) and payload.replication_factor < 1:
         raise ValueError(f"replication factor {payload.replication_factor} must be >= 1")
-    if isinstance(payload, (ReassignPartition, StartReplica, CloseReplica, AlterPartition)) and (
-        payload.partition < 0
-    ):
+    partitioned = (ReassignPartition, StartReplica, CloseReplica, AlterPartition, DamagedReplica)
+    if isinstance(payload, partitioned) and (payload.partition < 0):
         raise ValueError(f"partition {payload.partition} must be >= 0")
     for topic_name, _ in getattr(payload, "partitions", ()):
         validate_topic_name(topic_name)

@@ -39,6 +39,7 @@ __all__ = [
     "ControllerChanged",
     "ControllerInfo",
     "CreateTopic",
+    "DamagedReplica",
     "DeleteTopic",
     "LeaderRecoveryState",
     "MetadataChange",
@@ -251,6 +252,7 @@ class AdminRequestKind(enum.Enum):
     START_REPLICA = "start_replica"
     CLOSE_REPLICA = "close_replica"
     ALTER_PARTITION = "alter_partition"
+    DAMAGED_REPLICA = "damaged_replica"
 
 
 @attrs.frozen(kw_only=True)
@@ -359,6 +361,23 @@ class AlterPartition:
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
 
 
+@attrs.frozen(kw_only=True)
+class DamagedReplica:
+    """A broker found a damaged batch in its replica of a partition (a CRC or framing error
+    below what recovery checks), queued for ``CONTROLLER_TARGET``: the controller takes the
+    replica out of the ISR and ELR and moves leadership to a healthy replica, as for an
+    unclean restart of that one partition; the broker then truncates to ``first_offset`` and
+    fetches the rest again. ``broker_epoch`` is the reporter's incarnation (a stale one's
+    report is refused)."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.DAMAGED_REPLICA
+    topic: str
+    partition: int
+    broker_id: int
+    broker_epoch: int
+    first_offset: int
+
+
 AdminPayload = (
     CreateTopic
     | DeleteTopic
@@ -368,6 +387,7 @@ AdminPayload = (
     | StartReplica
     | CloseReplica
     | AlterPartition
+    | DamagedReplica
 )
 
 

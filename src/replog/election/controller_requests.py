@@ -23,6 +23,7 @@ from replog.election.alter_partition import (
     handle_alter_partition,
     response_error,
 )
+from replog.election.broker_events import on_broker_unclean_restart
 from replog.election.controller_writes import (
     AddPartitionsWrite,
     ControllerWrite,
@@ -120,8 +121,36 @@ def handle(
         return start_reassignment(machine, request, payload, now_ms)
     if isinstance(payload, ct.PreferredElection):
         return _preferred_election(machine, request, payload, now_ms)
+    if isinstance(payload, ct.DamagedReplica):
+        return _damaged_replica(machine, request, payload, now_ms)
     message = f"{request.kind.value} is a broker request, not one for the controller"
     return reject(machine, request, ErrorCode.INVALID_REQUEST, message, now_ms)
+
+
+def _damaged_replica(
+    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.DamagedReplica, now_ms: int
+) -> list[ControllerWrite]:
+    """A broker reports a damaged batch in its replica: it leaves the partition's ISR and ELR
+    and leadership moves to a healthy replica, as for an unclean restart of that partition
+    alone (when no healthy replica is eligible, the partition elects as that rule says). A
+    report from an incarnation that is no longer registered is refused."""
+    tp = TopicPartition(payload.topic, payload.partition)
+    current = machine.partitions.get(tp)
+    registration = machine.cluster.broker(payload.broker_id)
+    if current is None:
+        message = f"unknown partition {tp}"
+        return reject(machine, request, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message, now_ms)
+    if registration is None or registration.broker_epoch != payload.broker_epoch:
+        message = f"broker {payload.broker_id} incarnation {payload.broker_epoch} is not current"
+        return reject(machine, request, ErrorCode.STALE_BROKER_EPOCH, message, now_ms)
+    decision = on_broker_unclean_restart(
+        tp, current, registration, machine.cluster,
+        policy=machine.policy(tp), now_ms=now_ms, requester=Actor.broker(payload.broker_id),
+    )  # fmt: skip
+    group = machine.new_group()
+    writes = machine.cas_writes(tp, decision, WriteCause(request=request), group)
+    message = f"{tp}: replica on {payload.broker_id} damaged from offset {payload.first_offset}"
+    return [*writes, machine.complete(request, group, ErrorCode.NONE, message)]
 
 
 def _placement(
