@@ -600,6 +600,7 @@ class SqliteCoordinator(Coordinator):
         session_timeout_ms: int,
         timeout_ms: int | None = None,
         clean_shutdown: bool = True,
+        fenced: bool = False,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
@@ -608,13 +609,14 @@ class SqliteCoordinator(Coordinator):
             if holder is not None:
                 raise BrokerIdInUseError(broker_id, holder.incarnation_epoch)
             seq = self._next_seq(cur)
-            broker = BrokerInfo(
-                broker_id=broker_id,
-                incarnation_epoch=seq,
-                host=host,
-                port=port,
-                rack=rack,
+            broker = rules.registration(
+                broker_id,
+                seq,
+                host,
+                port,
+                rack,
                 clean_shutdown=clean_shutdown,
+                fenced=fenced,
             )
             deadline_ms = self.clock() + session_timeout_ms
             row = (broker_id, seq, codec.dumps(broker), session_timeout_ms, deadline_ms)
@@ -651,7 +653,7 @@ class SqliteCoordinator(Coordinator):
                 self._append(cur, records.broker_updated(self._next_seq(cur), new))
             return new
 
-    def mark_unclean_restart_handled(
+    def admit_broker(
         self,
         broker_id: int,
         incarnation_epoch: int,
@@ -659,11 +661,11 @@ class SqliteCoordinator(Coordinator):
         controller_epoch: int,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.mark_unclean_restart_handled``."""
+        """See ``Coordinator.admit_broker``."""
         with self._txn(timeout_ms) as cur:
             self._check_controller(cur, controller_epoch)
             old = self._broker(cur, broker_id)
-            new = rules.marked_unclean_handled(old, incarnation_epoch)
+            new = rules.admitted_broker(old, incarnation_epoch)
             if new is None:
                 return False
             if new != old:

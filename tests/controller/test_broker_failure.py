@@ -259,7 +259,7 @@ def test_unclean_restart_is_handled_once_across_failover(
         controller.coordinator = _NoMark(controller.coordinator)  # type: ignore[assignment]
         cluster.poll(controller)
         assert 3 not in cluster.state("t").isr
-        assert not cluster.coord.get_broker(3).unclean_restart_handled  # type: ignore[union-attr]
+        assert not cluster.coord.get_broker(3).admitted  # type: ignore[union-attr]
     else:
         _unclean_restart_and_rejoin(cluster, controller, 3)
     assert set(cluster.state("t").isr) == ({1, 2} if crash_before_mark else {1, 2, 3})
@@ -267,7 +267,7 @@ def test_unclean_restart_is_handled_once_across_failover(
         c.broker.broker_id
         for c in cluster.feed()
         if isinstance(c, BrokerChanged) and c.broker is not None
-        and c.broker.unclean_restart_handled
+        and c.broker.admitted
     ]  # fmt: skip
     assert 2 in marked
 
@@ -275,7 +275,7 @@ def test_unclean_restart_is_handled_once_across_failover(
     successor = cluster.controller(CONTROLLER + 1)
     cluster.settle(successor)
     assert {1, 2} <= set(cluster.state("t").isr)  # 2 was not removed a second time
-    assert cluster.coord.get_broker(3).unclean_restart_handled  # type: ignore[union-attr]
+    assert cluster.coord.get_broker(3).admitted  # type: ignore[union-attr]
     if crash_before_mark:
         epochs = {b: info.incarnation_epoch for b, info in cluster.brokers.items()}
         request = cluster.propose_isr("t", 0, [1, 2, 3], broker_epochs=epochs)
@@ -293,14 +293,14 @@ def test_unclean_restart_is_handled_once_across_failover(
 
 
 class _NoMark:
-    """A coordinator proxy on which the controller 'crashes' right before it marks an unclean
-    restart handled: the mark is not written and the controller stops acting."""
+    """A coordinator proxy on which the controller 'crashes' right before it admits a
+    registration: the admission is not written and the controller stops acting."""
 
     def __init__(self, inner: Coordinator) -> None:
         self._inner = inner
 
     def __getattr__(self, name: str) -> object:
-        if name == "mark_unclean_restart_handled":
+        if name == "admit_broker":
             from replog.coord.errors import SessionExpiredError
 
             def crash(*args: object, **kwargs: object) -> bool:
@@ -335,3 +335,45 @@ def test_a_damaged_replica_leaves_the_isr_and_leadership_moves(coordinator: Coor
     assert cluster.outcome(report) is ErrorCode.NONE
     state = cluster.state("t")
     assert state.leader == 2 and set(state.isr) == {2, 3} and 1 not in state.elr
+
+
+def test_a_fenced_registration_never_inherits_its_old_leadership(coordinator: Coordinator) -> None:
+    """A broker restarts (a new incarnation, registered fenced as the product's brokers do)
+    before any controller processed its old incarnation's end: the stored state still names
+    it leader at the old epoch. Admission moves that leadership (here: nobody else is in the
+    ISR, so the partition is leaderless at a new epoch), admits the broker, and then elects it
+    again at a newer epoch -- the new incarnation never leads on the old incarnation's epoch."""
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, CONTROLLER)
+    controller = cluster.controller(CONTROLLER)
+    _topic(cluster, "t", [1, 2])
+    cluster.settle(controller)
+    cluster.fence(2)
+    cluster.settle(controller)
+    before = cluster.state("t")
+    assert (before.leader, before.isr) == (1, (1,))
+    old_epoch = cluster.brokers[1].incarnation_epoch
+    cluster.expire(1)
+    cluster.expire(CONTROLLER)  # nobody processes the end of broker 1's old incarnation
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            cluster.brokers[1] = cluster.coord.register_broker(
+                1, "127.0.0.1", 9001, session_timeout_ms=30_000, fenced=True
+            )
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    assert cluster.brokers[1].incarnation_epoch > old_epoch
+    assert cluster.state("t") == before  # stale: it names broker 1 at the old epoch
+    cluster.register(CONTROLLER + 1)
+    successor = cluster.controller(CONTROLLER + 1)
+    cluster.settle(successor)
+    history = cluster.history("t", 0)
+    assert any(s.leader != 1 and s.leader_epoch > before.leader_epoch for s in history)
+    final = cluster.state("t")
+    assert final.leader == 1 and final.leader_epoch >= before.leader_epoch + 2
+    info = cluster.coord.get_broker(1)
+    assert info is not None and info.admitted and not info.fenced

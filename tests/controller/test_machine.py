@@ -6,8 +6,8 @@ from __future__ import annotations
 from replog.controller import ControllerConfig, ControllerMachine, TopicPolicy
 from replog.coord.types import BrokerInfo, MetadataSnapshot, PartitionState, TopicAssignment
 from replog.election.controller_writes import (
+    AdmitBrokerWrite,
     CasPartitionWrite,
-    MarkUncleanRestartHandledWrite,
     parse_alter_partition_result,
 )
 from replog.election.state_change import Phase, Role, StateChangeKind
@@ -68,11 +68,13 @@ def test_unclean_restart_leaves_the_elr() -> None:
     )
     machine = _machine(isr=(1,), elr=(2,), config=no_recovery)
     machine.on_broker_fenced(1, now_ms=1)
-    new_two = BrokerInfo(broker_id=2, incarnation_epoch=50, host="h", port=2)
-    writes = machine.on_broker_registered(new_two, now_ms=2, unclean_shutdown=True).writes
+    new_two = BrokerInfo(
+        broker_id=2, incarnation_epoch=50, host="h", port=2, clean_shutdown=False, admitted=False
+    )
+    writes = machine.on_broker_registered(new_two, now_ms=2).writes
     # the old incarnation is handled as gone first, then the restart, then the store's mark
     *cas, mark = writes
-    assert isinstance(mark, MarkUncleanRestartHandledWrite)
+    assert isinstance(mark, AdmitBrokerWrite)
     assert (mark.broker_id, mark.incarnation_epoch) == (2, 50)
     write = cas[-1]
     assert isinstance(write, CasPartitionWrite)
@@ -106,8 +108,10 @@ def test_balanced_recovery_elects_the_last_known_leader() -> None:
     gone = machine.on_broker_unregistered(2, 2, now_ms=2).writes
     (cas,) = [w for w in gone if isinstance(w, CasPartitionWrite)]
     assert (cas.state.leader, cas.state.isr, cas.state.last_known_elr) == (-1, (), (2,))
-    new_two = BrokerInfo(broker_id=2, incarnation_epoch=50, host="h", port=2, clean_shutdown=False)
-    writes = machine.on_broker_registered(new_two, now_ms=3, unclean_shutdown=True).writes
+    new_two = BrokerInfo(
+        broker_id=2, incarnation_epoch=50, host="h", port=2, clean_shutdown=False, admitted=False
+    )
+    writes = machine.on_broker_registered(new_two, now_ms=3).writes
     states = [w.state for w in writes if isinstance(w, CasPartitionWrite)]
     final = states[-1]
     assert (final.leader, final.isr, final.elr, final.last_known_elr) == (2, (2,), (), ())

@@ -8,10 +8,11 @@ change feed from the snapshot's cursor. One poll:
 
 1. reads the feed (``changes_since``; a ``MustResyncError`` rebuilds from a new snapshot) and
    feeds every record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
-   False removes that incarnation from every ISR and ELR, KIP-966, and then marks it handled in
-   the store, so no later controller repeats it);
-2. right after winning (or a rebuild), removes the unclean-restarted incarnations the snapshot
-   names and no controller has marked handled (the previous term may have died in between),
+   False removes that incarnation from every ISR and ELR, KIP-966; a fenced one loses its
+   leadership and ISR places; then the controller admits it in the store, so no later
+   controller repeats it);
+2. right after winning (or a rebuild), processes the registrations the snapshot names that no
+   controller has admitted yet (the previous term may have died in between),
    reconciles every partition with the brokers' liveness and resumes reassignments
    (``on_become_controller``);
 3. checks ``current_controller()`` is still this term, then handles every pending admin request
@@ -51,13 +52,13 @@ from replog.coord.types import CONTROLLER_TARGET, CasStatus
 from replog.election.controller import ControllerConfig, ControllerMachine
 from replog.election.controller_writes import (
     AddPartitionsWrite,
+    AdmitBrokerWrite,
     CasPartitionWrite,
     CompleteRequestWrite,
     ControllerOutput,
     ControllerWrite,
     CreateTopicWrite,
     DeleteTopicWrite,
-    MarkUncleanRestartHandledWrite,
     SubmitRequestWrite,
 )
 from replog.election.state_change import StateChange
@@ -123,8 +124,8 @@ class ControllerService:
         self.lost_reason = ""
         self._cursor = 0
         self._needs_reconcile = False
-        #: unclean restarts (broker, incarnation) a removal write of which failed for good
-        self._unclean_failed: set[tuple[int, int]] = set()
+        #: admissions (broker, incarnation) a write of which failed for good
+        self._admission_failed: set[tuple[int, int]] = set()
 
     @property
     def is_active(self) -> bool:
@@ -184,9 +185,9 @@ class ControllerService:
         machine.on_controller_changed(snapshot.controller)
         previous = self.machine
         if previous is not None and previous.controller_epoch == machine.controller_epoch:
-            # A rebuild within the term: unclean restarts this term handled stay handled (the
+            # A rebuild within the term: registrations this term processed stay processed (the
             # snapshot still says clean_shutdown=False for them; see ControllerMachine).
-            machine.unclean_handled |= previous.unclean_handled
+            machine.admitted_here |= previous.admitted_here
         self.machine = machine
         self._cursor = snapshot.seq
         self._needs_reconcile = True
@@ -312,13 +313,13 @@ class ControllerService:
                     # is a clean-up the broker also finds at start-up (stray logs), so losing
                     # it must not cost the controller role.
                     _log.warning("controller %s: %s; dropped %s", self.broker_id, full, write)
-            elif isinstance(write, MarkUncleanRestartHandledWrite):
+            elif isinstance(write, AdmitBrokerWrite):
                 incarnation = (write.broker_id, write.incarnation_epoch)
-                if incarnation in self._unclean_failed:
-                    self._unclean_failed.discard(incarnation)
-                    self._machine().retry_unclean_restart(*incarnation)
-                    return False  # a removal did not happen: handled again next tick
-                c.mark_unclean_restart_handled(*incarnation, controller_epoch=epoch, timeout_ms=t)
+                if incarnation in self._admission_failed:
+                    self._admission_failed.discard(incarnation)
+                    self._machine().retry_admission(*incarnation)
+                    return False  # a write of it did not happen: processed again next tick
+                c.admit_broker(*incarnation, controller_epoch=epoch, timeout_ms=t)
             elif isinstance(write, CompleteRequestWrite):
                 c.complete_admin_request(
                     write.request_id,
@@ -365,8 +366,8 @@ class ControllerService:
         if depth < CONFLICT_RETRIES_MAX:
             retry = self._machine().on_cas_conflict(write, result.state, now_ms)
             self._apply(retry, now_ms, records, depth + 1)
-        elif write.cause.unclean_restart is not None:
-            self._unclean_failed.add(write.cause.unclean_restart)
+        elif write.cause.admission is not None:
+            self._admission_failed.add(write.cause.admission)
         return False
 
     def _refused(

@@ -122,6 +122,7 @@ class Coordinator(abc.ABC):
         session_timeout_ms: int,
         timeout_ms: int | None = None,
         clean_shutdown: bool = True,
+        fenced: bool = False,
     ) -> BrokerInfo:
         """Start a session for ``broker_id`` and publish its registration (unfenced, not in
         controlled shutdown) with a fresh ``incarnation_epoch``, greater than any earlier one of
@@ -133,6 +134,9 @@ class Coordinator(abc.ABC):
         tail, and the controller removes it from every ISR and ELR (KIP-966). True (the
         default) for a clean shutdown, a brand-new broker, or a re-registration of a running
         process whose session was lost. The store only records it; it decides nothing.
+        ``fenced`` registers the incarnation fenced until the controller admits it
+        (``admit_broker``); the registration is ``admitted`` from the start when it is neither
+        fenced nor unclean.
         Raises ``BrokerIdInUseError`` while another incarnation's session is not LOST (a
         restarted broker retries until the old one expires), ``ValueError`` for a negative id or
         a non-positive ``session_timeout_ms``."""
@@ -162,7 +166,7 @@ class Coordinator(abc.ABC):
         incarnation is not current; ``CoordinatorUnavailableError`` while SUSPENDED."""
 
     @abc.abstractmethod
-    def mark_unclean_restart_handled(
+    def admit_broker(
         self,
         broker_id: int,
         incarnation_epoch: int,
@@ -170,14 +174,14 @@ class Coordinator(abc.ABC):
         controller_epoch: int,
         timeout_ms: int | None = None,
     ) -> bool:
-        """Record on the registration that the controller has removed this unclean incarnation
-        (``clean_shutdown`` False) from every ISR and ELR (KIP-966), so that no later controller
-        repeats it: ``unclean_restart_handled`` becomes True. Fenced like every controller write
-        (``FencedControllerError`` unless ``controller_epoch`` is the active one, checked
-        atomically with the write). Returns False, writing nothing, when that incarnation is not
-        the registered one (expired, replaced); True otherwise (also when already marked, or
-        when the registration was clean). Feed: BrokerChanged(UPDATED), only if it changed.
-        Works whatever handle registered the broker."""
+        """The controller has processed this incarnation's registration (moved leadership off
+        its old incarnation, taken an unclean restart out of every ISR and ELR, KIP-966): it
+        becomes ``admitted`` and unfenced, and no later controller repeats the processing.
+        Fenced like every controller write (``FencedControllerError`` unless
+        ``controller_epoch`` is the active one, checked atomically with the write). Returns
+        False, writing nothing, when that incarnation is not the registered one (expired,
+        replaced); True otherwise (also when already admitted). Feed: BrokerChanged(UPDATED),
+        only if it changed. Works whatever handle registered the broker."""
 
     @abc.abstractmethod
     def unregister_broker(

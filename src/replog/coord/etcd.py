@@ -192,7 +192,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
             cmp_create(lease_kv.key, lease_kv.create_revision),
         ]
 
-    def mark_unclean_restart_handled(
+    def admit_broker(
         self,
         broker_id: int,
         incarnation_epoch: int,
@@ -200,7 +200,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
         controller_epoch: int,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.mark_unclean_restart_handled``: the registration key is rewritten
+        """See ``Coordinator.admit_broker``: the registration key is rewritten
         under the same lease, guarded by the controller fence and its own mod revision."""
         ids = self._ids_key(broker_id)
 
@@ -209,7 +209,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
             compares = self._guard(controller_epoch, got)
             kvs = [kv for kv in got[2] if kv.key == ids]
             old = self._broker(kvs)
-            new = rules.marked_unclean_handled(old, incarnation_epoch)
+            new = rules.admitted_broker(old, incarnation_epoch)
             if new is None:
                 return Done(False)
             if new == old:

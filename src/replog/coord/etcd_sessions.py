@@ -120,6 +120,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         session_timeout_ms: int,
         timeout_ms: int | None = None,
         clean_shutdown: bool = True,
+        fenced: bool = False,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
@@ -138,13 +139,14 @@ class EtcdSessionsMixin(EtcdTxnBase):
             if was:
                 self._reap(timeout_ms)
                 return RETRY
-            broker = BrokerInfo(
-                broker_id=broker_id,
-                incarnation_epoch=last + 1,
-                host=host,
-                port=port,
-                rack=rack,
+            broker = rules.registration(
+                broker_id,
+                last + 1,
+                host,
+                port,
+                rack,
                 clean_shutdown=clean_shutdown,
+                fenced=fenced,
             )
             ops = [op_put(ids, codec.dumps(broker), lease_id), op_put(seen, str(last + 1))]
             compares = [cmp_create(ids, 0), cmp_mod(seen, 0)]

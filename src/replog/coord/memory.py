@@ -265,6 +265,7 @@ class MemoryCoordinator(Coordinator):
         session_timeout_ms: int,
         timeout_ms: int | None = None,
         clean_shutdown: bool = True,
+        fenced: bool = False,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
@@ -272,13 +273,14 @@ class MemoryCoordinator(Coordinator):
             held = self._sessions.get(broker_id)
             if held is not None:
                 raise BrokerIdInUseError(broker_id, held.broker.incarnation_epoch)
-            broker = BrokerInfo(
-                broker_id=broker_id,
-                incarnation_epoch=self._log.next_seq,
-                host=host,
-                port=port,
-                rack=rack,
+            broker = rules.registration(
+                broker_id,
+                self._log.next_seq,
+                host,
+                port,
+                rack,
                 clean_shutdown=clean_shutdown,
+                fenced=fenced,
             )
             session = _Session(broker, session_timeout_ms, self.clock() + session_timeout_ms)
             self._sessions[broker_id] = session
@@ -313,7 +315,7 @@ class MemoryCoordinator(Coordinator):
                 self._write(lambda seq: records.broker_updated(seq, new))
             return new
 
-    def mark_unclean_restart_handled(
+    def admit_broker(
         self,
         broker_id: int,
         incarnation_epoch: int,
@@ -321,11 +323,11 @@ class MemoryCoordinator(Coordinator):
         controller_epoch: int,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.mark_unclean_restart_handled``."""
+        """See ``Coordinator.admit_broker``."""
         with self._op(timeout_ms):
             rules.check_controller_epoch(self._controller, controller_epoch)
             session = self._sessions.get(broker_id)
-            new = rules.marked_unclean_handled(
+            new = rules.admitted_broker(
                 None if session is None else session.broker, incarnation_epoch
             )
             if session is None or new is None:

@@ -105,9 +105,9 @@ class MemoryHandle(Coordinator):
         """See ``Coordinator.update_broker``."""
         return self._live().update_broker(*args, **kwargs)
 
-    def mark_unclean_restart_handled(self, *args: Any, **kwargs: Any) -> Any:
-        """See ``Coordinator.mark_unclean_restart_handled``."""
-        return self._live().mark_unclean_restart_handled(*args, **kwargs)
+    def admit_broker(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.admit_broker``."""
+        return self._live().admit_broker(*args, **kwargs)
 
     def get_broker(self, *args: Any, **kwargs: Any) -> Any:
         """See ``Coordinator.get_broker``."""

@@ -27,6 +27,7 @@ from replog.coord.types import (
 from replog.topics import collision_key, validate_topic_name
 
 __all__ = [
+    "admitted_broker",
     "cas_decision",
     "cas_fenced",
     "cas_ok",
@@ -37,9 +38,9 @@ __all__ = [
     "check_topic_free",
     "grown_assignment",
     "holds_controller",
-    "marked_unclean_handled",
     "new_partitions",
     "new_topic",
+    "registration",
     "updated_broker",
 ]
 
@@ -77,15 +78,38 @@ def updated_broker(
     )
 
 
-def marked_unclean_handled(old: BrokerInfo | None, incarnation_epoch: int) -> BrokerInfo | None:
-    """``mark_unclean_restart_handled``'s new registration: None when ``incarnation_epoch`` is
-    not the registered one (nothing to mark), else ``old`` with the mark (equal to ``old`` when
-    there is nothing to change)."""
+def admitted_broker(old: BrokerInfo | None, incarnation_epoch: int) -> BrokerInfo | None:
+    """``admit_broker``'s new registration: None when ``incarnation_epoch`` is not the
+    registered one (nothing to admit), else ``old`` admitted and unfenced (equal to ``old``
+    when already admitted)."""
     if old is None or old.incarnation_epoch != incarnation_epoch:
         return None
-    if old.clean_shutdown or old.unclean_restart_handled:
+    if old.admitted:
         return old
-    return attrs.evolve(old, unclean_restart_handled=True)
+    return attrs.evolve(old, admitted=True, fenced=False)
+
+
+def registration(
+    broker_id: int,
+    incarnation_epoch: int,
+    host: str,
+    port: int,
+    rack: str | None,
+    *,
+    clean_shutdown: bool,
+    fenced: bool,
+) -> BrokerInfo:
+    """A new registration as every backend stores it (admitted unless fenced or unclean)."""
+    return BrokerInfo(
+        broker_id=broker_id,
+        incarnation_epoch=incarnation_epoch,
+        host=host,
+        port=port,
+        rack=rack,
+        fenced=fenced,
+        clean_shutdown=clean_shutdown,
+        admitted=clean_shutdown and not fenced,
+    )
 
 
 # ---- controller ----

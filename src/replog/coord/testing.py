@@ -222,57 +222,47 @@ class CoordinatorContract:
         updated = coord.update_broker(2, unclean.incarnation_epoch, in_controlled_shutdown=True)
         assert not updated.clean_shutdown  # the flag belongs to the incarnation
 
-    def test_unclean_restart_mark_is_stored_once_and_fenced(self, coord: Coordinator) -> None:
-        """KIP-966 exactly once: the controller marks an unclean incarnation handled; the mark
-        is in the registration, the snapshot and the feed (once), and only the active
-        controller epoch may write it."""
+    def test_admission_is_stored_once_and_fenced(self, coord: Coordinator) -> None:
+        """A fenced or unclean registration waits for the controller to admit it; the
+        admission is in the registration, the snapshot and the feed (once), unfences it, and
+        only the active controller epoch may write it (KIP-966 handled exactly once)."""
         (_, clean, _), controller = self.cluster(coord)
+        assert clean.admitted and not clean.awaiting_admission
         coord.unregister_broker(3, coord.live_brokers()[3].incarnation_epoch)
         unclean = coord.register_broker(
-            3, "127.0.0.1", 9003, session_timeout_ms=self.session_timeout_ms, clean_shutdown=False
-        )
-        assert unclean.unclean_restart_pending and not unclean.unclean_restart_handled
+            3, "127.0.0.1", 9003, session_timeout_ms=self.session_timeout_ms,
+            clean_shutdown=False, fenced=True,
+        )  # fmt: skip
+        assert unclean.fenced and unclean.unclean_restart_pending and unclean.awaiting_admission
         epoch = controller.controller_epoch
         with pytest.raises(FencedControllerError):
-            coord.mark_unclean_restart_handled(
-                3, unclean.incarnation_epoch, controller_epoch=epoch + 1
-            )
-        assert not coord.get_broker(3).unclean_restart_handled  # type: ignore[union-attr]
+            coord.admit_broker(3, unclean.incarnation_epoch, controller_epoch=epoch + 1)
+        assert coord.get_broker(3) == unclean
         start = coord.snapshot().seq
-        assert coord.mark_unclean_restart_handled(
-            3, unclean.incarnation_epoch, controller_epoch=epoch
-        )
-        marked = coord.get_broker(3)
-        assert marked is not None and marked.unclean_restart_handled
-        assert not marked.unclean_restart_pending and not marked.clean_shutdown
-        assert coord.snapshot().brokers[3] == marked
-        # idempotent: a second mark writes nothing; a clean registration needs none
-        assert coord.mark_unclean_restart_handled(
-            3, unclean.incarnation_epoch, controller_epoch=epoch
-        )
-        assert coord.mark_unclean_restart_handled(
-            2, clean.incarnation_epoch, controller_epoch=epoch
-        )
+        assert coord.admit_broker(3, unclean.incarnation_epoch, controller_epoch=epoch)
+        admitted = coord.get_broker(3)
+        assert admitted is not None and admitted.admitted and not admitted.fenced
+        assert not admitted.unclean_restart_pending and not admitted.clean_shutdown
+        assert coord.snapshot().brokers[3] == admitted
+        # idempotent: a second admission writes nothing; a clean registration needs none
+        assert coord.admit_broker(3, unclean.incarnation_epoch, controller_epoch=epoch)
+        assert coord.admit_broker(2, clean.incarnation_epoch, controller_epoch=epoch)
         updates = [
             c
             for c in coord.changes_since(start).changes
             if isinstance(c, BrokerChanged) and c.reason is BrokerChangeReason.UPDATED
         ]
-        assert [u.broker for u in updates] == [marked]
-        # the mark survives the broker's own flag updates and belongs to the incarnation
+        assert [u.broker for u in updates] == [admitted]
+        # the admission survives the broker's own flag updates and belongs to the incarnation
         updated = coord.update_broker(3, unclean.incarnation_epoch, in_controlled_shutdown=True)
-        assert updated.unclean_restart_handled
-        assert not coord.mark_unclean_restart_handled(
-            3, unclean.incarnation_epoch - 1, controller_epoch=epoch
-        )
+        assert updated.admitted
+        assert not coord.admit_broker(3, unclean.incarnation_epoch - 1, controller_epoch=epoch)
         coord.unregister_broker(3, unclean.incarnation_epoch)
-        assert not coord.mark_unclean_restart_handled(
-            3, unclean.incarnation_epoch, controller_epoch=epoch
-        )
+        assert not coord.admit_broker(3, unclean.incarnation_epoch, controller_epoch=epoch)
         again = coord.register_broker(
-            3, "127.0.0.1", 9003, session_timeout_ms=self.session_timeout_ms, clean_shutdown=False
+            3, "127.0.0.1", 9003, session_timeout_ms=self.session_timeout_ms, fenced=True
         )
-        assert again.unclean_restart_pending
+        assert again.awaiting_admission and again.fenced and not again.unclean_restart_pending
 
     def test_incarnation_epoch_grows_on_restart(self, coord: Coordinator) -> None:
         first = self.register(coord, 1)

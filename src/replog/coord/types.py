@@ -145,10 +145,13 @@ class BrokerInfo:
     broker is distinguishable from its old self). ``clean_shutdown`` is what the broker said at
     registration: False when its previous run ended without a clean shutdown (it may have lost
     an unflushed log tail), so the controller removes it from every ISR and ELR (KIP-966).
-    ``unclean_restart_handled`` is set by the controller once it has done so
-    (``Coordinator.mark_unclean_restart_handled``): the removal happens exactly once per
-    incarnation, whichever controller sees it, and a later controller never repeats it after the
-    incarnation caught up and rejoined."""
+
+    A broker may register ``fenced`` (the product's brokers do, as in KRaft): it leads nothing
+    until the controller has processed the registration -- moved leadership off the broker's
+    old incarnation, taken an unclean restart out of every ISR and ELR -- and admitted it
+    (``Coordinator.admit_broker``), so a restarted broker never acts on leadership its old
+    incarnation held. ``admitted`` records that processing (registrations that are neither
+    fenced nor unclean need none and start admitted); a later controller never repeats it."""
 
     broker_id: int
     incarnation_epoch: int
@@ -158,12 +161,17 @@ class BrokerInfo:
     fenced: bool = False
     in_controlled_shutdown: bool = False
     clean_shutdown: bool = True
-    unclean_restart_handled: bool = False
+    admitted: bool = True
 
     @property
     def unclean_restart_pending(self) -> bool:
         """An unclean restart the controller has yet to handle (KIP-966)."""
-        return not self.clean_shutdown and not self.unclean_restart_handled
+        return not self.clean_shutdown and not self.admitted
+
+    @property
+    def awaiting_admission(self) -> bool:
+        """The controller has yet to process this registration."""
+        return not self.admitted
 
 
 @attrs.frozen

@@ -135,7 +135,7 @@ def encode_broker(broker: BrokerInfo) -> bytes:
             "fenced": broker.fenced,
             "in_controlled_shutdown": broker.in_controlled_shutdown,
             "clean_shutdown": broker.clean_shutdown,
-            "unclean_restart_handled": broker.unclean_restart_handled,
+            "admitted": broker.admitted,
         }
     )
 
@@ -152,7 +152,7 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
         fenced=bool(obj.get("fenced", False)),
         in_controlled_shutdown=bool(obj.get("in_controlled_shutdown", False)),
         clean_shutdown=bool(obj.get("clean_shutdown", True)),
-        unclean_restart_handled=bool(obj.get("unclean_restart_handled", False)),
+        admitted=bool(obj.get("admitted", True)),
     )
 
 

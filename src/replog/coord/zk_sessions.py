@@ -332,6 +332,7 @@ class ZkSessionsMixin:
         session_timeout_ms: int,
         timeout_ms: int | None = None,
         clean_shutdown: bool = True,
+        fenced: bool = False,
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``. Opens a kazoo client whose session is the
         broker's, with ``session_timeout_ms`` (the server clamps it to its min/max)."""
@@ -351,13 +352,14 @@ class ZkSessionsMixin:
                 raise BrokerIdInUseError(
                     broker_id, decode_broker(broker_id, current[0]).incarnation_epoch
                 )
-            broker = BrokerInfo(
-                broker_id=broker_id,
-                incarnation_epoch=seq,
-                host=host,
-                port=port,
-                rack=rack,
+            broker = rules.registration(
+                broker_id,
+                seq,
+                host,
+                port,
+                rack,
                 clean_shutdown=clean_shutdown,
+                fenced=fenced,
             )
             ops: list[Op] = [("create", path, encode_broker(broker), True)]
             done = records.broker_registered(seq, broker)

@@ -259,7 +259,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         with kazoo_errors():
             return self._brokers(deadline)
 
-    def mark_unclean_restart_handled(
+    def admit_broker(
         self,
         broker_id: int,
         incarnation_epoch: int,
@@ -267,8 +267,8 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         controller_epoch: int,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.mark_unclean_restart_handled``: the flag goes into the broker's
-        (ephemeral) registration znode, in one multi-op with the controller fence."""
+        """See ``Coordinator.admit_broker``: the flags go into the broker's (ephemeral)
+        registration znode, in one multi-op with the controller fence."""
         deadline = self._deadline(timeout_ms)
         io, path = self._io, f"{IDS}/{broker_id}"
         with kazoo_errors():
@@ -278,7 +278,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                 ops = self._fence(client, controller_epoch, deadline)
                 got = io.get(client, path, deadline)
                 old = None if got is None else decode_broker(broker_id, got[0])
-                new = rules.marked_unclean_handled(old, incarnation_epoch)
+                new = rules.admitted_broker(old, incarnation_epoch)
                 if got is None or new is None:
                     return Plan(False, write=False)
                 if new == old:

@@ -15,17 +15,20 @@ store's state to ``on_cas_conflict`` and the machine decides again from the writ
 own writes come back through the feed and are recognised by their partition epoch (not newer
 than the view's: ignored).
 
-Unclean restarts (KIP-966), handled exactly once. A registration with ``clean_shutdown`` False
-(the broker's previous run did not end cleanly, so it may have lost an unflushed tail) removes
-the new incarnation from every ISR and ELR, then records in the store that it did
-(``MarkUncleanRestartHandledWrite``, written only if every removal write succeeded). A machine
-rebuilt from a snapshot handles the registrations still unmarked (``unclean_pending``, first
-thing in ``on_become_controller``: the previous term may have died between the removal and the
-mark) and never the marked ones, so an incarnation that caught up and rejoined is not removed
-again by a later controller (the failover that once left every partition leaderless).
-``unclean_handled`` holds the incarnations handled in this term, so a rebuild within the term
-skips them; a removal write that failed for good puts the incarnation back in
-``unclean_pending`` for the next tick (``retry_unclean_restart``).
+Admission (KIP-966 and KRaft's fenced registrations), handled exactly once. A broker registers
+fenced, or with ``clean_shutdown`` False (its previous run did not end cleanly, so it may have
+lost an unflushed tail), or both; the controller then moves leadership and ISR membership off it
+(a fenced registration: as for a fenced broker) or takes it out of every ISR and ELR (an
+unclean one), and finally admits it in the store (``AdmitBrokerWrite``: unfenced, and no later
+controller repeats any of this), written only if every write before it succeeded. The broker
+leads nothing while its registration is fenced, so it never acts on leadership its previous
+incarnation held. A machine rebuilt from a snapshot processes the registrations still awaiting
+admission (``admission_pending``, first thing in ``on_become_controller``: the previous term
+may have died in between) and never the admitted ones, so an incarnation that caught up and
+rejoined is not removed again by a later controller (the failover that once left every
+partition leaderless). ``admitted_here`` holds the incarnations processed in this term, so a
+rebuild within the term skips them; a write that failed for good puts the incarnation back in
+``admission_pending`` for the next tick (``retry_admission``).
 
 Admin requests are handled in ``controller_requests``. Decisions use the package's pure
 functions only: ``broker_events`` for fence / unfence /
@@ -63,11 +66,11 @@ from replog.election.broker_events import (
     on_controlled_shutdown,
 )
 from replog.election.controller_writes import (
+    AdmitBrokerWrite,
     CasPartitionWrite,
     CompleteRequestWrite,
     ControllerOutput,
     ControllerWrite,
-    MarkUncleanRestartHandledWrite,
     SubmitRequestWrite,
     WriteCause,
     broker_registration,
@@ -161,8 +164,10 @@ class ControllerMachine:
     next_rebalance_ms: int
     placement_start: Callable[[int], tuple[int, int]] = fixed_placement_start
     active: bool = True
-    unclean_pending: set[tuple[int, int]] = attrs.Factory(set)
-    unclean_handled: set[tuple[int, int]] = attrs.Factory(set)
+    admission_pending: set[tuple[int, int]] = attrs.Factory(set)
+    admitted_here: set[tuple[int, int]] = attrs.Factory(set)
+    #: incarnations that registered after an unclean shutdown (KIP-966)
+    unclean_registrations: set[tuple[int, int]] = attrs.Factory(set)
     _next_group: int = 1
 
     @classmethod
@@ -191,7 +196,12 @@ class ControllerMachine:
             partitions=partitions,
             next_rebalance_ms=now_ms + config.leader_imbalance_check_interval_ms,
             placement_start=placement_start,
-            unclean_pending={
+            admission_pending={
+                (b.broker_id, b.incarnation_epoch)
+                for b in snapshot.brokers.values()
+                if b.awaiting_admission
+            },
+            unclean_registrations={
                 (b.broker_id, b.incarnation_epoch)
                 for b in snapshot.brokers.values()
                 if b.unclean_restart_pending
@@ -259,19 +269,20 @@ class ControllerMachine:
 
     def on_become_controller(self, now_ms: int) -> ControllerOutput:
         """Decisions owed after a failover: whatever happened while no controller acted
-        (unclean restarts in the snapshot first, then ``reconcile``)."""
-        writes = self._pending_unclean_restarts(now_ms)
+        (registrations awaiting admission first, then ``reconcile``)."""
+        writes = self._pending_admissions(now_ms)
         writes.extend(self.reconcile(now_ms).writes)
         return ControllerOutput(tuple(writes))
 
-    def _pending_unclean_restarts(self, now_ms: int) -> list[ControllerWrite]:
-        """Handle the unclean restarts owed: from the snapshot, or whose mark was held back."""
+    def _pending_admissions(self, now_ms: int) -> list[ControllerWrite]:
+        """Process the registrations owed: from the snapshot, or whose admission was held."""
         writes: list[ControllerWrite] = []
-        pending, self.unclean_pending = self.unclean_pending, set()
-        for broker_id, epoch in sorted(pending - self.unclean_handled):
+        pending, self.admission_pending = self.admission_pending, set()
+        for broker_id, epoch in sorted(pending - self.admitted_here):
             registration = self.cluster.broker(broker_id)
+            unclean = (broker_id, epoch) in self.unclean_registrations
             if registration is not None and registration.broker_epoch == epoch:
-                writes.extend(self._unclean_restart(broker_id, epoch, now_ms))
+                writes.extend(self._admit(broker_id, epoch, now_ms, unclean=unclean))
         return writes
 
     def reconcile(self, now_ms: int) -> ControllerOutput:
@@ -310,9 +321,7 @@ class ControllerMachine:
                     change.broker_id, change.incarnation_epoch, now_ms
                 )
             if change.reason is ct.BrokerChangeReason.REGISTERED:
-                return self.on_broker_registered(
-                    change.broker, now_ms, unclean_shutdown=change.broker.unclean_restart_pending
-                )
+                return self.on_broker_registered(change.broker, now_ms)
             return self.on_broker_updated(change.broker, now_ms)
         if isinstance(change, ct.TopicChanged):
             self.on_topic_changed(change)
@@ -369,13 +378,10 @@ class ControllerMachine:
             writes.extend(self.cas_writes(tp, decision, WriteCause(topic_partition=tp)))
         return writes
 
-    def on_broker_registered(
-        self, info: ct.BrokerInfo, now_ms: int, *, unclean_shutdown: bool = False
-    ) -> ControllerOutput:
+    def on_broker_registered(self, info: ct.BrokerInfo, now_ms: int) -> ControllerOutput:
         """A broker incarnation registered. An older incarnation still in the view is handled
-        as gone first. ``unclean_shutdown``: the broker says it did not shut down cleanly
-        (KIP-966: it leaves ISR and ELR) and no controller has handled that yet; ``on_change``
-        passes ``info.unclean_restart_pending``."""
+        as gone first. A registration awaiting admission is processed and admitted (the
+        module docstring); an active one elects where the broker is now acceptable."""
         old = self.cluster.broker(info.broker_id)
         if old is not None and old.broker_epoch >= info.incarnation_epoch:
             return self.on_broker_updated(info, now_ms)
@@ -386,60 +392,69 @@ class ControllerMachine:
             )
         registration = broker_registration(info)
         self.cluster = self.cluster.with_registration(registration)
-        if (
-            unclean_shutdown
-            and (info.broker_id, info.incarnation_epoch) not in self.unclean_handled
-        ):
-            writes.extend(self._unclean_restart(info.broker_id, info.incarnation_epoch, now_ms))
+        incarnation = (info.broker_id, info.incarnation_epoch)
+        if info.unclean_restart_pending:
+            self.unclean_registrations.add(incarnation)
+        if info.awaiting_admission and incarnation not in self.admitted_here:
+            writes.extend(self._admit(*incarnation, now_ms, unclean=info.unclean_restart_pending))
         if registration.is_active:
             writes.extend(self._unfenced(info.broker_id, now_ms))
         return ControllerOutput(tuple(writes))
 
-    def _unclean_restart(self, broker_id: int, epoch: int, now_ms: int) -> list[ControllerWrite]:
-        """The registered incarnation ``epoch`` of ``broker_id`` restarted uncleanly: it leaves
-        every ISR and ELR naming it (with ELR off: handled as fenced); then the store records
-        that this is done (the last write, its own group)."""
-        self.unclean_handled.add((broker_id, epoch))
+    def _admit(
+        self, broker_id: int, epoch: int, now_ms: int, *, unclean: bool
+    ) -> list[ControllerWrite]:
+        """Process a registration awaiting admission: leadership and ISR membership move off
+        it (fenced), or it leaves every ISR and ELR (unclean, KIP-966; with ELR off: handled
+        as fenced); then the store admits it (the last write, its own group)."""
+        self.admitted_here.add((broker_id, epoch))
         writes: list[ControllerWrite] = []
         for tp in self._naming(broker_id):
-            writes.extend(self._unclean_restart_of(tp, (broker_id, epoch), now_ms))
+            writes.extend(self._admission_of(tp, (broker_id, epoch), now_ms, unclean=unclean))
         writes.append(
-            MarkUncleanRestartHandledWrite(
+            AdmitBrokerWrite(
                 group=self.new_group(),
-                cause=WriteCause(unclean_restart=(broker_id, epoch)),
+                cause=WriteCause(admission=(broker_id, epoch)),
                 broker_id=broker_id,
                 incarnation_epoch=epoch,
             )
         )
         return writes
 
-    def retry_unclean_restart(self, broker_id: int, epoch: int) -> None:
-        """A removal of this unclean restart did not happen (its write failed for good): it is
-        handled again at the next tick, and not marked handled meanwhile."""
-        self.unclean_handled.discard((broker_id, epoch))
-        self.unclean_pending.add((broker_id, epoch))
+    def retry_admission(self, broker_id: int, epoch: int) -> None:
+        """A write of this admission did not happen (it failed for good): the registration is
+        processed again at the next tick, and not admitted meanwhile."""
+        self.admitted_here.discard((broker_id, epoch))
+        self.admission_pending.add((broker_id, epoch))
 
-    def _unclean_restart_of(
-        self, tp: TopicPartition, incarnation: tuple[int, int], now_ms: int
+    def _admission_of(
+        self, tp: TopicPartition, incarnation: tuple[int, int], now_ms: int, *, unclean: bool
     ) -> list[ControllerWrite]:
         registration = self.cluster.broker(incarnation[0])
         current = self.partitions.get(tp)
         if registration is None or registration.broker_epoch != incarnation[1] or current is None:
             return []
-        decision = on_broker_unclean_restart(
-            tp, current, registration, self.cluster,
-            policy=self.policy(tp), now_ms=now_ms, requester=self.actor,
-        )  # fmt: skip
-        cause = WriteCause(topic_partition=tp, unclean_restart=incarnation)
+        policy = self.policy(tp)
+        if unclean:
+            decision = on_broker_unclean_restart(
+                tp, current, registration, self.cluster,
+                policy=policy, now_ms=now_ms, requester=self.actor,
+            )  # fmt: skip
+        elif registration.fenced:
+            decision = on_broker_fenced(
+                tp, current, incarnation[0], self.cluster,
+                policy=policy, now_ms=now_ms, requester=self.actor,
+            )  # fmt: skip
+        else:
+            return []
+        cause = WriteCause(topic_partition=tp, admission=incarnation)
         return self.cas_writes(tp, decision, cause)
 
     def on_broker_updated(self, info: ct.BrokerInfo, now_ms: int) -> ControllerOutput:
         """A registration's flags changed: fenced / unfenced / entering controlled shutdown."""
         old = self.cluster.broker(info.broker_id)
         if old is None or old.broker_epoch != info.incarnation_epoch:
-            return self.on_broker_registered(
-                info, now_ms, unclean_shutdown=info.unclean_restart_pending
-            )
+            return self.on_broker_registered(info, now_ms)
         writes: list[ControllerWrite] = []
         if info.fenced and not old.fenced:
             writes.extend(self.on_broker_fenced(info.broker_id, now_ms).writes)
@@ -590,10 +605,10 @@ class ControllerMachine:
         return writes, results, rejected
 
     def on_tick(self, now_ms: int) -> ControllerOutput:
-        """Periodic work: unclean restarts whose handling was not confirmed, one step of every
+        """Periodic work: registrations whose admission did not happen, one step of every
         reassignment, and the auto leader rebalance when its interval has passed (ZK rule: a
         broker's imbalance above the percentage)."""
-        writes = self._pending_unclean_restarts(now_ms)
+        writes = self._pending_admissions(now_ms)
         for tp in sorted(self.partitions):
             writes.extend(self._reassignment_step(tp, now_ms))
         if self.config.auto_leader_rebalance and now_ms >= self.next_rebalance_ms:
@@ -629,8 +644,9 @@ class ControllerMachine:
             self.partitions[tp] = registration_of(current)
         if write.cause.request is not None:
             return self.on_admin_request(write.cause.request, now_ms)
-        if write.cause.unclean_restart is not None:
-            writes = self._unclean_restart_of(tp, write.cause.unclean_restart, now_ms)
+        if write.cause.admission is not None:
+            unclean = write.cause.admission in self.unclean_registrations
+            writes = self._admission_of(tp, write.cause.admission, now_ms, unclean=unclean)
             if writes:
                 return ControllerOutput(tuple(writes))
         return self.reconcile_partition(tp, now_ms)

@@ -40,6 +40,7 @@ from replog.errors import ErrorCode
 
 __all__ = [
     "AddPartitionsWrite",
+    "AdmitBrokerWrite",
     "AlterPartitionResult",
     "CasPartitionWrite",
     "CompleteRequestWrite",
@@ -47,7 +48,6 @@ __all__ = [
     "ControllerWrite",
     "CreateTopicWrite",
     "DeleteTopicWrite",
-    "MarkUncleanRestartHandledWrite",
     "SubmitRequestWrite",
     "WriteCause",
     "broker_registration",
@@ -62,12 +62,12 @@ __all__ = [
 class WriteCause:
     """Why a write was decided, so the machine can decide again after a conflict: an admin
     request (handled again from scratch), or a partition (reconciled against its new state).
-    ``unclean_restart``: the (broker id, incarnation epoch) whose unclean restart the write
-    applies (KIP-966), so a retry removes that broker from the ISR and ELR again."""
+    ``admission``: the (broker id, incarnation epoch) whose registration the write processes
+    (a fenced or unclean one, KIP-966), so a retry processes that partition again."""
 
     request: ct.AdminRequest | None = None
     topic_partition: TopicPartition | None = None
-    unclean_restart: tuple[int, int] | None = None
+    admission: tuple[int, int] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -142,11 +142,12 @@ class CompleteRequestWrite:
 
 
 @attrs.frozen(kw_only=True)
-class MarkUncleanRestartHandledWrite:
-    """``mark_unclean_restart_handled(broker_id, incarnation_epoch)``: the KIP-966 removal of
-    that incarnation from every ISR and ELR is done, so no later controller repeats it. The
-    driver writes it only if no removal write of that incarnation (``cause.unclean_restart``)
-    failed for good; otherwise it calls ``ControllerMachine.retry_unclean_restart``."""
+class AdmitBrokerWrite:
+    """``admit_broker(broker_id, incarnation_epoch)``: the controller has processed that
+    registration (the module docstring of ``replog.election.controller``), so it is unfenced
+    and no later controller repeats it. The driver writes it only if no write of that
+    admission (``cause.admission``) failed for good; otherwise it calls
+    ``ControllerMachine.retry_admission``."""
 
     group: int
     cause: WriteCause
@@ -162,7 +163,7 @@ ControllerWrite = (
     | DeleteTopicWrite
     | SubmitRequestWrite
     | CompleteRequestWrite
-    | MarkUncleanRestartHandledWrite
+    | AdmitBrokerWrite
 )
 
 
