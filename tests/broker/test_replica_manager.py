@@ -75,3 +75,28 @@ def test_broker_config_validates_and_loads_files(tmp_path: object) -> None:
         f.write('{"broker_id": 1, "log_dirs": ["/tmp/y"], "bogus": 1}')
     with pytest.raises(InvalidConfigError):
         BrokerConfig.from_file(f"{tmp_path}/b.json")
+
+
+def test_a_fenced_registration_leads_nothing_until_admitted(tmp_path: object) -> None:
+    """While this incarnation's registration is fenced (or the image still shows an older
+    one), a state naming this broker leader is not acted on: the replica follows nobody; once
+    the controller admits the incarnation, the current state applies."""
+    from replog.coord.types import BrokerChanged, BrokerChangeReason, BrokerInfo, MetadataSnapshot
+
+    rm = _manager(tmp_path, 1)
+    fenced = BrokerInfo(broker_id=1, incarnation_epoch=1, host="h", port=1, fenced=True,
+                        admitted=False)  # fmt: skip
+    state = PartitionState(replicas=(1,), leader=1, leader_epoch=3, isr=(1,), partition_epoch=5)
+    snapshot = MetadataSnapshot(seq=1, brokers={1: fenced}, topics={}, partitions={("t", 0): state},
+                                controller=None, controller_epoch=0)  # fmt: skip
+    rm.apply_snapshot(snapshot, 0)
+    replica = rm.partition("t", 0)
+    assert replica is not None and not replica.is_leader and replica.leader_id == -1
+    _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), 1, 1)
+    assert result is not None and result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    admitted = BrokerInfo(broker_id=1, incarnation_epoch=1, host="h", port=1)
+    rm.apply_changes(
+        [BrokerChanged(seq=2, reason=BrokerChangeReason.UPDATED, broker_id=1,
+                       incarnation_epoch=1, broker=admitted)], 2
+    )  # fmt: skip
+    assert replica.is_leader and replica.leader_epoch == 3

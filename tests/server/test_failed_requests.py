@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(30)
 #: how long a test waits for an answer the server must give at once
 ANSWER_WAIT_S = 5.0
 
-Handler = Callable[[RequestHeader, Message], Awaitable[Response]]
+Handler = Callable[[int, RequestHeader, Message], Awaitable[Response]]
 
 
 def list_offsets_request() -> m.ListOffsetsRequest:
@@ -96,7 +96,7 @@ def failing_once(error: Exception) -> Handler:
     """Raises ``error`` on the first request, answers ListOffsets properly after that."""
     calls = []
 
-    async def handler(header: RequestHeader, body: Message) -> Response:
+    async def handler(conn_id: int, header: RequestHeader, body: Message) -> Response:
         calls.append(header)
         if len(calls) == 1:
             raise error
@@ -145,7 +145,7 @@ def test_a_handler_that_raises_is_answered_with_the_apis_error_response(
 def test_a_response_that_cannot_be_encoded_is_answered_with_an_error() -> None:
     """The original defect: a leader epoch set in a ListOffsets v3 answer (no such field)."""
 
-    async def handler(header: RequestHeader, body: Message) -> Response:
+    async def handler(conn_id: int, header: RequestHeader, body: Message) -> Response:
         part = m.ListOffsetsPartitionResponse(partition_index=0, offset=5, leader_epoch=2)
         response = m.ListOffsetsResponse(
             topics=[m.ListOffsetsTopicResponse(name="t", partitions=[part])]
@@ -193,7 +193,7 @@ def test_an_acks_0_produce_that_fails_closes_the_connection() -> None:
 
 
 def test_a_response_that_breaks_while_being_written_closes_the_connection() -> None:
-    async def handler(header: RequestHeader, body: Message) -> Response:
+    async def handler(conn_id: int, header: RequestHeader, body: Message) -> Response:
         # A records hole whose source is not a log slice: write_parts fails after the head.
         part = m.FetchResponsePartition(
             partition_index=0, records=RecordsRef(size_bytes=10, source="not a slice")

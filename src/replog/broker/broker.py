@@ -1,68 +1,50 @@
-"""``Broker``: the runtime around a ``ReplicaManager`` -- sockets, the event loop, the clock,
-worker-thread fsyncs and the coordinator session.
+"""``Broker``: the asyncio shell of a ``BrokerDriver`` -- sockets, the event loop, the clock,
+worker threads for coordinator calls and fsyncs.
 
-States (seed 002): OFFLINE (not running, or recovering logs) -> FENCED (registered, catching up on
-metadata) -> ONLINE (serving) -> STOPPING (moving leadership away) -> OFFLINE. ``start`` opens the
-``LogManager`` (logs recover on first use), binds the server, registers with the coordinator (a
-fresh incarnation epoch; ``clean_shutdown`` only if every log dir had the clean-shutdown marker, so
-after a crash the controller takes it out of every ISR and ELR, KIP-966), loads a metadata snapshot
-and follows the feed, tries to become controller, and serves. ``stop(controlled=True)`` asks the
-controller to move leadership away (``in_controlled_shutdown``) and waits until this broker leads
-nothing that could move or a deadline passes, then flushes, checkpoints and writes the
-clean-shutdown marker. ``kill`` is a crash for tests: sockets closed, nothing flushed or
-checkpointed, the session left to expire.
+The driver decides everything (see ``replog.broker.driver``); this shell carries out its effects
+and feeds their results back: client connections (``server.Server``; each connection hands the
+driver one request at a time and waits for its ``Respond``), coordinator calls and group-commit
+fsyncs on worker threads (so ZooKeeper or etcd latency never blocks the loop), requests to other
+brokers on ``BrokerLink`` connections, the coordinator's feed and session listeners, and one
+timer calling ``on_tick`` every ``tick_interval_ms``.
 
-Every broker of a process runs on the one asyncio event loop it is started on. Coordinator calls
-(``Coordinator`` is synchronous and thread-safe) run on worker threads through ``_coord``, so
-ZooKeeper or etcd latency never blocks the loop; the controller service, which is not meant for
-concurrent use, is driven under ``_controller_lock``.
-
-Teardown is bounded: ``_halt`` stops fetchers and the server first (no new inputs), then cancels
-and awaits every task it spawned -- repeatedly, since a task may spawn another while it ends --
-so no task outlives the broker and nothing waits on a controller that is already gone.
+Every broker of a process runs on the one asyncio event loop it is started on. ``start`` binds
+the server (registration needs the port) and accepts connections only once the driver is ONLINE.
+``stop(controlled=True)`` lets the driver move leadership away, then stops serving, waits for a
+running fsync, and closes the logs (flush, checkpoints, clean-shutdown marker) before
+unregistering. ``kill`` is a crash for tests: sockets closed, nothing flushed or checkpointed,
+the session left to expire. Teardown is bounded: every task this shell spawned is cancelled and
+awaited, repeatedly, since a task may spawn another while it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import enum
-import importlib
 import logging
-import time
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Coroutine
+from typing import Any
 
 from replog.broker.config import BrokerConfig
-from replog.broker.fetcher import ReplicaFetcher
-from replog.broker.handlers import handle_request
+from replog.broker.driver import BrokerDriver, BrokerState
+from replog.broker.effects import (
+    CloseClient,
+    CoordCall,
+    Effect,
+    ResetLink,
+    Respond,
+    RunFlushes,
+    SendToBroker,
+    Subscribe,
+)
+from replog.broker.links import BrokerLink
 from replog.broker.replica_manager import TP, ReplicaManager
-from replog.broker.server import Response, Server, wait_event
-from replog.controller.alter_partition import alter_partition_payload, alter_partition_response
+from replog.broker.server import CloseConnection, Response, Server
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord import connect
 from replog.coord.contract import Coordinator
-from replog.coord.errors import (
-    BrokerIdInUseError,
-    CoordinatorError,
-    CoordinatorUnavailableError,
-    MustResyncError,
-    SessionExpiredError,
-)
-from replog.coord.types import (
-    CONTROLLER_TARGET,
-    AdminPayload,
-    AdminRequestChanged,
-    AdminRequestChangeReason,
-    ChangeBatch,
-    DamagedReplica,
-    SessionEvent,
-    SessionState,
-    Subscription,
-)
-from replog.errors import ErrorCode, StorageError
-from replog.isr import AlterPartitionRequest, AlterPartitionResponse, ProduceResult
-from replog.isr.config import DurabilityMode
+from replog.coord.types import ChangeBatch, SessionEvent, Subscription
+from replog.errors import StorageError
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
@@ -71,22 +53,10 @@ from replog.protocol.schema import Message
 __all__ = ["Broker", "BrokerState"]
 
 _log = logging.getLogger(__name__)
-T = TypeVar("T")
+STATE_POLL_S = 0.01
 
 
-_EARLY_ADMIN_COMPLETIONS_MAX = 1024
-
-
-class BrokerState(enum.Enum):
-    """The broker lifecycle of seed 002."""
-
-    OFFLINE = "offline"
-    FENCED = "fenced"
-    ONLINE = "online"
-    STOPPING = "stopping"
-
-
-def _run_flushes(pending: list[tuple[TP, PendingFlush]]) -> list[tuple[TP, str]]:
+def _run_flushes(pending: tuple[tuple[TP, PendingFlush], ...]) -> list[tuple[TP, str]]:
     failures: list[tuple[TP, str]] = []
     for tp, flush in pending:
         try:
@@ -99,51 +69,55 @@ def _run_flushes(pending: list[tuple[TP, PendingFlush]]) -> list[tuple[TP, str]]
 class Broker:
     """One broker; see the module docstring. Create, then ``await start()`` on the loop."""
 
-    def __init__(self, config: BrokerConfig, *, coordinator: Coordinator | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        coordinator: Coordinator | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.state = BrokerState.OFFLINE
         self.coordinator = coordinator if coordinator is not None else connect(config.coordinator)
-        self.incarnation_epoch = -1
-        self.log_manager: LogManager | None = None
-        self._rm: ReplicaManager | None = None
-        self.storage_lock = asyncio.Lock()
-        self.data_event = asyncio.Event()
+        self.clock = clock
+        self.driver: BrokerDriver | None = None
         self._server = Server(
             self._handle,
             frame_bytes_max=config.frame_bytes_max,
             inflight_requests_max=config.inflight_requests_max,
             connections_max=config.connections_max,
+            on_connection_closed=self._connection_closed,
         )
-        self._tasks: list[asyncio.Task[None]] = []
-        self._fetchers: dict[int, ReplicaFetcher] = {}
-        self._retiring_fetchers: set[ReplicaFetcher] = set()
-        self._controller_lock = asyncio.Lock()
-        self._produce_waiters: dict[tuple[TP, int], asyncio.Future[ProduceResult]] = {}
-        self._admin_waiters: dict[int, asyncio.Future[AdminRequestChanged]] = {}
-        # Completions seen in the feed before their submitter registered a waiter (the submit
-        # runs on a worker thread, and the controller may finish first); bounded.
-        self._early_admin_completions: collections.OrderedDict[int, AdminRequestChanged] = (
-            collections.OrderedDict()
-        )
-        self._alter_inflight = 0
-        self._seen_version = -1
-        self._feed_seq = 0
-        self._wake = asyncio.Event()
-        self._dirty = asyncio.Event()
+        self._answers: dict[int, asyncio.Future[Response]] = {}
+        self._links: dict[int, BrokerLink] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._subscriptions: list[Subscription] = []
-        self._controller: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._halting = False
 
     # ------------------------------------------------------------------ accessors
 
     @property
+    def state(self) -> BrokerState:
+        """The driver's life-cycle state (OFFLINE before start)."""
+        return BrokerState.OFFLINE if self.driver is None else self.driver.state
+
+    @property
     def rm(self) -> ReplicaManager:
-        """The replica manager (exists once started)."""
-        if self._rm is None:
+        """The replica manager (exists once registered)."""
+        if self.driver is None:
             raise RuntimeError(f"broker {self.broker_id} is not started")
-        return self._rm
+        return self.driver.rm
+
+    @property
+    def log_manager(self) -> LogManager | None:
+        """The log manager (exists once started)."""
+        return None if self.driver is None else self.driver.log_manager
+
+    @property
+    def incarnation_epoch(self) -> int:
+        """This incarnation's epoch (-1 before registration)."""
+        return -1 if self.driver is None else self.driver.incarnation_epoch
 
     @property
     def port(self) -> int:
@@ -165,17 +139,22 @@ class Broker:
         """The advertised ``host:port``."""
         return f"{self.advertised_host}:{self.advertised_port}"
 
-    @staticmethod
-    def now_ms() -> int:
-        """The runtime clock (monotonic ms); the only clock read of the broker."""
-        return int(time.monotonic() * 1000)
-
     @property
     def is_controller(self) -> bool:
-        """True while this broker runs the controller service."""
-        return self._controller is not None
+        """True while this broker holds the controller role."""
+        return self.driver is not None and self.driver.controller.is_controller
 
-    # ------------------------------------------------------------------ lifecycle
+    def now_ms(self) -> int:
+        """The runtime clock (monotonic ms)."""
+        return self.clock.monotonic_ms()
+
+    def local_log(self, topic: str, partition: int) -> Log | None:
+        """This broker's log of the partition (tests)."""
+        driver = self.driver
+        rm = None if driver is None else driver.rm_or_none
+        return None if rm is None else rm.log(topic, partition)
+
+    # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
         """OFFLINE -> FENCED -> ONLINE; see the module docstring."""
@@ -183,541 +162,218 @@ class Broker:
             raise RuntimeError(f"broker {self.broker_id} is {self.state.value}")
         self._loop = asyncio.get_running_loop()
         self._halting = False
-        self._alter_inflight = 0
-        self.log_manager = LogManager.open(list(self.config.log_dirs), config=self.config.log)
+        config = self.config
+        log_manager = LogManager.open(list(config.log_dirs), config=config.log, clock=self.clock)
+        driver = BrokerDriver(config, log_manager)
+        self.driver = driver
         try:
-            await self._start_serving()
+            # Bind now (registration needs the port); accept only once ONLINE.
+            await self._server.start(config.host, config.port, serving=False)
+            driver.start(self.now_ms(), self._server.port)
+            self._carry_out()
+            self._spawn(self._tick_loop())
+            while driver.state is not BrokerState.ONLINE:
+                if driver.start_error is not None:
+                    raise driver.start_error
+                await asyncio.sleep(STATE_POLL_S)
+            await self._server.start_serving()
         except BaseException:
             await self._halt()
-            self._abandon_logs()
+            driver.abandon()
             raise
-        self.state = BrokerState.ONLINE
-
-    async def _start_serving(self) -> None:
-        config = self.config
-        assert self.log_manager is not None
-        # Bind now (registration needs the port) but accept connections only once the replica
-        # manager exists: a request must never find the broker half started.
-        await self._server.start(config.host, config.port, serving=False)
-        # FSYNC mode never counts an unflushed offset (toward the HW or ISR membership), so a
-        # crash cannot lose what this broker vouched for: only REPLICATED mode needs the marker.
-        await self._register(
-            clean_shutdown=self.log_manager.had_clean_shutdown
-            or config.durability is DurabilityMode.FSYNC
-        )
-        self.state = BrokerState.FENCED
-        self._rm = ReplicaManager(
-            self.broker_id,
-            self.log_manager,
-            config.partition_config(),
-            broker_epoch=self.incarnation_epoch,
-            checkpoint_interval_ms=config.checkpoint_interval_ms,
-        )
-        snapshot = await self._coord(self.coordinator.snapshot)
-        self._feed_seq = snapshot.seq
-        async with self.storage_lock:
-            self.rm.apply_snapshot(snapshot, self.now_ms())
-        loop = asyncio.get_running_loop()
-
-        def on_batch(batch: ChangeBatch) -> None:
-            del batch
-            loop.call_soon_threadsafe(self._wake.set)
-
-        def on_session(event: SessionEvent) -> None:
-            loop.call_soon_threadsafe(self._on_session_event, event)
-
-        self._subscriptions.append(await self._coord(self.coordinator.subscribe, on_batch))
-        self._subscriptions.append(
-            await self._coord(self.coordinator.add_session_listener, self.broker_id, on_session)
-        )
-        for coro in (
-            self._metadata_loop(),
-            self._heartbeat_loop(),
-            self._tick_loop(),
-            self._flush_loop(),
-            self._retention_loop(),
-            self._controller_loop(),
-        ):
-            self._spawn(coro)
-        self._reconcile_fetchers()
-        self.after_input()
-        await self._drain_admin_requests()
-        await self._server.start_serving()
-
-    async def _coord(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a (synchronous, thread-safe) coordinator call on a worker thread."""
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    def _abandon_logs(self) -> None:
-        if self.log_manager is not None:
-            for log in list(self.log_manager.logs.values()):
-                log.abandon()
-            self.log_manager.logs.clear()
-
-    async def _register(self, *, clean_shutdown: bool = True) -> None:
-        """Register a new incarnation, retrying while the old one's session lives.
-        ``clean_shutdown``: whether the previous run ended cleanly (KIP-966; a re-registration
-        of this running process keeps its whole log, so it is clean)."""
-        deadline = self.now_ms() + self.config.session_timeout_ms * 3
-        while True:
-            try:
-                info = await self._coord(
-                    self.coordinator.register_broker,
-                    self.broker_id,
-                    self.advertised_host,
-                    self.advertised_port,
-                    rack=self.config.rack,
-                    session_timeout_ms=self.config.session_timeout_ms,
-                    clean_shutdown=clean_shutdown,
-                )
-            except BrokerIdInUseError:
-                if self.now_ms() > deadline:
-                    raise
-                await asyncio.sleep(0.05)  # the old incarnation's session has yet to expire
-                continue
-            self.incarnation_epoch = info.incarnation_epoch
-            return
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.append(task)
-        task.add_done_callback(self._forget_task)
-
-    def _forget_task(self, task: asyncio.Task[None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._tasks.remove(task)
-        if not task.cancelled() and task.exception() is not None:
-            _log.error("broker %s: task failed", self.broker_id, exc_info=task.exception())
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown (move leaders away, bounded by ``controlled_shutdown_timeout_ms``),
         then flush, checkpoint, clean-shutdown marker and unregister."""
-        if self.state is BrokerState.OFFLINE:
+        driver = self.driver
+        if driver is None or driver.state is BrokerState.OFFLINE:
             return
-        self.state = BrokerState.STOPPING
-        if controlled:
-            await self._move_leadership_away()
+        driver.begin_stop(self.now_ms(), controlled=controlled)
+        self._carry_out()
+        while not driver.stop_ready:
+            await asyncio.sleep(STATE_POLL_S)
+            driver.on_tick(self.now_ms())
+            self._carry_out()
+        await self._server.close()
+        driver.halt()
+        self._carry_out()
+        while driver.flush_in_flight:  # a running fsync ends before the logs close
+            await asyncio.sleep(STATE_POLL_S)
+        driver.close_logs()
+        driver.unregister()
+        for effect in driver.take_effects():
+            if isinstance(effect, CoordCall):
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(effect.call, self.coordinator)
         await self._halt()
-        if self.log_manager is not None:
-            async with self.storage_lock:
-                try:
-                    self.log_manager.shutdown(self.incarnation_epoch)
-                except StorageError as exc:
-                    _log.error("broker %s: unclean log shutdown: %s", self.broker_id, exc)
-        with contextlib.suppress(CoordinatorError):
-            await self._coord(
-                self.coordinator.unregister_broker, self.broker_id, self.incarnation_epoch
-            )
-        self.state = BrokerState.OFFLINE
 
     async def kill(self) -> None:
         """Crash (tests): close every socket, checkpoint nothing, let the session expire."""
-        if self.state is BrokerState.OFFLINE:
+        driver = self.driver
+        if driver is None or driver.state is BrokerState.OFFLINE:
             return
-        self._controller = None  # a crashed controller does not resign; its session expires
+        driver.abandon()
         await self._halt()
-        self._abandon_logs()
-        self.state = BrokerState.OFFLINE
-
-    async def _move_leadership_away(self) -> None:
-        with contextlib.suppress(CoordinatorError):
-            await self._coord(
-                self.coordinator.update_broker,
-                self.broker_id,
-                self.incarnation_epoch,
-                in_controlled_shutdown=True,
-            )
-        deadline = self.now_ms() + self.config.controlled_shutdown_timeout_ms
-        while self.now_ms() < deadline:
-            movable = [
-                tp
-                for tp in self.rm.leader_partitions()
-                if len(self.rm.states.get(tp, _NO_STATE).replicas) > 1
-            ]
-            if not movable:
-                return
-            await asyncio.sleep(0.05)
-        _log.warning("broker %s: controlled shutdown deadline passed", self.broker_id)
 
     async def _halt(self) -> None:
-        """End every input (feed, fetchers, clients), then every task this broker spawned."""
+        """End every input (listeners, links, clients), then every task this shell spawned."""
         self._halting = True
         subscriptions, self._subscriptions = self._subscriptions, []
         for sub in subscriptions:
             with contextlib.suppress(Exception):
-                await self._coord(sub.close)
-        async with self._controller_lock:
-            controller, self._controller = self._controller, None
-            if controller is not None:
-                with contextlib.suppress(Exception):
-                    await self._coord(controller.resign)
-        fetchers = list(self._fetchers.values()) + list(self._retiring_fetchers)
-        self._fetchers.clear()
-        self._retiring_fetchers.clear()
-        for fetcher in fetchers:
-            fetcher.cancel()
-        for fetcher in fetchers:
-            await fetcher.stop()
+                await asyncio.to_thread(sub.close)
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
         await self._server.close()
-        # Waiters first: a task parked on one (an AlterPartition waiting for a controller that
-        # is gone) must not keep the halt waiting for its timeout.
-        for future in self._produce_waiters.values():
-            future.cancel()
-        for waiter in self._admin_waiters.values():
-            waiter.cancel()
-        self._produce_waiters.clear()
-        self._admin_waiters.clear()
+        for future in self._answers.values():
+            if not future.done():
+                future.cancel()
+        self._answers.clear()
         while self._tasks:
-            tasks, self._tasks = self._tasks, []
+            tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
 
-    # ------------------------------------------------------------------ driver plumbing
+    # ------------------------------------------------------------------ carrying out effects
 
-    def after_input(self) -> None:
-        """Drain the manager's outputs after any input: complete produces, queue AlterPartition
-        requests for the controller, wake long polls and the flusher."""
-        ready = self.rm.take_ready()
-        for tp, result in ready.produce_results:
-            future = self._produce_waiters.pop((tp, result.request_id), None)
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("broker %s: task failed", self.broker_id, exc_info=task.exception())
+
+    def _carry_out(self) -> None:
+        """Carry out every effect the driver has queued."""
+        driver = self.driver
+        if driver is None or self._halting:
+            return
+        for effect in driver.take_effects():
+            self._carry_out_one(effect)
+
+    def _carry_out_one(self, effect: Effect) -> None:
+        if isinstance(effect, Respond):
+            future = self._answers.pop(effect.conn_id, None)
             if future is not None and not future.done():
-                future.set_result(result)
-        for request in ready.alter_partition:
-            if self._alter_inflight < self.config.alter_partition_queue_max:
-                self._alter_inflight += 1
-                self._spawn(self._send_alter_partition(request))
-        for (topic, partition), first_offset in ready.damaged:
-            payload = DamagedReplica(
-                topic=topic,
-                partition=partition,
-                broker_id=self.broker_id,
-                broker_epoch=self.incarnation_epoch,
-                first_offset=first_offset,
+                future.set_result(effect.parts)
+        elif isinstance(effect, CloseClient):
+            future = self._answers.pop(effect.conn_id, None)
+            if future is not None and not future.done():
+                future.set_exception(CloseConnection(effect.reason))
+        elif isinstance(effect, CoordCall):
+            self._spawn(self._coord_call(effect))
+        elif isinstance(effect, SendToBroker):
+            self._spawn(self._send_to_broker(effect))
+        elif isinstance(effect, RunFlushes):
+            self._spawn(self._flush(effect))
+        elif isinstance(effect, ResetLink):
+            link = self._links.pop(effect.broker_id, None)
+            if link is not None:
+                link.close()
+        elif isinstance(effect, Subscribe):
+            self._spawn(self._subscribe(effect))
+
+    async def _coord_call(self, effect: CoordCall) -> None:
+        try:
+            result = await asyncio.to_thread(effect.call, self.coordinator)
+            error: BaseException | None = None
+        except Exception as exc:
+            result, error = None, exc
+        if self.driver is not None and not self._halting:
+            self.driver.on_coord_done(effect.token, result, error, self.now_ms())
+            self._carry_out()
+
+    async def _send_to_broker(self, effect: SendToBroker) -> None:
+        driver = self.driver
+        if driver is None:
+            return
+        info = driver.rm.brokers.get(effect.broker_id)
+        link = self._links.get(effect.broker_id)
+        if link is None:
+            link = BrokerLink(
+                effect.broker_id, f"replica-{self.broker_id}", self.config.frame_bytes_max
             )
-            self._spawn(self._report_damage(payload))
-        if self.rm.data_version != self._seen_version:
-            self._seen_version = self.rm.data_version
-            old, self.data_event = self.data_event, asyncio.Event()
-            old.set()
-            self._dirty.set()
-
-    def produce_waiter(self, tp: TP, request_id: int) -> asyncio.Future[ProduceResult]:
-        """A future completed when the parked acks=all produce ends."""
-        future: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
-        self._produce_waiters[(tp, request_id)] = future
-        return future
-
-    async def _handle(self, header: RequestHeader, body: Message) -> Response:
-        return await handle_request(self, header, body)
-
-    async def flush_logs(self) -> None:
-        """Group commit: fsync every log with unflushed data on a worker thread (holding the
-        storage lock so no truncation races the fsync), then advance recovery points."""
-        async with self.storage_lock:
-            pending = self.rm.begin_flushes()
-            if not pending:
-                return
-            failures = await asyncio.to_thread(_run_flushes, pending)
-            failed = {tp for tp, _ in failures}
-            for tp, reason in failures:
-                self.rm.fail_flush(tp, reason)
-            self.rm.complete_flushes([p for p in pending if p[0] not in failed], self.now_ms())
-            self.after_input()
-
-    async def submit_admin(self, payload: AdminPayload, timeout_ms: int) -> tuple[ErrorCode, str]:
-        """Queue ``payload`` for the controller and wait for its completion (or time out)."""
+            self._links[effect.broker_id] = link
+        timeout_s = (self.config.replica_fetch_wait_ms_max + self.config.request_timeout_ms) / 1000
+        response: Message | None = None
+        error: BaseException | None = None
         try:
-            change = await self._submit_admin_change(payload, timeout_ms)
-        except CoordinatorError as exc:
-            return ErrorCode.REQUEST_TIMED_OUT, str(exc)
-        if change is None:
-            return ErrorCode.REQUEST_TIMED_OUT, "the controller did not complete the request"
-        return change.outcome, change.message
+            if info is None:
+                raise ConnectionError(f"broker {effect.broker_id} is not registered")
+            response = await link.request(
+                (info.host, info.port), effect.api_key, effect.api_version, effect.body, timeout_s
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = exc
+        if not self._halting:
+            driver.on_broker_response(effect.token, response, error, self.now_ms())
+            self._carry_out()
 
-    def _remember_early_completion(self, change: AdminRequestChanged) -> None:
-        early = self._early_admin_completions
-        early[change.request.request_id] = change
-        while len(early) > _EARLY_ADMIN_COMPLETIONS_MAX:
-            early.popitem(last=False)
+    async def _flush(self, effect: RunFlushes) -> None:
+        failures = await asyncio.to_thread(_run_flushes, effect.pending)
+        if self.driver is not None and not self._halting:
+            self.driver.on_flushes_done(effect.token, failures, self.now_ms())
+            self._carry_out()
 
-    async def _submit_admin_change(
-        self, payload: AdminPayload, timeout_ms: int
-    ) -> AdminRequestChanged | None:
-        request = await self._coord(
-            self.coordinator.submit_admin_request, CONTROLLER_TARGET, payload
+    async def _subscribe(self, effect: Subscribe) -> None:
+        loop = asyncio.get_running_loop()
+
+        def on_batch(batch: ChangeBatch) -> None:
+            del batch
+            loop.call_soon_threadsafe(self._feed_notified)
+
+        def on_session(event: SessionEvent) -> None:
+            loop.call_soon_threadsafe(self._session_event, event)
+
+        coordinator = self.coordinator
+        self._subscriptions.append(await asyncio.to_thread(coordinator.subscribe, on_batch))
+        self._subscriptions.append(
+            await asyncio.to_thread(coordinator.add_session_listener, effect.broker_id, on_session)
         )
-        early = self._early_admin_completions.pop(request.request_id, None)
-        if early is not None:
-            return early
-        future: asyncio.Future[AdminRequestChanged] = asyncio.get_running_loop().create_future()
-        self._admin_waiters[request.request_id] = future
-        self._wake.set()
-        try:
-            await asyncio.wait({future}, timeout=max(timeout_ms, 1) / 1000)
-            return future.result() if future.done() and not future.cancelled() else None
-        finally:
-            self._admin_waiters.pop(request.request_id, None)
 
-    # ------------------------------------------------------------------ background loops
+    # ------------------------------------------------------------------ inputs
 
-    async def _metadata_loop(self) -> None:
-        interval_s = self.config.metadata_poll_interval_ms / 1000
-        while True:
-            await wait_event(self._wake, interval_s)
-            self._wake.clear()
-            try:
-                await self._poll_feed()
-            except CoordinatorError as exc:
-                _log.debug("broker %s: feed unavailable: %s", self.broker_id, exc)
-            except Exception:
-                # A bug applying metadata must not silently end metadata handling: log it and
-                # try the same changes again at the next wake-up.
-                _log.exception("broker %s: applying metadata failed", self.broker_id)
+    def _feed_notified(self) -> None:
+        if self.driver is not None and not self._halting:
+            self.driver.on_feed_notified(self.now_ms())
+            self._carry_out()
 
-    async def _poll_feed(self) -> None:
-        try:
-            batch = await self._coord(self.coordinator.changes_since, self._feed_seq)
-        except MustResyncError:
-            snapshot = await self._coord(self.coordinator.snapshot)
-            async with self.storage_lock:
-                self.rm.apply_snapshot(snapshot, self.now_ms())
-            self._feed_seq = snapshot.seq
-            batch = ChangeBatch((), snapshot.seq)
-        queued_for_us = False
-        if batch.changes:
-            async with self.storage_lock:
-                self.rm.apply_changes(batch.changes, self.now_ms())
-            for change in batch.changes:
-                if not isinstance(change, AdminRequestChanged):
-                    continue
-                if change.reason is AdminRequestChangeReason.SUBMITTED:
-                    queued_for_us |= change.request.target == self.broker_id
-                elif change.reason is AdminRequestChangeReason.COMPLETED:
-                    future = self._admin_waiters.get(change.request.request_id)
-                    if future is None:
-                        self._remember_early_completion(change)
-                    elif not future.done():
-                        future.set_result(change)
-        self._feed_seq = batch.next_seq
-        if queued_for_us:
-            await self._drain_admin_requests()
-        self._reconcile_fetchers()
-        self.after_input()
-        if self._controller is not None:
-            await self._poll_controller()
-
-    async def _drain_admin_requests(self) -> None:
-        """Act on and complete what the controller queued for this broker (CloseReplica after a
-        deletion or a move, even one made while this broker was down), so the queue stays
-        short. Run at start-up, after the snapshot, and when the feed shows a new request."""
-        try:
-            pending = await self._coord(self.coordinator.pending_admin_requests, self.broker_id)
-        except CoordinatorError as exc:
-            _log.debug("broker %s: admin queue unavailable: %s", self.broker_id, exc)
-            return
-        for request in pending:
-            async with self.storage_lock:
-                self.rm.on_admin_request(request.payload)
-            self.after_input()
-            try:
-                await self._coord(self.coordinator.complete_admin_request, request.request_id)
-            except CoordinatorError as exc:
-                _log.debug("broker %s: completing %s failed: %s", self.broker_id, request, exc)
-                return
-
-    def _reconcile_fetchers(self) -> None:
-        if self._halting:
-            return
-        wanted = self.rm.follower_leaders() - {self.broker_id}
-        for leader_id in set(self._fetchers) - wanted:
-            # Cancel now (a stop task cancelled before it ran would leave the fetcher running);
-            # the retiring set lets ``_halt`` await it even if its stop task never runs.
-            fetcher = self._fetchers.pop(leader_id)
-            fetcher.cancel()
-            self._retiring_fetchers.add(fetcher)
-            self._spawn(self._retire_fetcher(fetcher))
-        for leader_id in wanted - set(self._fetchers):
-            fetcher = ReplicaFetcher(self, leader_id)
-            self._fetchers[leader_id] = fetcher
-            fetcher.start()
-
-    async def _retire_fetcher(self, fetcher: ReplicaFetcher) -> None:
-        try:
-            await fetcher.stop()
-        finally:
-            self._retiring_fetchers.discard(fetcher)
-
-    async def _heartbeat_loop(self) -> None:
-        interval_s = self.config.heartbeat_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                state = await self._coord(
-                    self.coordinator.heartbeat, self.broker_id, self.incarnation_epoch
-                )
-                self._set_session(state)
-            except CoordinatorUnavailableError:
-                self._set_session(SessionState.SUSPENDED)
-            except SessionExpiredError:
-                self._set_session(SessionState.LOST)
-                await self._reregister()
-            except CoordinatorError as exc:
-                _log.debug("broker %s: heartbeat failed: %s", self.broker_id, exc)
-
-    def _on_session_event(self, event: SessionEvent) -> None:
-        if event.incarnation_epoch == self.incarnation_epoch:
-            self._set_session(event.state)
-
-    def _set_session(self, state: SessionState) -> None:
-        if self._rm is not None:
-            self.rm.set_metadata_current(state is SessionState.CONNECTED)
-
-    async def _reregister(self) -> None:
-        """A LOST session: come back as a new incarnation (KIP-903), never the old one."""
-        if self.state is not BrokerState.ONLINE:
-            return
-        self._controller = None
-        await self._register()
-        self.rm.broker_epoch = self.incarnation_epoch
-        for replica in self.rm.partitions.values():
-            replica.broker_epoch = self.incarnation_epoch
-        self.rm.set_metadata_current(True)
+    def _session_event(self, event: SessionEvent) -> None:
+        if self.driver is not None and not self._halting:
+            self.driver.on_session_event(event, self.now_ms())
+            self._carry_out()
 
     async def _tick_loop(self) -> None:
         interval_s = self.config.tick_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            now_ms = self.now_ms()
-            self.rm.tick(now_ms)
-            try:
-                self.rm.maybe_checkpoint(now_ms)
-            except StorageError as exc:
-                _log.error("broker %s: checkpoint failed: %s", self.broker_id, exc)
-            self.after_input()
+            driver = self.driver
+            if driver is not None and not self._halting:
+                driver.on_tick(self.now_ms())
+                self._carry_out()
 
-    async def _flush_loop(self) -> None:
-        # FSYNC: group commit right after every change (the leader's flushed offset is what
-        # its HW may count). REPLICATED: an append counts once written, so no acknowledgement
-        # waits for an fsync; flushing after every append would only put fsyncs (and the
-        # storage lock they hold) on the followers' fetch path. Flush at the checkpoint interval
-        # instead, so recovery points still move.
-        replicated = self.config.durability is DurabilityMode.REPLICATED
-        interval_s = self.config.checkpoint_interval_ms / 1000
-        while True:
-            await self._dirty.wait()
-            self._dirty.clear()
-            await self.flush_logs()
-            if replicated:
-                await asyncio.sleep(interval_s)
-
-    async def _retention_loop(self) -> None:
-        interval_s = self.config.retention_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            await self.apply_retention()
-
-    async def apply_retention(self) -> int:
-        """Delete segments past retention (never past the HW) on every online log, holding the
-        storage lock so no worker-thread fsync meets a deleted segment; returns how many."""
-        if self._rm is None:
-            return 0
-        async with self.storage_lock:
-            try:
-                deleted = self.rm.delete_old_segments()
-            except StorageError as exc:
-                _log.error("broker %s: retention failed: %s", self.broker_id, exc)
-                return 0
-            self.after_input()
-        return deleted
-
-    # ------------------------------------------------------------------ controller role
-
-    async def _controller_loop(self) -> None:
-        module = _controller_module()
-        if module is None:
-            return
-        while True:
-            if self._controller is None and self.state is BrokerState.ONLINE:
-                current = self.rm.controller
-                if current is None or current.controller_id == self.broker_id:
-                    await self._try_become_controller(module)
-            if self._controller is not None:
-                await self._poll_controller()
-            await asyncio.sleep(0.05)
-
-    async def _try_become_controller(self, module: Any) -> None:
-        async with self._controller_lock:
-            if self._controller is not None or self._halting:
-                return
-            try:
-                service = module.ControllerService(
-                    self.coordinator,
-                    self.broker_id,
-                    self.incarnation_epoch,
-                    clock_ms=self.now_ms,
-                    config=self.config.controller_config(),
-                )
-                if await self._coord(service.try_become_controller):
-                    self._controller = service
-            except CoordinatorError as exc:
-                _log.debug("broker %s: controller election failed: %s", self.broker_id, exc)
-
-    async def _poll_controller(self) -> None:
-        async with self._controller_lock:
-            controller = self._controller
-            if controller is None:
-                return
-            try:
-                await self._coord(controller.poll, self.now_ms())
-            except CoordinatorError as exc:
-                _log.info("broker %s: lost the controller role: %s", self.broker_id, exc)
-                if self._controller is controller:
-                    self._controller = None
-
-    async def _report_damage(self, payload: DamagedReplica) -> None:
-        _log.error(
-            "broker %s: replica %s-%s is damaged from offset %s; asking the controller to move "
-            "it out of the ISR", self.broker_id, payload.topic, payload.partition,
-            payload.first_offset,
-        )  # fmt: skip
-        code, message = await self.submit_admin(payload, self.config.request_timeout_ms)
-        if code is not ErrorCode.NONE:
-            _log.warning("broker %s: damage report refused: %s %s", self.broker_id, code, message)
-
-    async def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
-        """Hand an ISR change to the controller through the admin queue; apply the answer."""
+    async def _handle(self, conn_id: int, header: RequestHeader, body: Message) -> Response:
+        driver = self.driver
+        if driver is None or self._halting:
+            raise CloseConnection("broker stopping")
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._answers[conn_id] = future
+        driver.on_request(conn_id, header, body, self.now_ms())
+        self._carry_out()
         try:
-            payload = alter_partition_payload(request, leader_broker_epoch=self.incarnation_epoch)
-            try:
-                change = await self._submit_admin_change(payload, self.config.request_timeout_ms)
-            except CoordinatorError:
-                change = None
-            if change is None:
-                response = AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT)
-            else:
-                response = alter_partition_response(change)
-            self.rm.on_alter_partition_response(request, response, self.now_ms())
-            self.after_input()
+            return await future
         finally:
-            self._alter_inflight -= 1
+            self._answers.pop(conn_id, None)
 
-    # ------------------------------------------------------------------ tests and tools
-
-    def local_log(self, topic: str, partition: int) -> Log | None:
-        """This broker's log of the partition (tests)."""
-        return None if self._rm is None else self.rm.log(topic, partition)
-
-
-class _NoState:
-    replicas: tuple[int, ...] = ()
-
-
-_NO_STATE = _NoState()
-
-
-def _controller_module() -> Any:
-    try:
-        return importlib.import_module("replog.controller")
-    except ImportError:
-        return None
+    def _connection_closed(self, conn_id: int) -> None:
+        self._answers.pop(conn_id, None)
+        if self.driver is not None and not self._halting:
+            self.driver.on_connection_closed(conn_id, self.now_ms())

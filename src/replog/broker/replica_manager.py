@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
@@ -115,6 +115,8 @@ class ReplicaManager:
     broker_epoch: int = -1
     checkpoint_interval_ms: int = 5_000
     state_change_sink: StateChangeSink = discard_state_change
+    #: told of every partition state applied (tests and the simulator observe metadata here)
+    state_listener: Callable[[TP, PartitionState], None] | None = None
 
     partitions: dict[TP, Partition] = attrs.field(init=False, factory=dict)
     #: the metadata image (what Metadata requests answer from)
@@ -125,11 +127,16 @@ class ReplicaManager:
     metadata_current: bool = attrs.field(init=False, default=True)
     #: grows on every append, HW move or role change (long-polling drivers wait on it)
     data_version: int = attrs.field(init=False, default=0)
+    #: partitions whose data, HW or role changed since ``take_changed`` (long polls wake on it)
+    _changed: set[TP] = attrs.field(init=False, factory=set)
+    _changed_all: bool = attrs.field(init=False, default=False)
     _acks_all: set[tuple[TP, int]] = attrs.field(init=False, factory=set)
     _next_request_id: int = attrs.field(init=False, default=1)
     _last_shrink_ms: int = attrs.field(init=False, default=0)
     _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
     _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    #: partitions whose state names this broker leader while its registration is fenced
+    _deferred_leads: set[TP] = attrs.field(init=False, factory=set)
     #: partition -> first damaged offset of a replica a read found damaged (not yet repaired)
     damaged: dict[TP, int] = attrs.field(init=False, factory=dict)
     _out_damaged: list[tuple[TP, int]] = attrs.field(init=False, factory=list)
@@ -166,6 +173,8 @@ class ReplicaManager:
                 else:
                     self.brokers[change.broker_id] = change.broker
                 self._push_eligibility()
+                if change.broker_id == self.broker_id:
+                    self._resume_deferred_leads(now_ms)
             elif isinstance(change, TopicChanged):
                 name = change.assignment.topic
                 if change.reason is TopicChangeReason.DELETED:
@@ -184,6 +193,8 @@ class ReplicaManager:
         if current is not None and current.partition_epoch > state.partition_epoch:
             return  # an older state than the one applied (feed replay after a snapshot)
         self.states[tp] = state
+        if self.state_listener is not None:
+            self.state_listener(tp, state)
         if self.broker_id not in state.replicas:
             self._remove_replica(tp, delete=True)
             return
@@ -197,7 +208,7 @@ class ReplicaManager:
             # here; the rest of the metadata still applies. It comes back after a restart.
             self._remove_replica(tp, delete=False)
             return
-        self.data_version += 1
+        self._touch(tp)
 
     def note_damage(self, tp: TP, first_offset: int) -> None:
         """A read found this replica damaged from ``first_offset``: the controller is told
@@ -218,9 +229,45 @@ class ReplicaManager:
         if log is not None:
             log.truncate_to(min(first_offset, log.log_end_offset))
 
+    def is_fenced_here(self) -> bool:
+        """This incarnation's registration is fenced (the controller has not admitted it yet),
+        or the image names another incarnation of this broker: it leads nothing."""
+        info = self.brokers.get(self.broker_id)
+        return info is not None and (info.fenced or info.incarnation_epoch != self.broker_epoch)
+
+    def _resume_deferred_leads(self, now_ms: int) -> None:
+        if self.is_fenced_here() or not self._deferred_leads:
+            return
+        deferred, self._deferred_leads = self._deferred_leads, set()
+        for tp in sorted(deferred):
+            state = self.states.get(tp)
+            replica = self.partitions.get(tp)
+            if state is not None and replica is not None:
+                try:
+                    self._apply_role(replica, state, now_ms)
+                except StorageError:
+                    self._remove_replica(tp, delete=False)
+                    continue
+                self._touch(tp)
+
     def _apply_role(self, replica: Partition, state: PartitionState, now_ms: int) -> None:
+        tp = (replica.topic, replica.partition)
+        self._deferred_leads.discard(tp)
+        if state.leader == self.broker_id and self.is_fenced_here():
+            # Leadership this broker's registration cannot hold yet: the controller moves or
+            # renews it while processing the registration (a previous incarnation's, KIP-903).
+            self._deferred_leads.add(tp)
+            replica.become_follower(
+                -1,
+                state.leader_epoch,
+                now_ms,
+                isr=frozenset(state.isr),
+                assigned=state.replicas,
+                partition_epoch=state.partition_epoch,
+            )
+            return
         if state.leader != self.broker_id:
-            self._repair_if_damaged(replica, (replica.topic, replica.partition))
+            self._repair_if_damaged(replica, tp)
         if state.leader == self.broker_id:
             replica.become_leader(
                 state.leader_epoch,
@@ -306,7 +353,7 @@ class ReplicaManager:
                 self.log_manager.delete_log(TopicPartition(*tp))
             except StorageError:
                 pass
-        self.data_version += 1
+        self._touch(tp)
 
     def _drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
         """Forget a deleted topic; with ``delete`` its logs go too (opened or not), except logs
@@ -331,7 +378,7 @@ class ReplicaManager:
         except StorageError:
             return False
         if deleted:
-            self.data_version += 1
+            self._touch((key.topic, key.partition))
         return deleted
 
     def _delete_stray_logs(self, states: Mapping[TP, PartitionState]) -> None:
@@ -467,7 +514,7 @@ class ReplicaManager:
             result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
         except StorageError:
             result = ProduceResult(request_id, -1, ErrorCode.KAFKA_STORAGE_ERROR)
-        self.data_version += 1
+        self._touch(tp)
         if result is None:
             self._acks_all.add((tp, request_id))
         self._collect(tp, replica)
@@ -505,7 +552,7 @@ class ReplicaManager:
                 request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
             )
         if replica.high_watermark != hw_before:
-            self.data_version += 1
+            self._touch(tp)
         self._collect(tp, replica)
         if response is None:  # max_wait_ms=0 never parks; be defensive all the same
             response = FetchResponse(request.request_id, ErrorCode.NONE, request.fetch_offset)
@@ -535,7 +582,7 @@ class ReplicaManager:
             del exc
             return FollowerOutcome(FollowerAction.FAILED, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
         if outcome.action is not FollowerAction.IGNORED:
-            self.data_version += 1
+            self._touch(tp)
         return outcome
 
     # ------------------------------------------------------------------ ISR changes
@@ -549,7 +596,7 @@ class ReplicaManager:
         if replica is None:
             return False
         committed = replica.on_alter_partition_response(request, response, now_ms)
-        self.data_version += 1
+        self._touch(tp)
         self._collect(tp, replica)
         return committed
 
@@ -577,7 +624,7 @@ class ReplicaManager:
                 continue
             log.complete_flush(flush)
             if replica.is_leader and replica.on_log_flushed(now_ms):
-                self.data_version += 1
+                self._touch(tp)
             self._collect(tp, replica)
 
     def fail_flush(self, tp: TP, reason: str) -> None:
@@ -601,7 +648,7 @@ class ReplicaManager:
             # A catching-up replica holds the HW only for replica_lag_ms_max after it was last
             # caught up; nothing but time ends that, so re-check the HW as time passes.
             if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
-                self.data_version += 1
+                self._touch(tp)
             self._collect(tp, replica)
 
     def delete_old_segments(self) -> int:
@@ -609,7 +656,7 @@ class ReplicaManager:
         Log start offsets may move, so waiting fetches are woken."""
         deleted = self.log_manager.delete_old_segments()
         if deleted:
-            self.data_version += 1
+            self._touch_all()
         return deleted
 
     def maybe_checkpoint(self, now_ms: int) -> bool:
@@ -628,6 +675,22 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ outputs
 
+    def _touch(self, tp: TP) -> None:
+        self.data_version += 1
+        self._changed.add(tp)
+
+    def _touch_all(self) -> None:
+        self.data_version += 1
+        self._changed_all = True
+
+    def take_changed(self) -> set[TP] | None:
+        """The partitions whose data, HW or role changed since the last call (None: possibly
+        every partition, e.g. after retention)."""
+        changed: set[TP] | None = None if self._changed_all else set(self._changed)
+        self._changed.clear()
+        self._changed_all = False
+        return changed
+
     def _collect(self, tp: TP, replica: Partition) -> None:
         ready = replica.take_ready()
         if ready.is_empty:
@@ -641,7 +704,7 @@ class ReplicaManager:
                     result = attrs.evolve(result, error_code=ErrorCode.REQUEST_TIMED_OUT)
             self._held_produce.append((tp, result))
         if ready.produce_results or ready.fetch_responses:
-            self.data_version += 1
+            self._touch(tp)
 
     def take_ready(self) -> ManagerReady:
         """Drain AlterPartition requests and produce completions."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -56,7 +57,8 @@ SMALL_SLICE_BYTES = 64 * 1024
 
 #: what a handler returns: frame parts to write, or None for no response (acks=0)
 Response = list[bytes | RecordsRef[Any]] | None
-Handler = Callable[[RequestHeader, Message], Awaitable[Response]]
+#: ``handler(conn_id, header, body)``: the answer to a connection's request
+Handler = Callable[[int, RequestHeader, Message], Awaitable[Response]]
 
 
 class CloseConnection(Exception):
@@ -73,8 +75,11 @@ class Server:
         frame_bytes_max: int,
         inflight_requests_max: int,
         connections_max: int,
+        on_connection_closed: Callable[[int], None] | None = None,
     ) -> None:
         self._handler = handler
+        self._on_connection_closed = on_connection_closed
+        self._conn_ids = itertools.count(1)
         self._frame_bytes_max = frame_bytes_max
         self._inflight_requests_max = inflight_requests_max
         self._connections_max = connections_max
@@ -127,8 +132,9 @@ class Server:
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
+        conn_id = next(self._conn_ids)
         try:
-            await self._serve(reader, writer)
+            await self._serve(conn_id, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # a closed or cancelled connection ends quietly
         except Exception:
@@ -137,12 +143,16 @@ class Server:
             self._connections.discard(task)
             self._writers.discard(writer)
             writer.transport.abort()
+            if self._on_connection_closed is not None:
+                self._on_connection_closed(conn_id)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, conn_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None] = asyncio.Queue(
             self._inflight_requests_max
         )
-        processor = asyncio.create_task(self._process(queue, writer))
+        processor = asyncio.create_task(self._process(conn_id, queue, writer))
         serving = asyncio.current_task()
 
         def on_processor_end(task: asyncio.Task[None]) -> None:
@@ -183,6 +193,7 @@ class Server:
 
     async def _process(
         self,
+        conn_id: int,
         queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None],
         writer: asyncio.StreamWriter,
     ) -> None:
@@ -199,7 +210,7 @@ class Server:
                     continue
                 header, body = item
                 try:
-                    parts = await self._answer(header, body)
+                    parts = await self._answer(conn_id, header, body)
                 except CloseConnection:
                     writer.transport.abort()
                     return
@@ -212,11 +223,11 @@ class Server:
             _log.exception("writing a response failed; closing the connection")
             writer.transport.abort()
 
-    async def _answer(self, header: RequestHeader, body: Message) -> Response:
+    async def _answer(self, conn_id: int, header: RequestHeader, body: Message) -> Response:
         """The handler's response, or the API's error response if the handler raised;
         ``CloseConnection`` when there is nothing to answer with."""
         try:
-            return await self._handler(header, body)
+            return await self._handler(conn_id, header, body)
         except CloseConnection:
             raise
         except Exception as exc:
@@ -275,14 +286,3 @@ async def write_parts(writer: asyncio.StreamWriter, parts: list[bytes | RecordsR
             if sent != piece.size_bytes:
                 raise ConnectionError("segment shorter than the fetch slice; dropping client")
     await writer.drain()
-
-
-async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
-    """Wait until ``event`` is set or ``timeout_s`` passes; True if it was set. Cancelling the
-    caller cancels the wait (no leaked waiter tasks)."""
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=max(timeout_s, 0))
-    finally:
-        waiter.cancel()
-    return event.is_set()

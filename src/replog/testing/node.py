@@ -1,91 +1,80 @@
-"""``SimBroker``: one broker of the simulation, wired like ``replog.broker.Broker`` but driven
-by simulated events instead of asyncio tasks, sockets and threads.
+"""``SimBroker``: the simulator's shell of a ``BrokerDriver`` -- the product's driver, request
+handlers and follow-fetch logic, with only sockets, disk and time simulated.
 
-Per broker: a ``FaultInjectingFileSystem`` directory (its disk, which survives crashes), a
-``LogManager`` and ``ReplicaManager`` (rebuilt at every start: a new incarnation), the coordinator
-session (registered as the broker does: ``clean_shutdown`` False after a crash in REPLICATED
-mode, so the controller's KIP-966 unclean-restart handling runs), a ``ControllerService``
-when it wins the role, one replica fetcher per source broker and the AlterPartition channel
-through the coordinator's admin queue. Every periodic activity is an event guarded by ``gen``
-(bumped at each start and crash), so a crashed incarnation's events die with it. Fetch response
-record bytes are materialised when the leader answers, as a socket would send them.
+Per broker: a ``FaultInjectingFileSystem`` directory (its disk, which survives crashes), and per
+incarnation a ``LogManager`` and a ``BrokerDriver`` (rebuilt at every start). The shell carries
+out the driver's effects on simulated resources:
+
+- requests travel as real Kafka frames (``encode_request`` / ``decode_request``) over the
+  simulated network, each on a connection of its own; a response's zero-copy record holes are
+  read from the (simulated) disk when it leaves, as a socket would send them;
+- coordinator calls run on the shared ``MemoryCoordinator`` after a small delay, as a worker
+  thread would pick them up, and fail while this broker is cut off from it;
+- group-commit fsyncs complete after ``disk_ms`` (a failed fsync takes its log offline and
+  the operator restarts the broker, see ``Simulation.on_storage_failure``);
+- requests to other brokers time out after ``fetch_timeout_ms`` when no answer comes;
+- ``on_tick`` every ``tick_ms``; session events the next instant.
+
+Every scheduled action is guarded by ``gen`` (bumped at each start and crash), so a crashed
+incarnation's events die with it.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from replog.broker import BrokerConfig
+from replog.broker.driver import BrokerDriver, BrokerState
+from replog.broker.effects import (
+    CloseClient,
+    CoordCall,
+    Effect,
+    ResetLink,
+    Respond,
+    RunFlushes,
+    SendToBroker,
+    Subscribe,
+)
 from replog.broker.replica_manager import TP, ReplicaManager
-from replog.controller import ControllerService, alter_partition_payload, alter_partition_response
 from replog.controller.service import random_placement_start
-from replog.coord.errors import (
-    BrokerIdInUseError,
-    CoordinatorError,
-    CoordinatorUnavailableError,
-    MustResyncError,
-    SessionExpiredError,
-)
-from replog.coord.types import (
-    CONTROLLER_TARGET,
-    AdminRequestChanged,
-    AdminRequestChangeReason,
-    MetadataChange,
-    PartitionChanged,
-    SessionEvent,
-    SessionState,
-    Subscription,
-)
-from replog.errors import ErrorCode, StorageError
-from replog.isr import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    BytesSlice,
-    FetchRequest,
-    FetchResponse,
-    FollowerAction,
-    ProduceResult,
-)
-from replog.isr.config import DurabilityMode
+from replog.coord.errors import CoordinatorUnavailableError
+from replog.coord.types import PartitionState, SessionEvent, Subscription
+from replog.errors import ProtocolError, StorageError
+from replog.log.log import FetchSlice, PendingFlush
 from replog.log.manager import LogManager
+from replog.protocol import (
+    RecordsRef,
+    RequestHeader,
+    decode_request,
+    decode_response,
+    encode_request,
+)
 from replog.testing.disk import sim_filesystem
 
 if TYPE_CHECKING:
     from replog.testing.sim import Simulation
 
-__all__ = ["SimBroker", "wire_fetch_response"]
+__all__ = ["SimBroker", "frame_of"]
 
-Reply = Callable[[ProduceResult], None]
-
-
-def wire_fetch_response(request: FetchRequest, response: FetchResponse) -> FetchResponse:
-    """What reaches the fetcher after the wire: record bytes materialised now, only the fields
-    a Fetch v12 response carries (as ``ReplicaFetcher._apply`` rebuilds it)."""
-    data = b"" if response.records is None else response.records.to_bytes()
-    diverging = response.diverging_epoch
-    if diverging is not None and diverging.epoch < 0:
-        diverging = None
-    return FetchResponse(
-        request_id=request.request_id,
-        error_code=response.error_code,
-        fetch_offset=request.fetch_offset,
-        high_watermark=response.high_watermark,
-        log_start_offset=response.log_start_offset,
-        records=BytesSlice(data) if data else None,
-        diverging_epoch=diverging,
-        replica_id=request.replica_id,
-    )
+Reply = Callable[[bytes | None], None]
+COORD_DELAY_MS_MAX = 2
 
 
-@attrs.define(eq=False)
-class _Fetcher:
-    leader_id: int
-    token: int = 0
-    outstanding: int | None = None
+def frame_of(parts: list[bytes | RecordsRef[Any]]) -> bytes:
+    """A response frame with its record holes read from disk (what a socket would send)."""
+    out = bytearray()
+    for part in parts:
+        if isinstance(part, bytes):
+            out += part
+        elif isinstance(part.source, FetchSlice):
+            out += part.source.to_bytes()
+        else:
+            raise ProtocolError("a records hole without a FetchSlice source")
+    return bytes(out)
 
 
 class SimBroker:
@@ -98,419 +87,280 @@ class SimBroker:
         os.makedirs(root, exist_ok=True)
         self.fs = sim_filesystem(root, sim.rng.randrange(1 << 30))
         self.log_dir = os.path.join(root, "logs")
+        self.config: BrokerConfig = sim.broker_config(broker_id, self.log_dir)
         self.gen = 0
-        self.alive = False
-        self.starting = False
-        self.incarnation = -1
-        self.rm: ReplicaManager | None = None
-        self.log_manager: LogManager | None = None
-        self.controller: ControllerService | None = None
+        self.driver: BrokerDriver | None = None
         self.coord_cut = False
-        self._feed_seq = 0
-        self._fetchers: dict[int, _Fetcher] = {}
-        self._alter_pending: dict[int, AlterPartitionRequest] = {}
-        self._produce_waiters: dict[tuple[TP, int], Reply] = {}
-        self._seen_version = -1
-        self._flush_scheduled = False
+        self._conn_ids = itertools.count(1)
+        self._replies: dict[int, tuple[int, Reply]] = {}
         self._subscriptions: list[Subscription] = []
         #: (tp, leader epoch) -> largest ISR a state naming this broker leader gave it in the
         #: current step (the simulation reads and clears it after each event)
         self.led_isr_sizes: dict[tuple[TP, int], int] = {}
 
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def alive(self) -> bool:
+        """An incarnation runs (serving, or on its way to it; one whose start failed does
+        not: the operator restarts it, see ``Simulation._heal``)."""
+        return self.driver is not None and self.driver.start_error is None
+
+    @property
+    def starting(self) -> bool:
+        """Started but not yet serving."""
+        return self.driver is not None and self.driver.state is not BrokerState.ONLINE
+
+    @property
+    def online(self) -> bool:
+        """Registered and serving."""
+        return self.driver is not None and self.driver.state is BrokerState.ONLINE
+
+    @property
+    def rm(self) -> ReplicaManager | None:
+        """The replica manager of the running incarnation."""
+        return None if self.driver is None else self.driver.rm_or_none
+
+    @property
+    def log_manager(self) -> LogManager | None:
+        """The log manager of the running incarnation."""
+        return None if self.driver is None else self.driver.log_manager
+
+    @property
+    def incarnation(self) -> int:
+        """The running incarnation's epoch (-1: none)."""
+        return -1 if self.driver is None else self.driver.incarnation_epoch
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether this broker holds the controller role now."""
+        return self.driver is not None and self.driver.controller.is_controller
+
+    # ------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
-        """Open the logs (recovery), register a new incarnation, load metadata, serve."""
+        """Open the logs (recovery), then start a new incarnation of the driver."""
         sim = self.sim
+        self._stop_incarnation()
         self.gen += 1
         gen = self.gen
-        self.starting = True
-        if self.log_manager is None:
-            # Opened once per start (retries keep it): opening reads and deletes the
-            # clean-shutdown marker, so a crash while starting counts as unclean next time.
-            self.log_manager = LogManager.open(
-                [self.log_dir], sim.log_config, fs=self.fs, clock=sim.clock
-            )
-        try:
-            info = sim.coordinator.register_broker(
-                self.broker_id,
-                "sim",
-                9000 + self.broker_id,
-                session_timeout_ms=sim.opts.session_ms,
-                # As the broker does: clean only after a clean shutdown (never, here: every stop
-                # is a crash), or in FSYNC mode, which never counts an unflushed offset.
-                clean_shutdown=self.log_manager.had_clean_shutdown
-                or sim.opts.durability is DurabilityMode.FSYNC,
-            )
-        except BrokerIdInUseError:
-            sim.after(50, lambda: self._retry_start(gen))  # the old session has yet to expire
-            return
-        self.starting = False
-        self.incarnation = info.incarnation_epoch
-        rm = ReplicaManager(
-            self.broker_id,
-            self.log_manager,
-            sim.partition_config,
-            broker_epoch=self.incarnation,
-            checkpoint_interval_ms=sim.opts.checkpoint_ms,
-        )
-        self.rm = rm
-        self.alive = True
-        self._seen_version = -1
         self.coord_cut = False
-        snapshot = sim.coordinator.snapshot()
-        self._feed_seq = snapshot.seq
-        rm.apply_snapshot(snapshot, sim.now_ms)
-        incarnation = self.incarnation
-
-        def on_session(event: SessionEvent) -> None:
-            if self.gen == gen and self.rm is not None and event.incarnation_epoch == incarnation:
-                self.rm.set_metadata_current(event.state is SessionState.CONNECTED)
-
-        self._subscriptions.append(sim.coordinator.add_session_listener(self.broker_id, on_session))
-        self._every(gen, sim.opts.heartbeat_ms, self._heartbeat)
-        self._every(gen, sim.opts.metadata_ms, self._poll_metadata)
+        log_manager = LogManager.open([self.log_dir], self.config.log, fs=self.fs, clock=sim.clock)
+        driver = BrokerDriver(
+            self.config,
+            log_manager,
+            placement_start=random_placement_start(sim.rng),
+            state_listener=self._note_state,
+        )
+        self.driver = driver
+        driver.start(sim.now_ms, 9000 + self.broker_id)
+        self._carry_out()
         self._every(gen, sim.opts.tick_ms, self._tick)
-        self._reconcile_fetchers()
-        self.after_input()
-        self._drain_admin_requests()
-        sim.trace(f"broker {self.broker_id} started incarnation {self.incarnation}")
-
-    def _retry_start(self, gen: int) -> None:
-        if self.gen == gen and self.starting:
-            self.start()
+        sim.trace(f"broker {self.broker_id} starting")
 
     def kill(self, *, power_loss: bool, tear: bool) -> None:
         """Crash: drop every object; with ``power_loss`` the disk loses unsynced writes too."""
+        self._stop_incarnation()
         self.gen += 1
-        self.starting = False
-        if self.alive:
-            for sub in self._subscriptions:
-                sub.close()
-            if self.log_manager is not None:
-                for log in list(self.log_manager.logs.values()):
-                    log.abandon()
-                self.log_manager.logs.clear()
-        self._subscriptions.clear()
-        self.alive = False
-        self.rm = None
-        self.log_manager = None
-        self.controller = None  # a crashed controller does not resign; its session expires
-        self._fetchers.clear()
-        self._alter_pending.clear()
-        self._produce_waiters.clear()
-        self._flush_scheduled = False
         if power_loss:
             self.fs.crash(tear=tear)
         self.sim.trace(f"broker {self.broker_id} {'lost power' if power_loss else 'crashed'}")
 
+    def _stop_incarnation(self) -> None:
+        for sub in self._subscriptions:
+            sub.close()
+        self._subscriptions.clear()
+        if self.driver is not None and self.driver.state is not BrokerState.OFFLINE:
+            self.driver.abandon()
+        self.driver = None
+        self._replies.clear()
+
+    def _live(self, gen: int) -> BrokerDriver | None:
+        driver = self.driver
+        return driver if self.gen == gen and driver is not None else None
+
     def _every(self, gen: int, interval_ms: int, action: Callable[[], None]) -> None:
         def run() -> None:
-            if self.gen != gen or not self.alive:
+            if self._live(gen) is None:
                 return
             action()
             self.sim.after(self.sim.jitter(interval_ms), run)
 
         self.sim.after(self.sim.jitter(interval_ms), run)
 
-    def _rm(self) -> ReplicaManager:
-        rm = self.rm
-        if rm is None:
-            raise RuntimeError(f"broker {self.broker_id} is not running")
-        return rm
-
-    # ------------------------------------------------------------------ driver plumbing
-
-    def after_input(self) -> None:
-        """Drain the manager's outputs: produce answers, AlterPartition writes, flushes."""
-        rm = self._rm()
-        ready = rm.take_ready()
-        for tp, result in ready.produce_results:
-            reply = self._produce_waiters.pop((tp, result.request_id), None)
-            if reply is not None:
-                reply(result)
-        for request in ready.alter_partition:
-            self._send_alter_partition(request)
-        if rm.data_version != self._seen_version:
-            self._seen_version = rm.data_version
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                gen = self.gen
-                self.sim.after(self.sim.opts.disk_ms, lambda: self._flush_event(gen))
-
-    def _flush_event(self, gen: int) -> None:
-        if self.gen != gen or not self.alive:
-            return
-        self._flush_scheduled = False
-        self.flush_logs()
-
-    def flush_logs(self) -> None:
-        """Group commit: fsync every log with unflushed data, then advance recovery points."""
-        rm = self._rm()
-        pending = rm.begin_flushes()
-        if not pending:
-            return
-        failed: set[TP] = set()
-        for tp, flush in pending:
-            try:
-                flush.run()
-            except (OSError, StorageError) as exc:
-                failed.add(tp)
-                rm.fail_flush(tp, f"fsync failed: {exc}")
-        rm.complete_flushes([p for p in pending if p[0] not in failed], self.sim.now_ms)
-        if failed:
-            self.sim.on_storage_failure(self)
-        self.after_input()
-
-    # ------------------------------------------------------------------ coordinator
-
-    def _heartbeat(self) -> None:
-        if self.coord_cut:
-            return
-        rm = self._rm()
-        try:
-            state = self.sim.coordinator.heartbeat(self.broker_id, self.incarnation)
-            rm.set_metadata_current(state is SessionState.CONNECTED)
-        except CoordinatorUnavailableError:
-            rm.set_metadata_current(False)
-        except SessionExpiredError:
-            rm.set_metadata_current(False)
-            self._reregister()
-
-    def _reregister(self) -> None:
-        """A LOST session: come back as a new incarnation (KIP-903), as the broker does."""
-        try:
-            info = self.sim.coordinator.register_broker(
-                self.broker_id,
-                "sim",
-                9000 + self.broker_id,
-                session_timeout_ms=self.sim.opts.session_ms,
-            )
-        except CoordinatorError:
-            return
-        rm = self._rm()
-        self.controller = None
-        self.incarnation = info.incarnation_epoch
-        rm.broker_epoch = self.incarnation
-        for replica in rm.partitions.values():
-            replica.broker_epoch = self.incarnation
-        rm.set_metadata_current(True)
-        self.sim.trace(f"broker {self.broker_id} re-registered as {self.incarnation}")
-
-    def _poll_metadata(self) -> None:
-        if self.coord_cut:
-            return
-        sim, rm = self.sim, self._rm()
-        try:
-            batch = sim.coordinator.changes_since(self._feed_seq)
-        except MustResyncError:
-            snapshot = sim.coordinator.snapshot()
-            rm.apply_snapshot(snapshot, sim.now_ms)
-            self._feed_seq = snapshot.seq
-            batch = None
-        queued_for_us = False
-        if batch is not None:
-            self._note_led_isrs(batch.changes)
-            rm.apply_changes(batch.changes, sim.now_ms)
-            for change in batch.changes:
-                if not isinstance(change, AdminRequestChanged):
-                    continue
-                if change.reason is AdminRequestChangeReason.SUBMITTED:
-                    queued_for_us |= change.request.target == self.broker_id
-                elif change.reason is AdminRequestChangeReason.COMPLETED:
-                    request = self._alter_pending.pop(change.request.request_id, None)
-                    if request is not None:
-                        rm.on_alter_partition_response(
-                            request, alter_partition_response(change), sim.now_ms
-                        )
-            self._feed_seq = batch.next_seq
-        if queued_for_us:
-            self._drain_admin_requests()
-        self._reconcile_fetchers()
-        self.after_input()
-        self._controller_step()
-
-    def _note_led_isrs(self, changes: Iterable[MetadataChange]) -> None:
-        for change in changes:
-            if isinstance(change, PartitionChanged) and change.state.leader == self.broker_id:
-                key = ((change.topic, change.partition), change.state.leader_epoch)
-                size = len(change.state.isr)
-                self.led_isr_sizes[key] = max(self.led_isr_sizes.get(key, 0), size)
-
-    def _drain_admin_requests(self) -> None:
-        """As ``Broker._drain_admin_requests``: act on and complete this broker's queue."""
-        try:
-            pending = self.sim.coordinator.pending_admin_requests(self.broker_id)
-            for request in pending:
-                self._rm().on_admin_request(request.payload)
-                self.sim.coordinator.complete_admin_request(request.request_id)
-        except CoordinatorError:
-            return
-        self.after_input()
-
-    def _controller_step(self) -> None:
-        sim, rm = self.sim, self._rm()
-        if self.controller is None:
-            current = rm.controller
-            if current is None or current.controller_id == self.broker_id:
-                service = ControllerService(
-                    sim.coordinator,
-                    self.broker_id,
-                    self.incarnation,
-                    clock_ms=lambda: sim.now_ms,
-                    config=sim.controller_config,
-                    start_index_source=random_placement_start(sim.rng),
-                )
-                try:
-                    if service.try_become_controller():
-                        self.controller = service
-                        sim.trace(f"broker {self.broker_id} is controller")
-                except CoordinatorError:
-                    pass
-        if self.controller is not None:
-            try:
-                self.controller.poll(sim.now_ms)
-            except CoordinatorError:
-                self.controller = None
-            if self.controller is not None and not self.controller.is_active:
-                self.controller = None
-
-    def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
-        sim = self.sim
-        gen = self.gen
-        admin_id = None
-        if not self.coord_cut:
-            try:
-                payload = alter_partition_payload(request, leader_broker_epoch=self.incarnation)
-                admin = sim.coordinator.submit_admin_request(CONTROLLER_TARGET, payload)
-                admin_id = admin.request_id
-                self._alter_pending[admin_id] = request
-            except CoordinatorError:
-                admin_id = None
-
-        def timed_out() -> None:
-            if self.gen != gen or not self.alive:
-                return
-            if admin_id is not None and self._alter_pending.pop(admin_id, None) is None:
-                return
-            self._rm().on_alter_partition_response(
-                request, AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT), sim.now_ms
-            )
-            self.after_input()
-
-        sim.after(sim.opts.request_timeout_ms if admin_id is not None else 50, timed_out)
-
     def _tick(self) -> None:
-        rm = self._rm()
-        rm.tick(self.sim.now_ms)
-        try:
-            rm.maybe_checkpoint(self.sim.now_ms)
-        except StorageError:
-            self.sim.on_storage_failure(self)
-        self.after_input()
+        driver = self.driver
+        if driver is not None:
+            driver.on_tick(self.sim.now_ms)
+            self._carry_out()
 
-    # ------------------------------------------------------------------ replication
+    # ------------------------------------------------------------------ effects
 
-    def _reconcile_fetchers(self) -> None:
-        wanted = self._rm().follower_leaders() - {self.broker_id}
-        for leader_id in set(self._fetchers) - wanted:
-            del self._fetchers[leader_id]
-        for leader_id in sorted(wanted - set(self._fetchers)):
-            fetcher = _Fetcher(leader_id)
-            self._fetchers[leader_id] = fetcher
-            self.sim.after(1, functools.partial(self._fetch_round, self.gen, fetcher))
+    def _carry_out(self) -> None:
+        driver = self.driver
+        while driver is not None and driver is self.driver:
+            effects = driver.take_effects()
+            if not effects:
+                return
+            for effect in effects:
+                self._carry_out_one(effect)
 
-    def _fetch_round(self, gen: int, fetcher: _Fetcher) -> None:
-        sim = self.sim
-        if (
-            self.gen != gen
-            or not self.alive
-            or self._fetchers.get(fetcher.leader_id) is not fetcher
-        ):
-            return
-        rm = self._rm()
-        requests = rm.fetch_requests_for(fetcher.leader_id)
-        if not requests or fetcher.leader_id not in rm.brokers:
-            sim.after(sim.opts.fetch_backoff_ms, lambda: self._fetch_round(gen, fetcher))
-            return
-        if any(r.requires_flush for _, r in requests):
-            self.flush_logs()
-        fetcher.token += 1
-        token = fetcher.token
-        fetcher.outstanding = token
-        leader = sim.brokers[fetcher.leader_id]
-        sim.net.send(
-            self.broker_id,
-            leader.broker_id,
-            lambda: leader.on_replica_fetch(self, gen, token, requests),
+    def _carry_out_one(self, effect: Effect) -> None:
+        if isinstance(effect, Respond):
+            self._answer(effect.conn_id, effect.parts, closed=False)
+        elif isinstance(effect, CloseClient):
+            self._answer(effect.conn_id, None, closed=True)
+        elif isinstance(effect, CoordCall):
+            self._coord_call(effect)
+        elif isinstance(effect, SendToBroker):
+            self._send_to_broker(effect)
+        elif isinstance(effect, RunFlushes):
+            self._flush(effect)
+        elif isinstance(effect, Subscribe):
+            self._subscribe(effect)
+        elif isinstance(effect, ResetLink):
+            pass  # simulated links hold no connection state
+
+    def _coord_call(self, effect: CoordCall) -> None:
+        sim, gen = self.sim, self.gen
+
+        def run() -> None:
+            driver = self._live(gen)
+            if driver is None:
+                return
+            result: Any = None
+            error: BaseException | None = None
+            if self.coord_cut:
+                error = CoordinatorUnavailableError(f"broker {self.broker_id} is cut off")
+            else:
+                try:
+                    result = effect.call(sim.coordinator)
+                except Exception as exc:
+                    error = exc
+            if self._live(gen) is driver:
+                driver.on_coord_done(effect.token, result, error, sim.now_ms)
+                self._carry_out()
+
+        sim.after(sim.rng.randint(0, COORD_DELAY_MS_MAX), run)
+
+    def _flush(self, effect: RunFlushes) -> None:
+        sim, gen = self.sim, self.gen
+
+        def run() -> None:
+            driver = self._live(gen)
+            if driver is None:
+                return
+            failures = _run_flushes(effect.pending)
+            driver.on_flushes_done(effect.token, failures, sim.now_ms)
+            self._carry_out()
+            if failures:
+                sim.on_storage_failure(self)
+
+        sim.after(sim.opts.disk_ms, run)
+
+    def _subscribe(self, effect: Subscribe) -> None:
+        sim, gen = self.sim, self.gen
+
+        def on_session(event: SessionEvent) -> None:
+            def deliver() -> None:
+                driver = self._live(gen)
+                if driver is not None:
+                    driver.on_session_event(event, sim.now_ms)
+                    self._carry_out()
+
+            sim.after(0, deliver)
+
+        self._subscriptions.append(
+            sim.coordinator.add_session_listener(effect.broker_id, on_session)
         )
+
+    # ------------------------------------------------------------------ requests between nodes
+
+    def _send_to_broker(self, effect: SendToBroker) -> None:
+        sim, gen = self.sim, self.gen
+        header = RequestHeader(
+            api_key=effect.api_key,
+            api_version=effect.api_version,
+            correlation_id=effect.token,
+            client_id=f"replica-{self.broker_id}",
+        )
+        frame = encode_request(header, effect.body)[4:]  # the network carries framed payloads
+        answered = False
+
+        def reply(response: bytes | None) -> None:
+            nonlocal answered
+            driver = self._live(gen)
+            if driver is None or answered:
+                return
+            answered = True
+            if response is None:
+                driver.on_broker_response(effect.token, None, ConnectionError("closed"), sim.now_ms)
+            else:
+                _, body = decode_response(
+                    response, api_key=effect.api_key, api_version=effect.api_version
+                )
+                driver.on_broker_response(effect.token, body, None, sim.now_ms)
+            self._carry_out()
 
         def timeout() -> None:
-            if fetcher.outstanding == token:
-                fetcher.outstanding = None
-                self._fetch_round(gen, fetcher)
+            nonlocal answered
+            driver = self._live(gen)
+            if driver is None or answered:
+                return
+            answered = True
+            driver.on_broker_response(effect.token, None, TimeoutError("no answer"), sim.now_ms)
+            self._carry_out()
 
+        target = sim.brokers.get(effect.broker_id)
+        if target is not None:
+            sim.net.send(
+                self.broker_id,
+                effect.broker_id,
+                lambda: target.on_frame(self.broker_id, frame, reply),
+            )
         sim.after(sim.opts.fetch_timeout_ms, timeout)
 
-    def on_replica_fetch(
-        self, follower: SimBroker, gen: int, token: int, requests: list[tuple[TP, FetchRequest]]
-    ) -> None:
-        """Leader side of a replica fetch: answer each partition at once."""
-        if not self.alive:
-            return  # connection refused: the follower times out
-        rm = self._rm()
-        answers = [
-            (tp, wire_fetch_response(r, rm.fetch(tp[0], tp[1], r, self.sim.now_ms)))
-            for tp, r in requests
-        ]
-        self.after_input()
+    def on_frame(self, src: int, frame: bytes, reply: Reply) -> None:
+        """A request frame from node ``src`` (a client or another broker) on a connection of
+        its own; the answer frame goes back over the network (None: connection closed)."""
+        driver = self.driver
+        if driver is None or driver.state is not BrokerState.ONLINE:
+            return  # connection refused: the sender times out
+        header, body = decode_request(frame)
+        conn_id = next(self._conn_ids)
+        self._replies[conn_id] = (src, reply)
+        driver.on_request(conn_id, header, body, self.sim.now_ms)
+        self._carry_out()
+
+    def _answer(self, conn_id: int, parts: list[Any] | None, *, closed: bool) -> None:
+        entry = self._replies.pop(conn_id, None)
+        if entry is None:
+            return
+        src, reply = entry
+        if parts is None and not closed:
+            return  # acks=0: nothing goes back
+        data = None if parts is None else frame_of(parts)
         self.sim.net.send(
             self.broker_id,
-            follower.broker_id,
-            lambda: follower.on_replica_fetch_response(self.broker_id, gen, token, answers),
+            src,
+            functools.partial(reply, data[4:] if data is not None else None),
         )
 
-    def on_replica_fetch_response(
-        self, leader_id: int, gen: int, token: int, answers: list[tuple[TP, FetchResponse]]
-    ) -> None:
-        """Follower side: apply the answer if it is the one this fetcher waits for."""
-        fetcher = self._fetchers.get(leader_id)
-        if self.gen != gen or not self.alive or fetcher is None or fetcher.outstanding != token:
-            return  # a stale answer on a connection the real fetcher has closed
-        fetcher.outstanding = None
-        rm = self._rm()
-        progressed, failed = False, False
-        for tp, answer in answers:
-            outcome = rm.on_fetch_response(tp, answer, self.sim.now_ms)
-            failed = failed or outcome.action is FollowerAction.FAILED
-            progressed = progressed or answer.records is not None
-        self.after_input()
-        delay = 1 if progressed and not failed else self.sim.opts.fetch_backoff_ms
-        self.sim.after(delay, lambda: self._fetch_round(gen, fetcher))
+    # ------------------------------------------------------------------ the step's record
 
-    # ------------------------------------------------------------------ clients
+    def _note_state(self, tp: TP, state: PartitionState) -> None:
+        """Record the ISRs metadata gives this broker as leader (the sim reads them per step:
+        one feed batch may grow and shrink an ISR within a step)."""
+        if state.leader == self.broker_id:
+            key = (tp, state.leader_epoch)
+            self.led_isr_sizes[key] = max(self.led_isr_sizes.get(key, 0), len(state.isr))
 
-    def on_produce(self, tp: TP, batch: bytes, acks: int, reply: Reply) -> None:
-        """A client's produce request (the answer goes to ``reply``, now or when it completes)."""
-        if not self.alive:
-            return
-        rm = self._rm()
-        request_id, result = rm.produce(
-            tp[0], tp[1], batch, acks, self.sim.now_ms, timeout_ms=self.sim.opts.produce_timeout_ms
-        )
-        if result is None:
-            self._produce_waiters[(tp, request_id)] = reply
-        else:
-            reply(result)
-        self.after_input()
 
-    def on_consumer_fetch(
-        self, tp: TP, request: FetchRequest, reply: Callable[[FetchResponse], None]
-    ) -> None:
-        """A consumer's fetch, answered at once (records up to the HW)."""
-        if not self.alive:
-            return
-        rm = self._rm()
-        response = rm.fetch(tp[0], tp[1], request, self.sim.now_ms)
-        reply(wire_fetch_response(request, response))
-        self.after_input()
+def _run_flushes(pending: Iterable[tuple[TP, PendingFlush]]) -> list[tuple[TP, str]]:
+    failures: list[tuple[TP, str]] = []
+    for tp, flush in pending:
+        try:
+            flush.run()
+        except (OSError, StorageError) as exc:
+            failures.append((tp, f"fsync failed: {exc}"))
+    return failures

@@ -36,21 +36,26 @@ from collections.abc import Callable
 
 import attrs
 
-from replog.controller import ControllerConfig, TopicPolicy
+from replog.broker import BrokerConfig
 from replog.coord.memory import ManualClock, MemoryCoordinator
-from replog.coord.types import CONTROLLER_TARGET, CreateTopic, PartitionState
+from replog.coord.types import PartitionState
 from replog.errors import ErrorCode
 from replog.isr import (
-    CONSUMER_REPLICA_ID,
     DurabilityMode,
-    FetchRequest,
-    FetchResponse,
-    PartitionConfig,
-    ProduceResult,
 )
 from replog.log.config import LogConfig
 from replog.log.log import Log
 from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.testing.clients import (
+    FetchAnswer,
+    ProduceAnswer,
+    create_topics_answer,
+    create_topics_frame,
+    fetch_answer,
+    fetch_frame,
+    produce_answer,
+    produce_frame,
+)
 from replog.testing.history import History, Send, check_history
 from replog.testing.invariants import InvariantChecker, ReplicaView
 from replog.testing.net import NetConfig, SimNetwork
@@ -61,6 +66,7 @@ __all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
 TOPIC = "sim"
 PRODUCER_NODE = 100
 CONSUMER_NODE = 200
+ADMIN_NODE = 300
 ACKS_ALL = -1
 #: produce errors that mean "not written" (anything else but NONE may have been appended)
 _DEFINITE_FAILURES = frozenset(
@@ -103,6 +109,8 @@ class SimOptions:
     disk_ms: int = 2
     fetch_backoff_ms: int = 25
     fetch_timeout_ms: int = 200
+    #: followers' long poll on the leader (below fetch_timeout_ms less the network delays)
+    replica_fetch_wait_ms: int = 100
     replica_lag_ms_max: int = 800
     request_timeout_ms: int = 400
     produce_timeout_ms: int = 400
@@ -221,24 +229,13 @@ class Simulation:
         self.log_config = LogConfig(
             segment_bytes=1024, segment_index_bytes=256, index_interval_bytes=128
         )
-        default_min_isr = 1 if opts.min_isr_in_topic else opts.min_isr
-        self.partition_config = PartitionConfig(
-            min_insync_replicas=default_min_isr,
-            replica_lag_ms_max=opts.replica_lag_ms_max,
-            durability=opts.durability,
-            request_timeout_ms=opts.request_timeout_ms,
-            fetch_wait_ms_max=0,
-        )
-        self.controller_config = ControllerConfig(
-            default_topic_policy=TopicPolicy(min_insync_replicas=default_min_isr),
-            leader_imbalance_check_interval_ms=1_000,
-        )
         self.brokers = {b: SimBroker(self, b) for b in range(1, opts.brokers + 1)}
         self.history = History()
         self.checker = InvariantChecker(min_isr=opts.min_isr)
         self.violations: list[str] = []
         self.phase = "safety"
         self._values = itertools.count()
+        self._cids = itertools.count(1)
         self._positions: dict[tuple[str, int], int] = {}
         self._consumer_tokens: dict[tuple[str, int], int] = {}
         self._records_cache: dict[
@@ -247,6 +244,30 @@ class Simulation:
         self._down: set[int] = set()
         self._power_lost_recently: set[int] = set()
         self._all_up_since_ms: int | None = None
+
+    def broker_config(self, broker_id: int, log_dir: str) -> BrokerConfig:
+        """The product's ``BrokerConfig`` for a simulated broker: the seed's timings, min ISR
+        as the brokers' default unless the topic sets it, a fast leader rebalance check."""
+        opts = self.opts
+        return BrokerConfig(
+            broker_id=broker_id,
+            log_dirs=(log_dir,),
+            host="sim",
+            port=9000 + broker_id,
+            session_timeout_ms=opts.session_ms,
+            heartbeat_interval_ms=opts.heartbeat_ms,
+            durability=opts.durability,
+            default_min_insync_replicas=1 if opts.min_isr_in_topic else opts.min_isr,
+            replica_lag_ms_max=opts.replica_lag_ms_max,
+            replica_fetch_wait_ms_max=opts.replica_fetch_wait_ms,
+            replica_fetch_backoff_ms=opts.fetch_backoff_ms,
+            request_timeout_ms=opts.request_timeout_ms,
+            tick_interval_ms=opts.tick_ms,
+            checkpoint_interval_ms=opts.checkpoint_ms,
+            metadata_poll_interval_ms=opts.metadata_ms,
+            leader_imbalance_check_interval_ms=1_000,
+            log=self.log_config,
+        )
 
     # ------------------------------------------------------------------ event loop
 
@@ -313,23 +334,36 @@ class Simulation:
     def _setup(self) -> None:
         for broker in self.brokers.values():
             broker.start()
-        self.coordinator.submit_admin_request(
-            CONTROLLER_TARGET,
-            CreateTopic(
-                topic=TOPIC,
-                partition_count=self.opts.partitions,
-                replication_factor=self.opts.replication_factor,
-                configs=(
-                    {"min.insync.replicas": str(self.opts.min_isr)}
-                    if self.opts.min_isr_in_topic
-                    else {}
-                ),
-            ),
-        )
+        self.after(20, self._create_topic)
         self.after(100, self._produce_loop)
         for p in range(self.opts.partitions):
             self.after(100, lambda p=p: self._consume_loop((TOPIC, p)))  # type: ignore[misc]
         self.after(300, self._fault_loop)
+
+    def _create_topic(self) -> None:
+        """An admin client creates the topic through a broker (CreateTopics, as any Kafka
+        client would), retrying until it exists."""
+        if self.coordinator.get_topic(TOPIC) is not None:
+            return
+        self.after(50, self._create_topic)
+        online = [b for b in self.brokers.values() if b.online]
+        if len(online) < len(self.brokers):
+            return  # placement needs every broker admitted
+        broker = self.rng.choice(online)
+        configs = {}
+        if self.opts.min_isr_in_topic:
+            configs["min.insync.replicas"] = str(self.opts.min_isr)
+        frame = create_topics_frame(
+            TOPIC, self.opts.partitions, self.opts.replication_factor, configs, next(self._cids)
+        )
+
+        def reply(answer: bytes | None) -> None:
+            if answer is not None:
+                self.trace(f"create topic: {create_topics_answer(answer).name}")
+
+        self.net.send(
+            ADMIN_NODE, broker.broker_id, lambda: broker.on_frame(ADMIN_NODE, frame, reply)
+        )
 
     # ------------------------------------------------------------------ clients
 
@@ -348,15 +382,16 @@ class Simulation:
         value = f"v{next(self._values)}".encode()
         op = self.history.send(tp, value, acks)
         batch = encode_batch([value], base_timestamp=self.now_ms)
+        frame = produce_frame(tp, batch, acks, self.opts.produce_timeout_ms, next(self._cids))
         leader = self.brokers[state.leader]
 
-        def reply(result: ProduceResult) -> None:
-            self.net.send(leader.broker_id, PRODUCER_NODE, lambda: self._on_produced(op, result))
+        def reply(answer: bytes | None) -> None:
+            self._on_produced(op, None if answer is None else produce_answer(answer))
 
         self.net.send(
             PRODUCER_NODE,
             leader.broker_id,
-            lambda: leader.on_produce(tp, batch, acks, reply),
+            lambda: leader.on_frame(PRODUCER_NODE, frame, reply),
             duplicable=False,
         )
         self.after(self.opts.client_timeout_ms, lambda: self._produce_timeout(op))
@@ -365,15 +400,17 @@ class Simulation:
         if op.status == "pending":
             op.status = "info"
 
-    def _on_produced(self, op: Send, result: ProduceResult) -> None:
+    def _on_produced(self, op: Send, answer: ProduceAnswer | None) -> None:
         if op.status != "pending":
             return
-        if result.error_code is ErrorCode.NONE:
-            op.status, op.offset = "ok", result.base_offset
+        if answer is None:  # the connection closed: the outcome is unknown
+            op.status = "info"
+        elif answer.error_code is ErrorCode.NONE:
+            op.status, op.offset = "ok", answer.base_offset
             if op.acks == ACKS_ALL:
                 for problem in self.checker.on_acked(op.tp, op.offset, op.value):
                     self.violation(problem)
-        elif result.error_code in _DEFINITE_FAILURES:
+        elif answer.error_code in _DEFINITE_FAILURES:
             op.status = "fail"
         else:
             op.status = "info"
@@ -386,34 +423,26 @@ class Simulation:
         position = self._positions.get(tp, 0)
         token = self._consumer_tokens.get(tp, 0) + 1
         self._consumer_tokens[tp] = token
-        request = FetchRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            fetch_offset=position,
-            current_leader_epoch=state.leader_epoch,
-            max_bytes=4096,
-        )
+        frame = fetch_frame(tp, position, state.leader_epoch, next(self._cids), max_bytes=4096)
         leader = self.brokers[state.leader]
         node = CONSUMER_NODE + tp[1]
 
-        def reply(response: FetchResponse) -> None:
-            self.net.send(
-                leader.broker_id, node, lambda: self._on_consumed(tp, token, position, response)
-            )
+        def reply(answer: bytes | None) -> None:
+            if answer is not None:
+                self._on_consumed(tp, token, position, fetch_answer(answer))
 
-        self.net.send(node, leader.broker_id, lambda: leader.on_consumer_fetch(tp, request, reply))
+        self.net.send(node, leader.broker_id, lambda: leader.on_frame(node, frame, reply))
 
     def _on_consumed(
-        self, tp: tuple[str, int], token: int, position: int, response: FetchResponse
+        self, tp: tuple[str, int], token: int, position: int, answer: FetchAnswer
     ) -> None:
         if self._consumer_tokens.get(tp) != token or self._positions.get(tp, 0) != position:
             return  # not the answer this consumer waits for
-        if response.error_code is not ErrorCode.NONE:
+        if answer.error_code is not ErrorCode.NONE:
             return
-        for problem in self.checker.on_consumer_hw(tp, response.high_watermark):
+        for problem in self.checker.on_consumer_hw(tp, answer.high_watermark):
             self.violation(problem)
-        if response.records is None:
-            return
-        records = [(o, v) for o, v in _decode(response.records.to_bytes()) if o >= position]
+        records = [(o, v) for o, v in _decode(answer.records) if o >= position]
         if records:
             self.history.poll(CONSUMER_NODE + tp[1], tp, records)
             self._positions[tp] = records[-1][0] + 1
@@ -462,7 +491,7 @@ class Simulation:
             return True
         # REPLICATED promises survival of fewer than all replicas losing unsynced data: only cut
         # one broker's power while every other broker is up and its partitions' ISRs are full.
-        if any(not b.alive for b in self.brokers.values() if b is not victim):
+        if any(not b.online for b in self.brokers.values() if b is not victim):
             return False
         for p in range(self.opts.partitions):
             state = self._state((TOPIC, p))
@@ -676,7 +705,7 @@ class Simulation:
     def _check_leaders_elected(self, states: dict[tuple[str, int], PartitionState]) -> None:
         """Liveness: once every broker is up (healed), every partition has a leader within
         ``leader_bound_ms``."""
-        if not all(b.alive for b in self.brokers.values()):
+        if not all(b.online for b in self.brokers.values()):
             self._all_up_since_ms = None
             return
         if self._all_up_since_ms is None:

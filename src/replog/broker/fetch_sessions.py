@@ -1,0 +1,239 @@
+"""``FetchSessions``: the follower side of replication, one fetch session per leader broker.
+
+For every broker this one follows partitions on, one Fetch (v12: replica id, current leader
+epoch, last fetched epoch) for all those partitions is in flight at a time. In FSYNC mode the
+local logs are flushed (group commit) before a request that reports their LEO goes out. An
+answer is applied through ``ReplicaManager.on_fetch_response`` (the ``Partition`` machine does
+the divergence and truncation rules); an answer that may truncate a log waits until no fsync is
+running (``BrokerDriver.exclusive``). A session that made progress fetches again at once, else
+after ``replica_fetch_backoff_ms``.
+
+A Fetch answer carries no leader log end offset, so for partitions that answer
+OFFSET_OUT_OF_RANGE the session asks the leader with ListOffsets, as a replica (earliest = its
+log start, latest = its LEO), before applying -- as Kafka's follower does
+(``fetchLatestOffsetFromLeader``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from replog.broker.convert import (
+    TP,
+    follower_fetch_request,
+    follower_fetch_responses,
+    list_offsets_found,
+    may_truncate,
+    out_of_range_partitions,
+    replica_list_offsets_request,
+)
+from replog.broker.effects import ResetLink
+from replog.isr import FetchRequest, FollowerAction
+from replog.protocol import messages as m
+
+if TYPE_CHECKING:
+    from replog.broker.driver import BrokerDriver
+
+__all__ = ["FETCH_VERSION", "LIST_OFFSETS_VERSION", "FetchSessions"]
+
+FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
+
+
+@attrs.define(eq=False)
+class _Session:
+    leader_id: int
+    next_at_ms: int
+    token: int | None = None
+    waiting_flush: bool = False
+
+
+class FetchSessions:
+    """See the module docstring."""
+
+    def __init__(self, driver: BrokerDriver) -> None:
+        self._driver = driver
+        self._sessions: dict[int, _Session] = {}
+
+    @property
+    def leaders(self) -> list[int]:
+        """Brokers this broker fetches from."""
+        return sorted(self._sessions)
+
+    def reconcile(self, now_ms: int) -> None:
+        """One session per broker this one follows partitions on; others end."""
+        driver = self._driver
+        rm = driver.rm_or_none
+        wanted = set() if rm is None else rm.follower_leaders() - {driver.broker_id}
+        for leader_id in set(self._sessions) - wanted:
+            session = self._sessions.pop(leader_id)
+            if session.token is not None:
+                driver.outbox.forget(session.token)
+            driver.outbox.emit(ResetLink(leader_id))
+        for leader_id in sorted(wanted - set(self._sessions)):
+            self._sessions[leader_id] = _Session(leader_id, now_ms)
+
+    def on_tick(self, now_ms: int) -> None:
+        """Start the rounds that are due."""
+        for session in list(self._sessions.values()):
+            if session.token is None and not session.waiting_flush and session.next_at_ms <= now_ms:
+                self._round(session, now_ms)
+
+    def stop(self) -> None:
+        """End every session (the broker is halting)."""
+        for leader_id, session in sorted(self._sessions.items()):
+            if session.token is not None:
+                self._driver.outbox.forget(session.token)
+            self._driver.outbox.emit(ResetLink(leader_id))
+        self._sessions.clear()
+
+    # ------------------------------------------------------------------ one round
+
+    def _live(self, session: _Session) -> bool:
+        return self._sessions.get(session.leader_id) is session
+
+    def _backoff(self, session: _Session, now_ms: int) -> None:
+        session.token = None
+        session.next_at_ms = now_ms + self._driver.config.replica_fetch_backoff_ms
+
+    def _round(self, session: _Session, now_ms: int) -> None:
+        driver = self._driver
+        rm = driver.rm
+        requests = rm.fetch_requests_for(session.leader_id)
+        if not requests or session.leader_id not in rm.brokers:
+            self._backoff(session, now_ms)
+            return
+        if any(r.requires_flush for _, r in requests):
+            session.waiting_flush = True
+
+            def flushed(now: int) -> None:
+                session.waiting_flush = False
+                if self._live(session):
+                    self._send(session, now)
+
+            driver.flush_then(flushed)
+            return
+        self._send(session, now_ms)
+
+    def _send(self, session: _Session, now_ms: int) -> None:
+        driver = self._driver
+        requests = driver.rm.fetch_requests_for(session.leader_id)
+        if not requests:
+            self._backoff(session, now_ms)
+            return
+        config = driver.config
+        body = follower_fetch_request(
+            driver.broker_id,
+            requests,
+            max_wait_ms=config.replica_fetch_wait_ms_max,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_bytes_max,
+        )
+        asked = dict(requests)
+
+        def answered(response: Any, error: BaseException | None) -> None:
+            self._on_fetch_answer(session, asked, response, error)
+
+        session.token = driver.outbox.send(
+            session.leader_id, m.FETCH.api_key, FETCH_VERSION, body, answered
+        )
+
+    def _on_fetch_answer(
+        self,
+        session: _Session,
+        asked: dict[TP, FetchRequest],
+        response: Any,
+        error: BaseException | None,
+    ) -> None:
+        now_ms = self._driver.now_ms
+        if not self._live(session):
+            return
+        if error is not None or not isinstance(response, m.FetchResponse):
+            self._driver.outbox.emit(ResetLink(session.leader_id))
+            self._backoff(session, now_ms)
+            return
+        out_of_range = out_of_range_partitions(response)
+        if out_of_range:
+            self._ask_offsets(session, asked, response, out_of_range)
+        else:
+            self._apply(session, asked, response, {})
+
+    def _ask_offsets(
+        self,
+        session: _Session,
+        asked: dict[TP, FetchRequest],
+        response: m.FetchResponse,
+        tps: list[TP],
+    ) -> None:
+        """ListOffsets earliest, then latest, as a replica; then apply."""
+        driver = self._driver
+        epochs = {
+            tp: replica.leader_epoch
+            for tp in tps
+            if (replica := driver.rm.partition(*tp)) is not None
+        }
+        found: dict[int, dict[TP, int]] = {}
+
+        def ask(timestamp: int) -> None:
+            body = replica_list_offsets_request(driver.broker_id, tps, epochs, timestamp)
+            session.token = driver.outbox.send(
+                session.leader_id,
+                m.LIST_OFFSETS.api_key,
+                LIST_OFFSETS_VERSION,
+                body,
+                lambda answer, error: got(timestamp, answer, error),
+            )
+
+        def got(timestamp: int, answer: Any, error: BaseException | None) -> None:
+            if not self._live(session):
+                return
+            if error is not None or not isinstance(answer, m.ListOffsetsResponse):
+                driver.outbox.emit(ResetLink(session.leader_id))
+                self._backoff(session, driver.now_ms)
+                return
+            found[timestamp] = list_offsets_found(answer)
+            if timestamp == m.EARLIEST_TIMESTAMP:
+                ask(m.LATEST_TIMESTAMP)
+                return
+            earliest, latest = found[m.EARLIEST_TIMESTAMP], found[m.LATEST_TIMESTAMP]
+            offsets = {
+                tp: (earliest[tp], latest[tp]) for tp in tps if tp in earliest and tp in latest
+            }
+            self._apply(session, asked, response, offsets)
+
+        ask(m.EARLIEST_TIMESTAMP)
+
+    def _apply(
+        self,
+        session: _Session,
+        asked: dict[TP, FetchRequest],
+        response: m.FetchResponse,
+        leader_offsets: Mapping[TP, tuple[int, int]],
+    ) -> None:
+        driver = self._driver
+        session.token = None
+
+        def apply_now() -> None:
+            if not self._live(session):
+                return
+            now_ms = driver.now_ms
+            progressed = True
+            for tp, answer in follower_fetch_responses(
+                driver.broker_id, asked, response, leader_offsets
+            ):
+                outcome = driver.rm.on_fetch_response(tp, answer, now_ms)
+                if outcome.action is FollowerAction.FAILED:
+                    progressed = False
+            driver.after_input()
+            session.next_at_ms = (
+                now_ms if progressed else now_ms + driver.config.replica_fetch_backoff_ms
+            )
+            self.on_tick(now_ms)
+
+        if may_truncate(response, leader_offsets):
+            driver.exclusive(apply_now)  # waits for a running fsync: no truncation under it
+        else:
+            apply_now()

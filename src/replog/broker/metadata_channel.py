@@ -1,0 +1,305 @@
+"""``MetadataChannel``: everything the driver says to and hears from the coordinator.
+
+- **Registration** (``register``): a new incarnation, retried while the previous one's session
+  lives (``BrokerIdInUseError``) or the coordinator is unreachable, up to three session timeouts
+  at start-up; ``clean_shutdown`` as the log dirs say (KIP-966). A LOST session re-registers as
+  a new incarnation (KIP-903), never the old, retrying until it succeeds.
+- **Heartbeats** every ``heartbeat_interval_ms``; the session state says whether this broker's
+  metadata is current (while it is not, leaders complete no acks=all produce).
+- **The feed**: one ``changes_since`` in flight at a time, from the cursor; a gap
+  (``MustResyncError``) reloads a snapshot. Records apply to the ``ReplicaManager`` (under
+  ``BrokerDriver.exclusive``: a metadata change may truncate or delete a log); completions of
+  this broker's admin requests are routed to their waiters (a completion seen before its
+  submission returned is kept, bounded); a request queued for this broker drains the queue.
+- **Admin requests**: ``submit`` queues a payload for the controller and reports its
+  completion, or None when it could not be queued or did not complete by the deadline. This
+  broker's own queue (CloseReplica and the like) is acted on and completed by ``drain``, at
+  start-up and whenever the feed shows a new request for it.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from replog.coord.errors import (
+    BrokerIdInUseError,
+    CoordinatorUnavailableError,
+    MustResyncError,
+    SessionExpiredError,
+)
+from replog.coord.types import (
+    CONTROLLER_TARGET,
+    AdminPayload,
+    AdminRequest,
+    AdminRequestChanged,
+    AdminRequestChangeReason,
+    BrokerInfo,
+    ChangeBatch,
+    MetadataSnapshot,
+    SessionEvent,
+    SessionState,
+)
+
+if TYPE_CHECKING:
+    from replog.broker.driver import BrokerDriver
+
+__all__ = ["AdminCallback", "MetadataChannel"]
+
+AdminCallback = Callable[[AdminRequestChanged | None, str], None]
+"""Gets the completion record, or (None, why) when there is none."""
+
+EARLY_COMPLETIONS_MAX = 1024
+REGISTER_RETRY_MS = 50
+
+
+class MetadataChannel:
+    """See the module docstring."""
+
+    def __init__(self, driver: BrokerDriver) -> None:
+        self._driver = driver
+        self.feed_seq = 0
+        self._feed_busy = False
+        self._feed_again = False
+        self._heartbeat_busy = False
+        self._drain_busy = False
+        self._drain_again = False
+        self._register_deadline_ms = 0
+        self._register_retry_at_ms: int | None = None
+        self._retry_register = True  # the clean_shutdown a retried registration says
+        self._on_registered: Callable[[BrokerInfo], None] | None = None
+        self._waiters: dict[int, tuple[int, AdminCallback]] = {}
+        self._early: collections.OrderedDict[int, AdminRequestChanged] = collections.OrderedDict()
+
+    # ------------------------------------------------------------------ registration
+
+    def register(
+        self,
+        now_ms: int,
+        *,
+        clean_shutdown: bool,
+        then: Callable[[BrokerInfo], None],
+        give_up: bool = True,
+    ) -> None:
+        """Register a new incarnation, retrying while the old session lives or the
+        coordinator cannot be reached -- for three session timeouts at start-up
+        (``give_up``), for as long as it takes when a running broker lost its session."""
+        timeout_ms = self._driver.config.session_timeout_ms * 3
+        self._register_deadline_ms = now_ms + timeout_ms if give_up else 1 << 62
+        self._on_registered = then
+        self._try_register(clean_shutdown)
+
+    def _try_register(self, clean_shutdown: bool) -> None:
+        driver = self._driver
+        config = driver.config
+        host, port = driver.advertised_address
+
+        def done(info: Any, error: BaseException | None) -> None:
+            now_ms = driver.now_ms
+            retriable = isinstance(error, (BrokerIdInUseError, CoordinatorUnavailableError))
+            if retriable and now_ms <= self._register_deadline_ms:
+                self._retry_register = clean_shutdown
+                self._register_retry_at_ms = now_ms + REGISTER_RETRY_MS
+                return
+            if error is not None or not isinstance(info, BrokerInfo):
+                driver.registration_failed(error or RuntimeError(f"registration gave {info!r}"))
+                return
+            then, self._on_registered = self._on_registered, None
+            if then is not None:
+                then(info)
+
+        driver.outbox.call(
+            "register",
+            lambda c: c.register_broker(
+                driver.broker_id,
+                host,
+                port,
+                rack=config.rack,
+                session_timeout_ms=config.session_timeout_ms,
+                clean_shutdown=clean_shutdown,
+                fenced=True,  # until the controller admits this incarnation (KRaft)
+            ),
+            done,
+        )
+
+    def on_tick(self, now_ms: int) -> None:
+        """Retry a registration that waits for the old session to end; expire admin waits."""
+        if self._register_retry_at_ms is not None and self._register_retry_at_ms <= now_ms:
+            self._register_retry_at_ms = None
+            self._try_register(self._retry_register)
+        expired = [rid for rid, (deadline, _) in self._waiters.items() if deadline <= now_ms]
+        for request_id in expired:
+            _, then = self._waiters.pop(request_id)
+            then(None, "the controller did not complete the request")
+
+    # ------------------------------------------------------------------ session
+
+    def heartbeat(self) -> None:
+        """One heartbeat (none while one is in flight)."""
+        driver = self._driver
+        if self._heartbeat_busy or driver.incarnation_epoch < 0:
+            return
+        self._heartbeat_busy = True
+        incarnation = driver.incarnation_epoch
+
+        def done(state: Any, error: BaseException | None) -> None:
+            self._heartbeat_busy = False
+            if incarnation != driver.incarnation_epoch:
+                return
+            if isinstance(error, CoordinatorUnavailableError):
+                driver.set_session(SessionState.SUSPENDED)
+            elif isinstance(error, SessionExpiredError):
+                driver.set_session(SessionState.LOST)
+            elif error is None and isinstance(state, SessionState):
+                driver.set_session(state)
+
+        driver.outbox.call("heartbeat", lambda c: c.heartbeat(driver.broker_id, incarnation), done)
+
+    def on_session_event(self, event: SessionEvent) -> None:
+        """A session listener's event for this broker."""
+        if event.incarnation_epoch == self._driver.incarnation_epoch:
+            self._driver.set_session(event.state)
+
+    # ------------------------------------------------------------------ the feed
+
+    def load_snapshot(self, then: Callable[[], None]) -> None:
+        """Read a snapshot and apply it (start-up, and after a feed gap)."""
+        driver = self._driver
+
+        def done(snapshot: Any, error: BaseException | None) -> None:
+            if error is not None or not isinstance(snapshot, MetadataSnapshot):
+                driver.coordinator_unavailable("snapshot", error)
+                return
+
+            def apply() -> None:
+                self.feed_seq = snapshot.seq
+                driver.rm.apply_snapshot(snapshot, driver.now_ms)
+                driver.after_metadata()
+                then()
+
+            driver.exclusive(apply)
+
+        driver.outbox.call("snapshot", lambda c: c.snapshot(), done)
+
+    def poll_feed(self) -> None:
+        """Read the feed from the cursor (again later if a read is in flight)."""
+        driver = self._driver
+        if driver.rm_or_none is None:
+            return
+        if self._feed_busy:
+            self._feed_again = True
+            return
+        self._feed_busy, self._feed_again = True, False
+        seq = self.feed_seq
+
+        def done(batch: Any, error: BaseException | None) -> None:
+            if isinstance(error, MustResyncError):
+                self.load_snapshot(self._feed_done)
+                return
+            if error is not None or not isinstance(batch, ChangeBatch):
+                self._feed_busy = False
+                driver.coordinator_unavailable("feed", error)
+                return
+            driver.exclusive(lambda: self._apply(batch))
+
+        driver.outbox.call("feed", lambda c: c.changes_since(seq), done)
+
+    def _apply(self, batch: ChangeBatch) -> None:
+        driver = self._driver
+        queued_for_us = False
+        if batch.changes:
+            driver.rm.apply_changes(batch.changes, driver.now_ms)
+            for change in batch.changes:
+                if not isinstance(change, AdminRequestChanged):
+                    continue
+                if change.reason is AdminRequestChangeReason.SUBMITTED:
+                    queued_for_us |= change.request.target == driver.broker_id
+                elif change.reason is AdminRequestChangeReason.COMPLETED:
+                    self._completed(change)
+        self.feed_seq = batch.next_seq
+        driver.after_metadata()
+        if queued_for_us:
+            self.drain()
+        self._feed_done()
+
+    def _feed_done(self) -> None:
+        self._feed_busy = False
+        if self._feed_again:
+            self.poll_feed()
+
+    # ------------------------------------------------------------------ admin requests
+
+    def submit(self, payload: AdminPayload, deadline_ms: int, then: AdminCallback) -> None:
+        """Queue ``payload`` for the controller; ``then`` gets its completion (or None)."""
+        driver = self._driver
+
+        def queued(request: Any, error: BaseException | None) -> None:
+            if error is not None or not isinstance(request, AdminRequest):
+                then(None, f"could not queue the request: {error}")
+                return
+            early = self._early.pop(request.request_id, None)
+            if early is not None:
+                then(early, early.message)
+            else:
+                self._waiters[request.request_id] = (deadline_ms, then)
+
+        driver.outbox.call(
+            "submit", lambda c: c.submit_admin_request(CONTROLLER_TARGET, payload), queued
+        )
+
+    def _completed(self, change: AdminRequestChanged) -> None:
+        waiter = self._waiters.pop(change.request.request_id, None)
+        if waiter is not None:
+            waiter[1](change, change.message)
+            return
+        if change.request.target != CONTROLLER_TARGET:
+            return
+        self._early[change.request.request_id] = change
+        while len(self._early) > EARLY_COMPLETIONS_MAX:
+            self._early.popitem(last=False)
+
+    def drain(self) -> None:
+        """Act on and complete what the controller queued for this broker."""
+        driver = self._driver
+        if self._drain_busy:
+            self._drain_again = True
+            return
+        self._drain_busy, self._drain_again = True, False
+
+        def listed(pending: Any, error: BaseException | None) -> None:
+            if error is not None or not isinstance(pending, list):
+                self._drain_busy = False
+                return
+            driver.exclusive(lambda: self._act(pending))
+
+        driver.outbox.call(
+            "admin queue", lambda c: c.pending_admin_requests(driver.broker_id), listed
+        )
+
+    def _act(self, pending: list[AdminRequest]) -> None:
+        driver = self._driver
+        for request in pending:
+            driver.rm.on_admin_request(request.payload)
+        driver.after_input()
+        ids = [r.request_id for r in pending]
+
+        def completed(result: Any, error: BaseException | None) -> None:
+            self._drain_busy = False
+            if self._drain_again:
+                self.drain()
+
+        if not ids:
+            completed(None, None)
+            return
+
+        def complete_all(c: Any) -> None:
+            for request_id in ids:
+                c.complete_admin_request(request_id)
+
+        driver.outbox.call("admin completions", complete_all, completed)
+
+    def abandon(self) -> None:
+        """Forget every wait (halting); their callbacks are not called."""
+        self._waiters.clear()
+        self._early.clear()

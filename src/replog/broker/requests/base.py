@@ -1,0 +1,178 @@
+"""What a request handler sees and what it returns.
+
+A handler is a plain function ``(RequestContext, body, RequestServices) -> Outcome`` (``body``
+the decoded request, of the type the handler is registered for): no asyncio, no sockets. It
+answers at once (``Reply``, ``NoReply``, ``Close``) or says what it waits for and how to finish:
+the acknowledgement of acks=all produces (``AwaitProduces``), new data for a long poll
+(``AwaitData``), or the controller's completion of admin requests (``AwaitAdmin``). The driver
+keeps the wait, feeds the continuation what arrived, and turns the final outcome into the
+response frame. ``RequestServices`` is the narrow view of the broker a handler may use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from replog.broker.config import BrokerConfig
+from replog.coord.types import (
+    AdminPayload,
+    BrokerInfo,
+    ControllerInfo,
+    PartitionState,
+    TopicAssignment,
+)
+from replog.errors import ErrorCode
+from replog.isr import FetchRequest, FetchResponse, Partition, ProduceResult
+from replog.log.log import Log
+from replog.protocol import RequestHeader
+from replog.protocol.schema import Message
+
+__all__ = [
+    "AdminResult",
+    "AwaitAdmin",
+    "AwaitData",
+    "AwaitProduces",
+    "Close",
+    "Handler",
+    "NoReply",
+    "Outcome",
+    "Reply",
+    "RequestContext",
+    "RequestServices",
+    "TP",
+]
+
+TP = tuple[str, int]
+
+
+@attrs.frozen
+class RequestContext:
+    """One request as it reaches a handler (its decoded body is the handler's own argument)."""
+
+    header: RequestHeader
+    now_ms: int
+
+    @property
+    def version(self) -> int:
+        """The request's API version."""
+        return self.header.api_version
+
+
+@attrs.frozen
+class Reply:
+    """Answer with ``message`` (records fields may hold zero-copy ``RecordsRef`` holes)."""
+
+    message: Message
+
+
+@attrs.frozen
+class NoReply:
+    """Send nothing (a successful acks=0 produce)."""
+
+
+@attrs.frozen
+class Close:
+    """Drop the client's connection (a failed acks=0 produce)."""
+
+    reason: str
+
+
+@attrs.frozen
+class AwaitProduces:
+    """Wait for acks=all produces (``(tp, request id)`` of each) to complete; then ``finish``
+    gets every result, those already known included."""
+
+    waiting: frozenset[tuple[TP, int]]
+    finish: Callable[[Mapping[tuple[TP, int], ProduceResult]], Outcome]
+
+
+@attrs.frozen
+class AwaitData:
+    """A long poll: call ``retry(now_ms, final)`` when any of ``tps`` gets new data or when
+    ``deadline_ms`` passes (``final`` True: answer with whatever there is)."""
+
+    tps: frozenset[TP]
+    deadline_ms: int
+    retry: Callable[[int, bool], Outcome]
+
+
+@attrs.frozen
+class AdminResult:
+    """How the controller completed one admin request (or why it did not)."""
+
+    error: ErrorCode
+    message: str = ""
+
+
+@attrs.frozen
+class AwaitAdmin:
+    """Queue ``payloads`` for the controller and wait (at most ``timeout_ms``) for their
+    completions; ``finish`` gets one result per payload, in order."""
+
+    payloads: tuple[AdminPayload, ...]
+    timeout_ms: int
+    finish: Callable[[Sequence[AdminResult]], Outcome]
+
+
+Outcome = Reply | NoReply | Close | AwaitProduces | AwaitData | AwaitAdmin
+
+
+class RequestServices(Protocol):
+    """The broker as request handlers see it."""
+
+    @property
+    def broker_id(self) -> int:
+        """This broker's id."""
+        ...
+
+    @property
+    def config(self) -> BrokerConfig:
+        """This broker's settings."""
+        ...
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerInfo]:
+        """Live brokers in the metadata image."""
+        ...
+
+    @property
+    def topics(self) -> Mapping[str, TopicAssignment]:
+        """Topics in the metadata image."""
+        ...
+
+    @property
+    def states(self) -> Mapping[TP, PartitionState]:
+        """Partition states in the metadata image."""
+        ...
+
+    @property
+    def controller(self) -> ControllerInfo | None:
+        """The active controller as the image knows it."""
+        ...
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The hosted replica, if any."""
+        ...
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        """The hosted replica's log, if any."""
+        ...
+
+    def produce(
+        self, topic: str, partition: int, batch: bytes, acks: int, now_ms: int, *, timeout_ms: int
+    ) -> tuple[int, ProduceResult | None]:
+        """Append as leader: (request id, result now, or None for an acks=all wait)."""
+        ...
+
+    def fetch(
+        self, topic: str, partition: int, request: FetchRequest, now_ms: int
+    ) -> FetchResponse:
+        """Read one partition now (consumer or follower)."""
+        ...
+
+
+Handler = Callable[[RequestContext, Any, RequestServices], Outcome]
+"""A handler; its second argument is the decoded request of the type it is registered for."""

@@ -1,0 +1,183 @@
+"""CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37): checked here,
+then queued for the controller (``AwaitAdmin``), answered once it completes each one or the
+request's timeout passes. Names and configs replog would not honour are refused per topic
+(INVALID_TOPIC_EXCEPTION, INVALID_CONFIG) without reaching the controller; ``validate_only``
+checks and queues nothing. A success carries no error message, as in Kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from replog.broker.config import BrokerConfig
+from replog.broker.requests.base import (
+    AdminResult,
+    AwaitAdmin,
+    Handler,
+    Outcome,
+    Reply,
+    RequestContext,
+    RequestServices,
+)
+from replog.coord.types import AddPartitions, AdminPayload, CreateTopic, DeleteTopic
+from replog.errors import ErrorCode, InvalidConfigError, InvalidTopicError
+from replog.protocol import messages as m
+from replog.protocol.schema import Message
+from replog.topic_config import parse_topic_configs
+from replog.topics import ZERO_TOPIC_ID, topic_uuid, validate_topic_name
+
+__all__ = [
+    "HANDLERS",
+    "create_topic_payload",
+    "handle_create_partitions",
+    "handle_create_topics",
+    "handle_delete_topics",
+]
+
+_Checked = tuple[str, AdminPayload | None, AdminResult]
+
+
+def _queue(
+    checked: Sequence[_Checked],
+    timeout_ms: int,
+    validate_only: bool,
+    build: Callable[[list[tuple[str, AdminResult]]], Message],
+) -> Outcome:
+    """Queue the payloads that passed the checks (unless ``validate_only``), then answer every
+    topic in the request's order with ``build``."""
+    queued = [(i, payload) for i, (_, payload, _) in enumerate(checked) if payload is not None]
+
+    def finish(results: Sequence[AdminResult]) -> Outcome:
+        final = [result for _, _, result in checked]
+        for (i, _), result in zip(queued, results, strict=True):
+            final[i] = result
+        answers = [(name, _quiet(r)) for (name, _, _), r in zip(checked, final, strict=True)]
+        return Reply(build(answers))
+
+    if validate_only or not queued:
+        return finish([AdminResult(ErrorCode.NONE)] * len(queued))
+    return AwaitAdmin(tuple(p for _, p in queued), timeout_ms, finish)
+
+
+def _quiet(result: AdminResult) -> AdminResult:
+    return AdminResult(result.error) if result.error is ErrorCode.NONE else result
+
+
+def create_topic_payload(config: BrokerConfig, topic: m.CreatableTopic) -> CreateTopic:
+    """The controller's CreateTopic for one requested topic; ``InvalidTopicError`` for a bad
+    name, ``InvalidConfigError`` / ``ValueError`` for configs replog would not honour."""
+    validate_topic_name(topic.name)
+    given = [(c.name, c.value) for c in topic.configs if c.value is not None]
+    configs = dict(given)
+    if len(configs) != len(given):
+        raise InvalidConfigError(f"topic {topic.name!r}: a config is given twice")
+    parse_topic_configs(configs)
+    count = topic.num_partitions if topic.num_partitions > 0 else None
+    factor = topic.replication_factor if topic.replication_factor > 0 else None
+    assignment = tuple(
+        tuple(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)
+    )
+    return CreateTopic(
+        topic=topic.name,
+        partition_count=count or len(assignment) or config.default_partition_count,
+        replication_factor=factor
+        or (len(assignment[0]) if assignment else config.default_replication_factor),
+        replica_assignment=assignment,
+        configs=configs,
+    )
+
+
+def handle_create_topics(
+    ctx: RequestContext, body: m.CreateTopicsRequest, services: RequestServices
+) -> Outcome:
+    """See the module docstring."""
+    checked: list[_Checked] = []
+    for topic in body.topics:
+        try:
+            payload = create_topic_payload(services.config, topic)
+        except InvalidTopicError as exc:
+            refused = AdminResult(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc))
+            checked.append((topic.name, None, refused))
+        except (InvalidConfigError, ValueError) as exc:
+            checked.append((topic.name, None, AdminResult(ErrorCode.INVALID_CONFIG, str(exc))))
+        else:
+            checked.append((topic.name, payload, AdminResult(ErrorCode.NONE)))
+
+    def build(answers: list[tuple[str, AdminResult]]) -> Message:
+        return m.CreateTopicsResponse(
+            topics=[
+                m.CreatableTopicResult(
+                    name=name, error_code=int(r.error), error_message=r.message or None
+                )
+                for name, r in answers
+            ]
+        )
+
+    return _queue(checked, body.timeout_ms, body.validate_only, build)
+
+
+def handle_delete_topics(
+    ctx: RequestContext, body: m.DeleteTopicsRequest, services: RequestServices
+) -> Outcome:
+    """Topics named in ``topic_names`` (v1-v5) or ``topics`` (v6; by name, or by topic ID)."""
+    by_id = {topic_uuid(a.topic_id): name for name, a in services.topics.items()}
+    ids = {name: topic_uuid(a.topic_id) for name, a in services.topics.items()}
+    names = list(body.topic_names)
+    for t in body.topics:
+        if t.name is not None:
+            names.append(t.name)
+        else:
+            names.append(by_id.get(t.topic_id, ""))
+    checked: list[_Checked] = [
+        (name, DeleteTopic(topic=name), AdminResult(ErrorCode.NONE))
+        if name
+        else (name, None, AdminResult(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic ID"))
+        for name in names
+    ]
+
+    def build(answers: list[tuple[str, AdminResult]]) -> Message:
+        return m.DeleteTopicsResponse(
+            responses=[
+                m.DeletableTopicResult(
+                    name=name or None,
+                    topic_id=ids.get(name, ZERO_TOPIC_ID),
+                    error_code=int(r.error),
+                    error_message=r.message or None,
+                )
+                for name, r in answers
+            ]
+        )
+
+    return _queue(checked, body.timeout_ms, False, build)
+
+
+def handle_create_partitions(
+    ctx: RequestContext, body: m.CreatePartitionsRequest, services: RequestServices
+) -> Outcome:
+    """Grow topics to ``count`` partitions (the controller places them unless assigned)."""
+    checked: list[_Checked] = []
+    for topic in body.topics:
+        assignment = tuple(tuple(a.broker_ids) for a in topic.assignments or ())
+        payload = AddPartitions(
+            topic=topic.name, partition_count=topic.count, replica_assignment=assignment
+        )
+        checked.append((topic.name, payload, AdminResult(ErrorCode.NONE)))
+
+    def build(answers: list[tuple[str, AdminResult]]) -> Message:
+        return m.CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                m.CreatePartitionsTopicResult(
+                    name=name, error_code=int(r.error), error_message=r.message or None
+                )
+                for name, r in answers
+            ],
+        )
+
+    return _queue(checked, body.timeout_ms, body.validate_only, build)
+
+
+HANDLERS: dict[type[Message], Handler] = {
+    m.CreateTopicsRequest: handle_create_topics,
+    m.DeleteTopicsRequest: handle_delete_topics,
+    m.CreatePartitionsRequest: handle_create_partitions,
+}
