@@ -1,0 +1,1 @@
+"""Consumer groups: the sans-IO group coordinator and the __consumer_offsets formats."""
