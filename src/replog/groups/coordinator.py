@@ -268,7 +268,7 @@ class GroupCoordinator:
             c,
             OFFSET_DELETE.api_key,
             request.group_id,
-            lambda shard: shard.on_offset_delete(c.request_id, request),
+            lambda shard: shard.on_offset_delete(c.request_id, request, now_ms=c.now_ms),
             lambda error: OffsetDeleteResponse(error_code=error),
         )
 

@@ -435,6 +435,7 @@ class Membership:
             elif group.is_in(_PREPARING):
                 self.rebalance.maybe_complete_join_phase(group, now_ms)
         self.core.reply(request_id, LeaveGroupResponse(members=results))
+        self.core.discard_group_if_unused(group_id)
         return None
 
     def _leave_one(self, group: ClassicGroup, identity: MemberIdentity) -> ErrorCode:

@@ -84,6 +84,7 @@ class GroupCoordinatorShard:
         self._offsets = Offsets(self._core, self._rebalance)
         self._admin = Administration(self._core, self._offsets)
         self._next_expiry_ms = now_ms + config.offsets_retention_check_interval_ms
+        self._seen_ms = now_ms  # the latest time an input carried
         self._unloaded = False
 
     @classmethod
@@ -155,7 +156,7 @@ class GroupCoordinatorShard:
         now_ms: int,
     ) -> Effects:
         """A JoinGroup at ``api_version`` from ``client_id`` at ``client_host``."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._membership.join_group(
             request_id,
             request,
@@ -170,7 +171,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: SyncGroupRequest, *, api_version: int, now_ms: int
     ) -> Effects:
         """A SyncGroup at ``api_version``."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._membership.sync_group(request_id, request, api_version=api_version, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -178,7 +179,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: HeartbeatRequest, *, now_ms: int
     ) -> Effects:
         """A Heartbeat."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._membership.heartbeat(request_id, request, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -186,7 +187,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, group_id: str, members: list[MemberIdentity], *, now_ms: int
     ) -> Effects:
         """A LeaveGroup of ``members`` (a v0-v2 request is one ``MemberIdentity``)."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._membership.leave_group(request_id, group_id, members, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -196,13 +197,15 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: OffsetCommitRequest, *, now_ms: int
     ) -> Effects:
         """An OffsetCommit (any version: absent fields hold their defaults)."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._offsets.commit(request_id, request, now_ms=now_ms)
         return self._core.take_effects()
 
-    def on_offset_delete(self, request_id: RequestId, request: OffsetDeleteRequest) -> Effects:
+    def on_offset_delete(
+        self, request_id: RequestId, request: OffsetDeleteRequest, *, now_ms: int
+    ) -> Effects:
         """An OffsetDelete."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._offsets.delete(request_id, request)
         return self._core.take_effects()
 
@@ -210,7 +213,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, group_ids: list[str], *, now_ms: int
     ) -> Effects:
         """A DeleteGroups for the ``group_ids`` this shard hosts (answered in that order)."""
-        self._accept(request_id)
+        self._accept(request_id, now_ms)
         self._admin.delete_groups(request_id, group_ids, now_ms)
         return self._core.take_effects()
 
@@ -236,6 +239,7 @@ class GroupCoordinatorShard:
     def on_write_complete(self, write_id: int, error: ErrorCode, *, now_ms: int) -> Effects:
         """The outcome of ``Write`` ``write_id``: NONE once written with acks=all."""
         self._check_loaded()
+        self._seen_ms = max(self._seen_ms, now_ms)
         self._core.complete_write(write_id, error, now_ms)
         return self._core.take_effects()
 
@@ -248,10 +252,14 @@ class GroupCoordinatorShard:
         return expiry if earliest is None else min(earliest.deadline_ms, expiry)
 
     def on_tick(self, now_ms: int) -> Effects:
-        """Run every timer due at ``now_ms``, earliest first."""
+        """Run every timer due at ``now_ms``, earliest first, each at its own deadline (or the
+        latest time already seen, if later), so a late tick runs a chain of timers (the
+        initial rebalance's extensions, say) as it would have run on time."""
         self._check_loaded()
         while (due := self._earliest_due()) is not None and due.deadline_ms <= now_ms:
-            self._fire(due, now_ms)
+            self._seen_ms = max(self._seen_ms, due.deadline_ms)
+            self._fire(due, self._seen_ms)
+        self._seen_ms = max(self._seen_ms, now_ms)
         if self._next_expiry_ms <= now_ms:
             self._offsets.expire(now_ms)
             self._next_expiry_ms = now_ms + self._core.config.offsets_retention_check_interval_ms
@@ -288,8 +296,9 @@ class GroupCoordinatorShard:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _accept(self, request_id: RequestId) -> None:
+    def _accept(self, request_id: RequestId, now_ms: int) -> None:
         self._check_loaded()
+        self._seen_ms = max(self._seen_ms, now_ms)
         self._core.accept(request_id)
 
     def _check_loaded(self) -> None:
