@@ -495,6 +495,10 @@ class GroupMachine(RuleBasedStateMachine):
     # -- invariants -----------------------------------------------------------------------------
 
     @invariant()
+    def shard_is_consistent(self) -> None:
+        self.shard.check_invariants()
+
+    @invariant()
     def served_offsets_are_the_acknowledged_ones(self) -> None:
         assert self._served_offsets() == self.acked
 

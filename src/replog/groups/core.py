@@ -88,6 +88,10 @@ class OffsetStore:
         """Whether a write touching this offset is not yet acknowledged."""
         return tp in self._in_flight.get(group_id, {})
 
+    def in_flight_counts(self) -> dict[str, dict[TopicPartition, int]]:
+        """Writes in flight per group and partition (a copy)."""
+        return {group_id: dict(counts) for group_id, counts in self._in_flight.items()}
+
     def in_flight_partitions(self, group_id: str) -> list[TopicPartition]:
         """Partitions of ``group_id`` with writes in flight."""
         return list(self._in_flight.get(group_id, {}))
@@ -201,14 +205,20 @@ class ShardCore:
         self._out.append(Write(self.partition, write_id, raw))
         return write_id
 
+    def groups_of_write(self, write_id: int) -> set[str]:
+        """The groups whose records ``write_id`` carries (empty if it is not pending)."""
+        pending = self._writes.get(write_id)
+        return set() if pending is None else {r.group_id for r in pending.records}
+
     def complete_write(self, write_id: int, error: ErrorCode, now_ms: int) -> None:
         """The owner reports ``write_id`` written (NONE) or failed; successes come in order."""
         pending = self._writes.pop(write_id, None)
         if pending is None:
             unreachable(f"write {write_id} is not pending")
         if error is ErrorCode.NONE:
+            # Ids grow and the dict keeps insertion order: the first key is the oldest.
             invariant(
-                not self._writes or write_id < min(self._writes),
+                not self._writes or write_id < next(iter(self._writes)),
                 f"write {write_id} reported written before an earlier write",
             )
         for group_id, tps in _offsets_touched(pending.records).items():
@@ -218,6 +228,16 @@ class ShardCore:
                 if isinstance(record, OffsetRecord):
                     self.offsets.apply(record)
         pending.on_done(error, now_ms)
+
+    def check_in_flight(self) -> None:
+        """The offsets counted in flight are exactly those the pending writes carry."""
+        expected: dict[str, dict[TopicPartition, int]] = {}
+        for pending in self._writes.values():
+            for group_id, tps in _offsets_touched(pending.records).items():
+                for tp in tps:
+                    counts = expected.setdefault(group_id, {})
+                    counts[tp] = counts.get(tp, 0) + 1
+        invariant(expected == self.offsets.in_flight_counts(), "offsets in flight out of step")
 
     def pending_write_count(self) -> int:
         """Writes handed out and not yet reported."""

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-import attrs
-
 from replog.errors import ErrorCode, invariant
 from replog.groups.administration import Administration
 from replog.groups.config import GroupConfig
@@ -53,15 +51,9 @@ from replog.protocol.messages import (
 __all__ = ["GroupCoordinatorShard"]
 
 
-@attrs.frozen(order=True)
-class _Due:
-    """A timer that is due, ordered by time, then kind, then group and member."""
-
-    deadline_ms: int
-    kind: int
-    group_id: str
-    member_id: str = ""
-
+_Due = tuple[int, int, str, str]
+"""A timer: (deadline_ms, kind, group id, member id), ordered by time, then kind, group and
+member (a plain tuple: the earliest is looked up after every input)."""
 
 _JOIN, _SYNC, _PENDING_MEMBER, _SESSION = range(4)
 
@@ -85,6 +77,8 @@ class GroupCoordinatorShard:
         self._admin = Administration(self._core, self._offsets)
         self._next_expiry_ms = now_ms + config.offsets_retention_check_interval_ms
         self._seen_ms = now_ms  # the latest time an input carried
+        self._earliest_by_group: dict[str, _Due] = {}
+        self._timers_changed: set[str] = set()
         self._unloaded = False
 
     @classmethod
@@ -132,6 +126,7 @@ class GroupCoordinatorShard:
             now_ms=now_ms,
         )
         summary = loader.populate(shard._core, now_ms)
+        shard._timers_changed.update(shard._core.groups)
         for group in shard._core.groups.values():
             if len(group.members) > config.group_size_max:
                 shard._rebalance.prepare_rebalance(group, now_ms)
@@ -156,7 +151,7 @@ class GroupCoordinatorShard:
         now_ms: int,
     ) -> Effects:
         """A JoinGroup at ``api_version`` from ``client_id`` at ``client_host``."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, request.group_id)
         self._membership.join_group(
             request_id,
             request,
@@ -171,7 +166,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: SyncGroupRequest, *, api_version: int, now_ms: int
     ) -> Effects:
         """A SyncGroup at ``api_version``."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, request.group_id)
         self._membership.sync_group(request_id, request, api_version=api_version, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -179,7 +174,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: HeartbeatRequest, *, now_ms: int
     ) -> Effects:
         """A Heartbeat."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, request.group_id)
         self._membership.heartbeat(request_id, request, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -187,7 +182,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, group_id: str, members: list[MemberIdentity], *, now_ms: int
     ) -> Effects:
         """A LeaveGroup of ``members`` (a v0-v2 request is one ``MemberIdentity``)."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, group_id)
         self._membership.leave_group(request_id, group_id, members, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -197,7 +192,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: OffsetCommitRequest, *, now_ms: int
     ) -> Effects:
         """An OffsetCommit (any version: absent fields hold their defaults)."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, request.group_id)
         self._offsets.commit(request_id, request, now_ms=now_ms)
         return self._core.take_effects()
 
@@ -205,7 +200,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, request: OffsetDeleteRequest, *, now_ms: int
     ) -> Effects:
         """An OffsetDelete."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, request.group_id)
         self._offsets.delete(request_id, request)
         return self._core.take_effects()
 
@@ -213,7 +208,7 @@ class GroupCoordinatorShard:
         self, request_id: RequestId, group_ids: list[str], *, now_ms: int
     ) -> Effects:
         """A DeleteGroups for the ``group_ids`` this shard hosts (answered in that order)."""
-        self._accept(request_id, now_ms)
+        self._accept(request_id, now_ms, *group_ids)
         self._admin.delete_groups(request_id, group_ids, now_ms)
         return self._core.take_effects()
 
@@ -240,6 +235,8 @@ class GroupCoordinatorShard:
         """The outcome of ``Write`` ``write_id``: NONE once written with acks=all."""
         self._check_loaded()
         self._seen_ms = max(self._seen_ms, now_ms)
+        # A write's continuation changes only the groups its records name.
+        self._timers_changed.update(self._core.groups_of_write(write_id))
         self._core.complete_write(write_id, error, now_ms)
         return self._core.take_effects()
 
@@ -249,18 +246,19 @@ class GroupCoordinatorShard:
             return None
         earliest = self._earliest_due()
         expiry = self._next_expiry_ms
-        return expiry if earliest is None else min(earliest.deadline_ms, expiry)
+        return expiry if earliest is None else min(earliest[0], expiry)
 
     def on_tick(self, now_ms: int) -> Effects:
         """Run every timer due at ``now_ms``, earliest first, each at its own deadline (or the
         latest time already seen, if later), so a late tick runs a chain of timers (the
         initial rebalance's extensions, say) as it would have run on time."""
         self._check_loaded()
-        while (due := self._earliest_due()) is not None and due.deadline_ms <= now_ms:
-            self._seen_ms = max(self._seen_ms, due.deadline_ms)
+        while (due := self._earliest_due()) is not None and due[0] <= now_ms:
+            self._seen_ms = max(self._seen_ms, due[0])
             self._fire(due, self._seen_ms)
         self._seen_ms = max(self._seen_ms, now_ms)
         if self._next_expiry_ms <= now_ms:
+            self._timers_changed.update(self._core.groups)
             self._offsets.expire(now_ms)
             self._next_expiry_ms = now_ms + self._core.config.offsets_retention_check_interval_ms
         return self._core.take_effects()
@@ -294,46 +292,85 @@ class GroupCoordinatorShard:
         """Writes handed out whose outcome is not reported yet."""
         return self._core.pending_write_count()
 
+    def check_invariants(self) -> None:
+        """Verify the shard's internal consistency (for tests and simulations; O(state)):
+        cached timers match the groups, static ids map to members, leaders are members,
+        awaited requests are open, and offsets in flight are what pending writes carry."""
+        if self._unloaded:
+            return
+        self._earliest_due()  # bring the cache up to date as it would be when asked
+        cached = dict(self._earliest_by_group)
+        self._timers_changed.update(self._core.groups)
+        self._timers_changed.update(cached)
+        self._earliest_due()
+        invariant(cached == self._earliest_by_group, "a group's timers changed unnoticed")
+        for group in self._core.groups.values():
+            statics = group.static_members.items()
+            invariant(
+                all(group.members[m].group_instance_id == i for i, m in statics),
+                f"{group.group_id}: static members out of step",
+            )
+            invariant(
+                not group.members or group.leader_id in group.members,
+                f"{group.group_id}: the leader is not a member",
+            )
+            for member in group.members.values():
+                for waiting in (member.awaiting_join, member.awaiting_sync):
+                    invariant(
+                        waiting is None or self._core.is_open(waiting),
+                        f"{member.member_id} waits for an answered request",
+                    )
+        self._core.check_in_flight()
+
     # -- internals ------------------------------------------------------------------------------
 
-    def _accept(self, request_id: RequestId, now_ms: int) -> None:
+    def _accept(self, request_id: RequestId, now_ms: int, *group_ids: str) -> None:
         self._check_loaded()
         self._seen_ms = max(self._seen_ms, now_ms)
+        self._timers_changed.update(group_ids)
         self._core.accept(request_id)
 
     def _check_loaded(self) -> None:
         invariant(not self._unloaded, f"shard {self.partition} was unloaded")
 
     def _earliest_due(self) -> _Due | None:
-        earliest: _Due | None = None
-        for group in self._core.groups.values():
-            for due in _timers_of(group):
-                if earliest is None or due < earliest:
-                    earliest = due
-        return earliest
+        """The earliest timer of any group. Each group's earliest is cached and recomputed
+        only for the groups an input may have changed (``_timers_changed``)."""
+        for group_id in self._timers_changed:
+            group = self._core.groups.get(group_id)
+            earliest = min(_timers_of(group), default=None) if group is not None else None
+            if earliest is None:
+                self._earliest_by_group.pop(group_id, None)
+            else:
+                self._earliest_by_group[group_id] = earliest
+        self._timers_changed.clear()
+        return min(self._earliest_by_group.values(), default=None)
 
     def _fire(self, due: _Due, now_ms: int) -> None:
-        group = self._core.groups[due.group_id]
-        if due.kind == _JOIN:
+        _, kind, group_id, member_id = due
+        group = self._core.groups[group_id]
+        self._timers_changed.add(group_id)
+        if kind == _JOIN:
             self._rebalance.on_join_timer(group, now_ms)
-        elif due.kind == _SYNC:
+        elif kind == _SYNC:
             self._rebalance.on_sync_timer(group, now_ms)
-        elif due.kind == _PENDING_MEMBER:
-            self._rebalance.on_pending_member_deadline(group, due.member_id, now_ms)
+        elif kind == _PENDING_MEMBER:
+            self._rebalance.on_pending_member_deadline(group, member_id, now_ms)
         else:
-            self._rebalance.on_heartbeat_deadline(group, group.member(due.member_id), now_ms)
-        self._core.discard_group_if_unused(due.group_id)
+            self._rebalance.on_heartbeat_deadline(group, group.member(member_id), now_ms)
+        self._core.discard_group_if_unused(group_id)
 
 
 def _timers_of(group: ClassicGroup) -> Iterable[_Due]:
     if group.is_in(GroupState.DEAD):
         return
+    group_id = group.group_id
     if group.join_timer is not None:
-        yield _Due(group.join_timer.deadline_ms, _JOIN, group.group_id)
+        yield (group.join_timer.deadline_ms, _JOIN, group_id, "")
     if group.sync_timer is not None:
-        yield _Due(group.sync_timer.deadline_ms, _SYNC, group.group_id)
+        yield (group.sync_timer.deadline_ms, _SYNC, group_id, "")
     for member_id, deadline_ms in group.pending_members.items():
-        yield _Due(deadline_ms, _PENDING_MEMBER, group.group_id, member_id)
+        yield (deadline_ms, _PENDING_MEMBER, group_id, member_id)
     for member in group.members.values():
         if member.heartbeat_deadline_ms is not None:
-            yield _Due(member.heartbeat_deadline_ms, _SESSION, group.group_id, member.member_id)
+            yield (member.heartbeat_deadline_ms, _SESSION, group_id, member.member_id)
