@@ -207,6 +207,15 @@ def test_describe_groups_reports_unavailable_partitions_per_group() -> None:
     ]
 
 
+def test_describe_groups_reports_every_group_operation_allowed_when_asked() -> None:
+    broker = Broker()
+    broker.coordinator.load(0, [], now_ms=0)
+    asked = DescribeGroupsRequest(groups=["b"], include_authorized_operations=True)
+    assert broker.answer(broker.send(asked, 3), 3).groups[0].authorized_operations == 328
+    unasked = DescribeGroupsRequest(groups=["b"])
+    assert broker.answer(broker.send(unasked, 3), 3).groups[0].authorized_operations == -(2**31)
+
+
 def test_unloading_a_partition_answers_its_waiting_requests_and_ignores_late_writes() -> None:
     broker = Broker()
     broker.coordinator.load(0, [], now_ms=0)

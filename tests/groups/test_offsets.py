@@ -264,3 +264,13 @@ def test_offsets_in_flight_never_expire() -> None:
     assert [r.value is not None for r in in_flight] == [True]  # no tombstones were written
     h.complete_writes()
     assert h.fetch() == {("t", 0): (2, 0)}
+
+
+def test_deleted_topic_partitions_lose_their_offsets_in_every_group() -> None:
+    h = Harness()
+    h.commit({("gone", 0): 1, ("kept", 0): 2}, group_id="a")
+    h.commit({("gone", 0): 3, ("gone", 1): 4}, group_id="b")
+    h.absorb(h.shard.on_partitions_deleted([("gone", 0), ("gone", 1)], now_ms=h.now_ms))
+    assert h.fetch("a") == {("kept", 0): (2, 0)}
+    assert h.fetch("b") == {}
+    assert h.reload().committed_offsets("b") == {}

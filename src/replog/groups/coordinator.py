@@ -73,7 +73,11 @@ from replog.protocol.messages import (
 )
 from replog.protocol.schema import Message
 
-__all__ = ["GroupCoordinator"]
+__all__ = ["GROUP_OPERATIONS_ALLOWED", "GroupCoordinator"]
+
+#: DescribeGroups ``authorized_operations`` without an authorizer: the operations a group
+#: supports, as Kafka's AclOperation bits (READ 3, DELETE 6, DESCRIBE 8).
+GROUP_OPERATIONS_ALLOWED = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 @attrs.frozen
@@ -299,7 +303,11 @@ class GroupCoordinator:
             partition = self._partition_of(group_id)
             error = self._unavailable(partition)
             if error is None:
-                described.extend(self._shards[partition].describe_groups([group_id]))
+                found = self._shards[partition].describe_groups([group_id])[0]
+                if request.include_authorized_operations:
+                    # No authorizer: every operation on a group is allowed.
+                    found = attrs.evolve(found, authorized_operations=GROUP_OPERATIONS_ALLOWED)
+                described.append(found)
             else:
                 described.append(DescribedGroup(error_code=error, group_id=group_id))
         response = DescribeGroupsResponse(groups=described)
@@ -334,6 +342,16 @@ class GroupCoordinator:
         if shard is None:
             return Effects()
         return self._route_effects(shard.on_write_complete(write_id, error, now_ms=now_ms))
+
+    def on_partitions_deleted(
+        self, partitions: Iterable[tuple[str, int]], *, now_ms: int
+    ) -> Effects:
+        """Topic partitions were deleted: every group forgets its offsets for them."""
+        effects = Effects()
+        deleted = list(partitions)
+        for partition in sorted(self._shards):
+            effects += self._shards[partition].on_partitions_deleted(deleted, now_ms=now_ms)
+        return self._route_effects(effects)
 
     def next_deadline_ms(self) -> int | None:
         """When ``on_tick`` next has something to do."""

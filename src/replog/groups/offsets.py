@@ -271,6 +271,17 @@ class Offsets:
             topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
         return topics, records
 
+    def delete_partitions(self, partitions: set[TopicPartition]) -> None:
+        """Tombstone the offsets every group holds (or is writing) for ``partitions``."""
+        records: list[CoordinatorRecord] = []
+        for group_id in list(self.core.groups):
+            held = set(self.core.offsets.committed(group_id))
+            held |= set(self.core.offsets.in_flight_partitions(group_id))
+            for topic, partition in sorted(held & partitions):
+                records.append(OffsetRecord(group_id, topic, partition, None))
+        if records:
+            self.core.write(records, _nothing_to_undo)
+
     # -- expiry ---------------------------------------------------------------------------------
 
     def expire(self, now_ms: int) -> None:
@@ -354,6 +365,11 @@ class Offsets:
         if consumers_known and group.is_in(_STABLE):
             return lambda offset: offset.commit_timestamp_ms
         return None
+
+
+def _nothing_to_undo(error: ErrorCode, now_ms: int) -> None:
+    """Tombstones for deleted partitions failed: the offsets stay, and are deleted again when
+    the topic's deletion is reported again (or expire)."""
 
 
 def _commit_response(

@@ -212,6 +212,15 @@ class GroupCoordinatorShard:
         self._admin.delete_groups(request_id, group_ids, now_ms)
         return self._core.take_effects()
 
+    def on_partitions_deleted(
+        self, partitions: Iterable[tuple[str, int]], *, now_ms: int
+    ) -> Effects:
+        """Topic partitions were deleted: tombstone every group's offsets for them."""
+        self._check_loaded()
+        self._seen_ms = max(self._seen_ms, now_ms)
+        self._offsets.delete_partitions(set(partitions))
+        return self._core.take_effects()
+
     def fetch_offsets(
         self, request: OffsetFetchRequestGroup, *, require_stable: bool
     ) -> OffsetFetchResponseGroup:
