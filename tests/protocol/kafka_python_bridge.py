@@ -53,7 +53,9 @@ def kafka_python_plain(obj: Any, struct: Any, version: int) -> Any:
         if not kp_field.for_version_q(version):
             continue
         value = getattr(obj, kp_field.name)
-        if value is None:
+        if kp_field.type_str == "bitfield":  # None there means INT32_MIN (bit 31 alone)
+            plain[kp_field.name] = _bits_to_int32(value)
+        elif value is None:
             plain[kp_field.name] = None
         elif kp_field.is_struct_array():
             plain[kp_field.name] = [
@@ -61,8 +63,6 @@ def kafka_python_plain(obj: Any, struct: Any, version: int) -> Any:
             ]
         elif kp_field.is_struct():
             plain[kp_field.name] = kafka_python_plain(value, kp_field, version)
-        elif kp_field.type_str == "bitfield":
-            plain[kp_field.name] = _bits_to_int32(value)
         elif isinstance(value, bytes | bytearray | memoryview):
             plain[kp_field.name] = bytes(value)
         elif isinstance(value, list):

@@ -13,6 +13,8 @@ from replog.protocol import EncodeError, Message, supported_api_versions
 from replog.protocol.messages import (
     APIS,
     UNSERVED_APIS,
+    DescribedGroup,
+    DescribeGroupsResponse,
     FindCoordinatorRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -70,6 +72,15 @@ def test_group_message_agrees_with_kafka_python_both_ways(
     theirs = bytes(to_kafka_python(message, version).encode(version=version))
     assert theirs == ours
     assert cls.decode(theirs, version) == message
+
+
+def test_described_group_without_authorized_operations_agrees_with_kafka_python() -> None:
+    """kafka-python reads INT32_MIN (bit 31 alone) as "no operations given" (None)."""
+    response = DescribeGroupsResponse(groups=[DescribedGroup(group_id="g")])
+    kp_cls = kafka_python_class(DescribeGroupsResponse)
+    theirs = kp_cls.decode(response.encode(5), version=5)
+    assert theirs.groups[0].authorized_operations is None
+    assert kafka_python_plain(theirs, kp_cls._struct, 5) == replog_plain(response, 5)
 
 
 def test_group_apis_are_not_advertised_yet() -> None:
