@@ -1,8 +1,10 @@
-"""The replication core and the election decisions stay sans-IO (DESIGN.md §2).
+"""The replication core, the election decisions and the group coordinator stay sans-IO
+(DESIGN.md §2).
 
-No module under ``replog.isr`` or ``replog.election`` may import time, socket, threading,
-asyncio, random, os (or their private or related forms), nor call ``open``. That is what lets
-the deterministic simulator drive them with virtual time and a simulated network and disk.
+No module under ``replog.isr``, ``replog.election`` or ``replog.groups`` may import time,
+socket, threading, asyncio, random, os (or their private or related forms), nor call ``open``.
+That is what lets the deterministic simulator drive them with virtual time and a simulated
+network and disk.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ FORBIDDEN = {
     "shutil",
     "tempfile",
 }
-PURE_PACKAGES = ("isr", "election")
+PURE_PACKAGES = ("isr", "election", "groups")
 
 
 def _pure_modules() -> list[pathlib.Path]:

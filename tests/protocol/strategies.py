@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from replog.protocol.messages import APIS
+from replog.protocol.messages import APIS, ApiSpec
 from replog.protocol.schema import ArrayOf, FieldSpec, Message, Scalar, WireType
 
 _INT_BITS = {Scalar.INT8: 8, Scalar.INT16: 16, Scalar.INT32: 32, Scalar.INT64: 64}
@@ -72,10 +72,10 @@ def message_strategy(cls: type[Message], version: int) -> st.SearchStrategy[Any]
     return _CACHE[key]
 
 
-def all_versions() -> list[tuple[type[Message], int]]:
-    """Every (request or response class, version) replog serves."""
+def all_versions(apis: dict[int, ApiSpec] = APIS) -> list[tuple[type[Message], int]]:
+    """Every (request or response class, version) of ``apis`` (default: those replog serves)."""
     cases: list[tuple[type[Message], int]] = []
-    for spec in APIS.values():
+    for spec in apis.values():
         for version in range(spec.info.min_version, spec.info.max_version + 1):
             cases.append((spec.request, version))
             cases.append((spec.response, version))

@@ -2,12 +2,18 @@
 
 ``APIS`` maps each api key to an ``ApiSpec`` (the ``ApiInfo`` plus the request and response
 classes). ``supported_api_versions()`` is what an ApiVersions response advertises.
+
+``UNSERVED_APIS`` holds the APIs whose schemas are implemented (and tested against Kafka's) but
+that the broker does not serve yet: the consumer-group APIs, until the group coordinator runs in
+the broker. They are neither advertised nor decoded by ``framing``; moving a spec into ``APIS``
+is what turns it on.
 """
 
 from __future__ import annotations
 
 import attrs
 
+from replog.errors import invariant
 from replog.protocol.messages.admin import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -71,6 +77,74 @@ from replog.protocol.messages.fetch import (
     ForgottenTopic,
     LeaderIdAndEpoch,
     SnapshotId,
+)
+from replog.protocol.messages.group_admin import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    LIST_GROUPS,
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from replog.protocol.messages.group_membership import (
+    COORDINATOR_KEY_GROUP,
+    COORDINATOR_KEY_TRANSACTION,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    SYNC_GROUP,
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    MemberIdentity,
+    MemberResponse,
+    SyncGroupRequest,
+    SyncGroupRequestAssignment,
+    SyncGroupResponse,
+)
+from replog.protocol.messages.group_offsets import (
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 )
 from replog.protocol.messages.offsets import (
     EARLIEST_TIMESTAMP,
@@ -188,6 +262,69 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeConfigsResult",
     "DescribeConfigsSynonym",
+    "AUTHORIZED_OPERATIONS_OMITTED",
+    "DELETE_GROUPS",
+    "DESCRIBE_GROUPS",
+    "LIST_GROUPS",
+    "DeletableGroupResult",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
+    "DescribedGroup",
+    "DescribedGroupMember",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
+    "ListedGroup",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
+    "COORDINATOR_KEY_GROUP",
+    "COORDINATOR_KEY_TRANSACTION",
+    "FIND_COORDINATOR",
+    "HEARTBEAT",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
+    "SYNC_GROUP",
+    "Coordinator",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "JoinGroupRequest",
+    "JoinGroupRequestProtocol",
+    "JoinGroupResponse",
+    "JoinGroupResponseMember",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "MemberIdentity",
+    "MemberResponse",
+    "SyncGroupRequest",
+    "SyncGroupRequestAssignment",
+    "SyncGroupResponse",
+    "OFFSET_COMMIT",
+    "OFFSET_DELETE",
+    "OFFSET_FETCH",
+    "OffsetCommitRequest",
+    "OffsetCommitRequestPartition",
+    "OffsetCommitRequestTopic",
+    "OffsetCommitResponse",
+    "OffsetCommitResponsePartition",
+    "OffsetCommitResponseTopic",
+    "OffsetDeleteRequest",
+    "OffsetDeleteRequestPartition",
+    "OffsetDeleteRequestTopic",
+    "OffsetDeleteResponse",
+    "OffsetDeleteResponsePartition",
+    "OffsetDeleteResponseTopic",
+    "OffsetFetchRequest",
+    "OffsetFetchRequestGroup",
+    "OffsetFetchRequestTopic",
+    "OffsetFetchRequestTopics",
+    "OffsetFetchResponse",
+    "OffsetFetchResponseGroup",
+    "OffsetFetchResponsePartition",
+    "OffsetFetchResponsePartitions",
+    "OffsetFetchResponseTopic",
+    "OffsetFetchResponseTopics",
+    "UNSERVED_APIS",
 ]
 
 
@@ -215,6 +352,26 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
     )
 }
+
+
+UNSERVED_APIS: dict[int, ApiSpec] = {
+    spec.info.api_key: spec
+    for spec in (
+        ApiSpec(OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse),
+        ApiSpec(OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse),
+        ApiSpec(FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse),
+        ApiSpec(JOIN_GROUP, JoinGroupRequest, JoinGroupResponse),
+        ApiSpec(HEARTBEAT, HeartbeatRequest, HeartbeatResponse),
+        ApiSpec(LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse),
+        ApiSpec(SYNC_GROUP, SyncGroupRequest, SyncGroupResponse),
+        ApiSpec(DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse),
+        ApiSpec(LIST_GROUPS, ListGroupsRequest, ListGroupsResponse),
+        ApiSpec(DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse),
+        ApiSpec(OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse),
+    )
+}
+"""Implemented, not yet served (see the module docstring)."""
+invariant(not UNSERVED_APIS.keys() & APIS.keys(), "an API is both served and unserved")
 
 
 def supported_api_versions() -> list[ApiVersion]:
