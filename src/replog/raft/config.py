@@ -7,6 +7,7 @@ fetch timeout 2000 ms, election backoff max 1000 ms, retry backoff 20 ms, reques
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -19,6 +20,10 @@ __all__ = ["RaftConfig"]
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InvalidConfigError(f"{attribute.name} must be a positive int, got {value!r}")
+
+
+def _frozen(voters: Iterable[int]) -> frozenset[int]:
+    return frozenset(voters)
 
 
 def _node_ids(instance: object, attribute: attrs.Attribute[Any], value: frozenset[int]) -> None:
@@ -38,7 +43,7 @@ class RaftConfig:
     """
 
     node_id: int = attrs.field()
-    voters: frozenset[int] = attrs.field(converter=frozenset, validator=_node_ids)
+    voters: frozenset[int] = attrs.field(converter=_frozen, validator=_node_ids)
     election_timeout_ms: int = attrs.field(default=1000, validator=_positive)
     fetch_timeout_ms: int = attrs.field(default=2000, validator=_positive)
     election_backoff_max_ms: int = attrs.field(default=1000, validator=_positive)

@@ -13,11 +13,12 @@ control records advance the applied offset without reaching it. Every ``snapshot
 applied records the node writes a local snapshot of the state machine and tells the core, which
 moves the log start up to it. A snapshot installed from the leader replaces the state machine's
 state. ``on_apply`` / ``on_snapshot`` let an observer (the simulator's checker, the owner's
-request tracking) see both.
+request tracking) see both; ``counters`` counts log operations by kind and leader changes.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -66,6 +67,7 @@ class RaftNode:
     snapshot_interval: int
     on_apply: ApplyListener | None = None
     on_snapshot: SnapshotListener | None = None
+    counters: Counter[str] = attrs.field(factory=Counter)
     _outbox: list[tuple[int, tuple[Outbound, ...]]] = attrs.field(factory=list)
     _ready_count: int = 0
     _released: list[Outbound] = attrs.field(factory=list)
@@ -162,6 +164,10 @@ class RaftNode:
         core = self.core
         while core.has_ready:
             ready = core.take_ready()
+            for op in ready.log_ops:
+                self.counters[type(op).__name__] += 1
+            if ready.leader is not None:
+                self.counters["leader_changes"] += 1
             installed = self.storage.apply(ready, now_ms)
             self.storage.check_model(core.log)
             for snapshot_id, records in installed:

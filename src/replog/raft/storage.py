@@ -46,9 +46,17 @@ __all__ = ["METADATA_LOG_DIR", "RaftStorage", "metadata_log_config"]
 METADATA_LOG_DIR = "__cluster_metadata-0"
 
 
-def metadata_log_config(segment_bytes: int = 8 * 1024 * 1024) -> LogConfig:
+def metadata_log_config(
+    segment_bytes: int = 8 * 1024 * 1024, index_bytes: int = 1024 * 1024
+) -> LogConfig:
     """Segments without time or size retention: only snapshots move the log start."""
-    return LogConfig(segment_bytes=segment_bytes, retention_ms=-1, retention_bytes=-1)
+    return LogConfig(
+        segment_bytes=segment_bytes,
+        segment_index_bytes=index_bytes,
+        index_interval_bytes=min(4096, max(64, segment_bytes // 8)),
+        retention_ms=-1,
+        retention_bytes=-1,
+    )
 
 
 @attrs.define(eq=False)
@@ -160,15 +168,17 @@ class RaftStorage:
     def check_model(self, model: LogModel) -> None:
         """The log must agree with the core's model (a bug otherwise)."""
         log = self.log
-        invariant(
-            (log.log_start_offset, log.log_end_offset) == (model.start_offset, model.end_offset),
-            f"log [{log.log_start_offset}, {log.log_end_offset}) but the core has "
-            f"[{model.start_offset}, {model.end_offset})",
-        )
-        invariant(
-            log.epoch_cache.entries == model.epochs.entries,
-            f"log epochs {log.epoch_cache.entries} but the core has {model.epochs.entries}",
-        )
+        agree = (log.log_start_offset, log.log_end_offset) == (
+            model.start_offset,
+            model.end_offset,
+        ) and log.epoch_cache.entries == model.epochs.entries
+        if not agree:
+            invariant(
+                False,
+                f"log [{log.log_start_offset}, {log.log_end_offset}) epochs "
+                f"{log.epoch_cache.entries} but the core has [{model.start_offset}, "
+                f"{model.end_offset}) epochs {model.epochs.entries}",
+            )
 
     def close(self) -> None:
         """Flush and close the log."""
