@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench sim faults lint clean system-deps
+.PHONY: demo test bench sim raft-sim faults lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -34,6 +34,10 @@ test: lint system-deps
 # Deterministic simulation: many more seeds than make test runs; prints "N seeds, K violations".
 sim: $(STAMP)
 	$(BIN)/python -m replog.testing.sim --seeds $(SEEDS)
+
+# The metadata quorum's simulator (replog.raft.sim): SEEDS seeds; prints "N seeds, K violations".
+raft-sim: $(STAMP)
+	$(BIN)/python -m replog.raft.sim --seeds $(SEEDS) --stats
 
 # Only the multi-process fault suite (real broker processes on ZooKeeper; make test runs it too).
 faults: $(STAMP) system-deps

@@ -22,7 +22,8 @@ punishes any message sent before what it depends on was durable. Then
 **liveness**: the network heals, every node restarts, and within ``liveness_ms_max`` a leader
 must be elected, every client must complete operations again and every node must catch up.
 
-After every event the `QuorumChecker` runs (``sim_checks.py``); at the end the client history
+After every event the `QuorumChecker` (``sim_checks.py``) checks the nodes that event touched
+(nothing else can have changed); at the end the client history
 must be linearizable (``replog.testing.linearizability``). The first violation stops the run;
 ``--seed S`` replays it exactly.
 """
@@ -193,6 +194,7 @@ class Simulation:
             for i in ids
         }
         self.checker = QuorumChecker()
+        self._touched: set[int] = set()
         self.clients = ClientPool(self, opts.clients, opts.keys)
         self.violations: list[str] = []
         self.phase = "safety"
@@ -225,7 +227,7 @@ class Simulation:
             except Exception as exc:  # a replog component raised into its driver
                 self.violation(f"uncaught {type(exc).__name__}: {exc}")
             self.events += 1
-            for problem in self.checker.check(self._views()):
+            for problem in self.checker.check(self._views(self._touched)):
                 self.violation(problem)
             if done is not None and done():
                 return
@@ -265,12 +267,16 @@ class Simulation:
 
     # ------------------------------------------------------------------ nodes
 
-    def _views(self) -> list[NodeView]:
-        return [
+    def _views(self, node_ids: set[int]) -> list[NodeView]:
+        """The running nodes among ``node_ids`` (an event changes only the nodes it touched,
+        so only those are checked after it)."""
+        views = [
             NodeView(n.node_id, n.incarnation, n.raft)
-            for n in self.nodes.values()
-            if n.raft is not None
+            for i in sorted(node_ids)
+            if (n := self.nodes[i]).raft is not None
         ]
+        node_ids.clear()
+        return views
 
     def _config(self, node_id: int) -> RaftConfig:
         o = self.opts
@@ -310,6 +316,7 @@ class Simulation:
             self.trace(f"node {node.node_id} failed to start: {exc}")
             self._crash(node, power_loss=True, reason="storage failure at start")
             return
+        self._touched.add(node.node_id)
         self.trace(f"node {node.node_id} started (incarnation {incarnation})")
         self._after_input(node)
 
@@ -335,6 +342,7 @@ class Simulation:
         raft = node.raft
         if raft is None:
             return False
+        self._touched.add(node_id)
         try:
             action(raft)
         except StorageError as exc:
