@@ -281,7 +281,8 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
             self._fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
         elif self.config.is_voter:
             self._election_deadline_ms = now_ms + self._random_election_timeout_ms()
-            self._awaiting = set(self.config.voters) - {me}
+            if isinstance(state, Prospective | Candidate | Resigned):  # they ask the others
+                self._awaiting = set(self.config.voters) - {me}
 
     def _random_election_timeout_ms(self) -> int:
         base = self.config.election_timeout_ms

@@ -90,15 +90,19 @@ class RaftNode:
         """Recover the node's storage, load the latest snapshot into ``machine`` and start the
         core. ``snapshot_interval`` 0 never snapshots."""
         storage = RaftStorage.open(data_dir, fs, now_ms, log_config)
-        model = storage.model()
-        applied = model.start_offset
-        if model.snapshot is not None:
-            records = storage.snapshots.read(model.snapshot)
-            machine.restore(records)
-            applied = model.snapshot.end_offset
-            if on_snapshot is not None:
-                on_snapshot(model.snapshot, records, "loaded")
-        core = RaftCore.start(config, storage.read_election(), model, storage, rng, now_ms)
+        try:
+            model = storage.model()
+            applied = model.start_offset
+            if model.snapshot is not None:
+                records = storage.snapshots.read(model.snapshot)
+                machine.restore(records)
+                applied = model.snapshot.end_offset
+                if on_snapshot is not None:
+                    on_snapshot(model.snapshot, records, "loaded")
+            core = RaftCore.start(config, storage.read_election(), model, storage, rng, now_ms)
+        except BaseException:
+            storage.abandon()
+            raise
         node = cls(
             core=core,
             storage=storage,

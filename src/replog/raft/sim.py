@@ -243,6 +243,13 @@ class Simulation:
         except _StopRun:
             pass
 
+    def close(self) -> None:
+        """Release every running node's files (the run is over; nothing more is written)."""
+        for node in self.nodes.values():
+            if node.raft is not None:
+                node.raft.abandon()
+                node.raft = None
+
     def _run_phases(self) -> None:
         for node in self.nodes.values():
             self._start(node)
@@ -554,7 +561,10 @@ def run_seed(seed: int, *, verbose: bool = False) -> SimResult:
         sim = Simulation(opts, root, verbose=verbose)
         if verbose:
             print(f"seed {seed}: {opts.describe()}")
-        sim.run()
+        try:
+            sim.run()
+        finally:
+            sim.close()
         return SimResult(
             seed,
             tuple(sim.violations),

@@ -21,7 +21,7 @@ import os
 
 import attrs
 
-from replog.errors import invariant
+from replog.errors import StorageError, invariant
 from replog.log.config import LogConfig
 from replog.log.fs import FileSystem
 from replog.log.log import Log
@@ -87,7 +87,11 @@ class RaftStorage:
             now_ms=now_ms,
             log_start_offset=0 if latest is None else latest.end_offset,
         )
-        log.flush()
+        try:
+            log.flush()
+        except StorageError:
+            log.abandon()
+            raise
         return cls(dir_path, log, QuorumStateFile(fs, dir_path), snapshots)
 
     def model(self) -> LogModel:
