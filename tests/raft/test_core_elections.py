@@ -348,3 +348,12 @@ def test_observer_that_loses_its_leader_looks_for_it_again() -> None:
 
 def test_logs_start_empty() -> None:
     assert MemoryLog().model().end == MemoryLog().model().end
+
+
+def test_waiting_voter_asks_to_be_woken_at_its_election_timeout_only() -> None:
+    """Regression: an Unattached voter asked for a tick every millisecond."""
+    q = Quorum()
+    core = q.core(2)
+    assert core.next_deadline_ms() >= 100  # the election timeout, not "now"
+    core.on_message(1, vote_request(1, 1), 0)
+    assert isinstance(core.state, Voted) and core.next_deadline_ms() >= 100
