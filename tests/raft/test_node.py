@@ -13,6 +13,7 @@ from replog.raft.config import RaftConfig
 from replog.raft.kv import KvOp, KvStateMachine
 from replog.raft.messages import FetchRequest, Outbound, VoteRequest
 from replog.raft.node import RaftNode
+from replog.raft.ready import LeaderAndEpoch
 from replog.raft.states import Follower, Leader, Resigned, Voted
 from replog.raft.storage import metadata_log_config
 
@@ -173,3 +174,15 @@ def test_snapshots_bound_the_log_and_restore_the_state_machine(tmp_path: Path) -
     c.run(100)
     assert c.machines[node_id].values == {"k": 11}
     assert isinstance(restarted.core.state, Follower)
+
+
+def test_the_owner_hears_of_every_leader_change(tmp_path: Path) -> None:
+    seen: list[object] = []
+    c = Cluster(tmp_path)
+    node = c.open(1)
+    node.on_leader = seen.append
+    for node_id in (2, 3):
+        c.open(node_id)
+    c.run(600)
+    leader = c.leader()
+    assert seen and seen[-1] == LeaderAndEpoch(c.nodes[1].core.state.epoch, leader)

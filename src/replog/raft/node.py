@@ -13,7 +13,8 @@ control records advance the applied offset without reaching it. Every ``snapshot
 applied records the node writes a local snapshot of the state machine and tells the core, which
 moves the log start up to it. A snapshot installed from the leader replaces the state machine's
 state. ``on_apply`` / ``on_snapshot`` let an observer (the simulator's checker, the owner's
-request tracking) see both; ``counters`` counts log operations by kind and leader changes.
+request tracking) see both, ``on_leader`` every change of the leader this node knows;
+``counters`` counts log operations by kind and leader changes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from replog.raft.config import RaftConfig
 from replog.raft.core import RaftCore, Rng
 from replog.raft.entries import Entry, decode_entries
 from replog.raft.messages import Message, Outbound, SnapshotId
-from replog.raft.ready import ProposeResult
+from replog.raft.ready import LeaderAndEpoch, ProposeResult
 from replog.raft.storage import RaftStorage
 
 __all__ = ["RaftNode", "StateMachine"]
@@ -53,6 +54,7 @@ class StateMachine(Protocol):
 
 
 ApplyListener = Callable[[Entry, object], None]
+LeaderListener = Callable[[LeaderAndEpoch], None]
 SnapshotListener = Callable[[SnapshotId, list[bytes], str], None]
 
 
@@ -67,6 +69,7 @@ class RaftNode:
     snapshot_interval: int
     on_apply: ApplyListener | None = None
     on_snapshot: SnapshotListener | None = None
+    on_leader: LeaderListener | None = None
     counters: Counter[str] = attrs.field(factory=Counter)
     _outbox: list[tuple[int, tuple[Outbound, ...]]] = attrs.field(factory=list)
     _ready_count: int = 0
@@ -86,6 +89,7 @@ class RaftNode:
         snapshot_interval: int = 0,
         on_apply: ApplyListener | None = None,
         on_snapshot: SnapshotListener | None = None,
+        on_leader: LeaderListener | None = None,
     ) -> RaftNode:
         """Recover the node's storage, load the latest snapshot into ``machine`` and start the
         core. ``snapshot_interval`` 0 never snapshots."""
@@ -111,6 +115,7 @@ class RaftNode:
             snapshot_interval=snapshot_interval,
             on_apply=on_apply,
             on_snapshot=on_snapshot,
+            on_leader=on_leader,
         )
         node._process(now_ms)
         return node
@@ -172,6 +177,8 @@ class RaftNode:
                 self.counters[type(op).__name__] += 1
             if ready.leader is not None:
                 self.counters["leader_changes"] += 1
+                if self.on_leader is not None:
+                    self.on_leader(ready.leader)
             installed = self.storage.apply(ready, now_ms)
             self.storage.check_model(core.log)
             for snapshot_id, records in installed:
