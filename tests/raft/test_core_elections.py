@@ -45,7 +45,7 @@ def vote_request(epoch: int, candidate: int, last_epoch: int = 0, end: int = 0, 
     return VoteRequest(epoch, candidate, last_epoch, end, pre)
 
 
-# ------------------------------------------------------------------------------ R2: start
+# ------------------------------------------------------------------------------ R1: start
 
 
 def test_fresh_node_starts_unattached_in_epoch_zero_and_writes_nothing() -> None:
@@ -204,7 +204,7 @@ def test_vote_refused_to_a_candidate_with_a_shorter_log_of_the_same_epoch() -> N
     core.on_message(3, vote_request(2, 3, last_epoch=1, end=1), q.now_ms)
     answer = core.take_ready().messages[0].message
     assert answer.vote_granted is False and answer.epoch == 2
-    assert core.state == Unattached(2)  # it did learn the epoch (R1)
+    assert core.state == Unattached(2)  # it did learn the epoch (R2)
 
 
 def test_lower_epoch_vote_request_is_fenced() -> None:

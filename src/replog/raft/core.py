@@ -11,20 +11,21 @@ observer's choice of voter) comes from the injected ``rng(n) -> [0, n)``; time o
 ``now_ms``. The core keeps a `LogModel` of its log (offsets, epochs, snapshot), so it decides
 every log change itself and reads record bytes only to answer fetches (through `LogReader`).
 
-The rules, in the order the code below follows them:
+The rules, in the order the code follows them (E6-E8 and F6 live in ``leadership.py``, F1-F5
+in ``replication.py``):
 
-R1 **Epochs.** Every Vote, BeginQuorumEpoch and EndQuorumEpoch request and every response
+R1 **Persistence and restart.** The election state (epoch, leader, vote) is persisted before any
+   message that depends on it leaves. On start: an epoch below the log's last epoch becomes
+   Unattached in the log's epoch; a node that led its epoch comes back Resigned (it must not
+   lead or vote again in it, and unflushed records of that epoch may be gone); one that voted
+   for itself comes back Candidate; one that knew a leader, Follower; one that voted, Voted.
+R2 **Epochs.** Every Vote, BeginQuorumEpoch and EndQuorumEpoch request and every response
    carries the sender's epoch and the leader it knows. A higher epoch is adopted at once: as
    Follower of the named leader if there is one, else Unattached. A same-epoch message naming a
    leader makes a node that has none (Unattached, Voted, Prospective, Candidate) its Follower.
    Two leaders in one epoch are a bug (`InvariantError`). Requests with a lower epoch are
    answered FENCED_LEADER_EPOCH; stale responses are ignored. Fetch and FetchSnapshot requests
    never move the epoch: a lower one is fenced, a higher one is UNKNOWN_LEADER_EPOCH.
-R2 **Persistence and restart.** The election state (epoch, leader, vote) is persisted before any
-   message that depends on it leaves. On start: an epoch below the log's last epoch becomes
-   Unattached in the log's epoch; a node that led its epoch comes back Resigned (it must not
-   lead or vote again in it, and unflushed records of that epoch may be gone); one that voted
-   for itself comes back Candidate; one that knew a leader, Follower; one that voted, Voted.
 
 E1 **Timeouts.** A voter in Unattached, Voted or Follower (fetch timeout: no answer from the
    leader for ``fetch_timeout_ms``) becomes Prospective in the *same* epoch and asks the other
@@ -46,7 +47,7 @@ E5 **Candidate.** Epoch + 1, a vote for itself (persisted), Vote requests to the
 E6 **Leader.** Appends a leader-change control record at its log end (the epoch start offset)
    so the high watermark can move in its epoch, persists itself as leader and sends
    BeginQuorumEpoch to every voter until each acknowledges (answers or fetches).
-E7 **BeginQuorumEpoch** makes the receiver a Follower of the sender in that epoch (R1).
+E7 **BeginQuorumEpoch** makes the receiver a Follower of the sender in that epoch (R2).
 E8 **Resignation.** ``resign()`` or a failed check quorum (F6) makes the leader Resigned: it
    sends EndQuorumEpoch (its successors, most caught up first) until acknowledged, answers
    fetches NOT_LEADER and, after an election timeout, moves to Unattached in epoch + 1. A
@@ -57,7 +58,7 @@ F1 **Fetch loop.** A Follower (or observer) sends one Fetch at a time to its lea
    offset = its log end, last fetched epoch = epoch of its last record. It fetches again at
    once after records, after ``fetch_backoff_ms`` after an empty answer, and re-sends after
    ``request_timeout_ms`` without one. An observer without a leader asks a random voter.
-F2 **Leader answers a fetch** (epoch checks as R1): if the fetch diverges from the leader's log
+F2 **Leader answers a fetch** (epoch checks as R2): if the fetch diverges from the leader's log
    (`LogModel.validate_fetch`), it answers the diverging epoch and its end offset; if the
    fetch offset is below the log start, the snapshot id; otherwise records from the fetch
    offset, and the voter's fetch offset counts toward the high watermark.
@@ -166,7 +167,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
     _ready_hw: int | None = None
     _ready_leader: LeaderAndEpoch | None = None
 
-    # ------------------------------------------------------------------ R2: start
+    # ------------------------------------------------------------------ R1: start
 
     @classmethod
     def start(
@@ -179,7 +180,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         now_ms: int,
     ) -> RaftCore:
         """The node as it comes up: ``election`` from the quorum-state file (None if there is
-        none yet) and ``log`` describing the recovered, fully flushed log (R2)."""
+        none yet) and ``log`` describing the recovered, fully flushed log (R1)."""
         me, voters = config.node_id, config.voters
         stored = election or ElectionState(0, NO_LEADER, -1, voters)
         if stored.voters != voters:
@@ -255,7 +256,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
     # ------------------------------------------------------------------ transitions
 
     def _enter(self, state: EpochState, now_ms: int) -> None:
-        """Make ``state`` current: persist its election state if that changed (R2), report a
+        """Make ``state`` current: persist its election state if that changed (R1), report a
         new leader, and arm the state's timers."""
         invariant(state.epoch >= self.state.epoch, f"epoch back from {self.state} to {state}")
         me = self.config.node_id
@@ -289,7 +290,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         return base + self.rng(base)
 
     def _observe_epoch(self, epoch: int, leader_id: int, now_ms: int) -> bool:
-        """R1 for a message from the current or a newer epoch; False if it is stale."""
+        """R2 for a message from the current or a newer epoch; False if it is stale."""
         state = self.state
         known = leader_id if leader_id in self.config.voters else NO_LEADER
         me = self.config.node_id
@@ -439,7 +440,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         )
 
     def _on_vote_request(self, src: int, request: VoteRequest, now_ms: int) -> None:
-        """E2 / E4 (after R1)."""
+        """E2 / E4 (after R2)."""
         valid_epochs = (
             request.last_epoch <= request.epoch
             if request.pre_vote
@@ -498,7 +499,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         return False
 
     def _on_vote_response(self, src: int, response: VoteResponse, now_ms: int) -> None:
-        """E3 / E5 (after R1)."""
+        """E3 / E5 (after R2)."""
         if src not in self.config.voters:
             return
         if not self._observe_epoch(response.epoch, response.leader_id, now_ms):

@@ -100,7 +100,7 @@ class LeadershipMixin:
     def _on_begin_quorum_request(
         self, src: int, request: BeginQuorumEpochRequest, now_ms: int
     ) -> None:
-        """E7 (via R1)."""
+        """E7 (via R2)."""
         if src not in self.config.voters or request.leader_id != src:
             self._send(src, BeginQuorumEpochResponse(*self._epoch_and_leader(), _INVALID))
         elif not self._observe_epoch(request.epoch, request.leader_id, now_ms):
@@ -123,7 +123,7 @@ class LeadershipMixin:
             self._progress.on_acknowledged(src)
 
     def _on_end_quorum_request(self, src: int, request: EndQuorumEpochRequest, now: int) -> None:
-        """E8, receiving side: only a higher epoch moves it (R1); a same-epoch leader hint
+        """E8, receiving side: only a higher epoch moves it (R2); a same-epoch leader hint
         would make it follow the leader that is leaving."""
         if src not in self.config.voters or request.leader_id != src:
             self._send(src, EndQuorumEpochResponse(*self._epoch_and_leader(), _INVALID))

@@ -1,4 +1,4 @@
-"""The ``quorum-state`` file: the election state a node must never forget (R2 in ``core.py``).
+"""The ``quorum-state`` file: the election state a node must never forget (R1 in ``core.py``).
 
 Layout (UTF-8 JSON, one object, the fields of Kafka's QuorumStateData v0 that apply)::
 

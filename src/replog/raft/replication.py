@@ -116,7 +116,7 @@ class ReplicationMixin:
     # ------------------------------------------------------------------ F2: leader side
 
     def _leader_only_error(self, epoch: int) -> ErrorCode | None:
-        """The epoch checks for Fetch and FetchSnapshot (R1's last sentence)."""
+        """The epoch checks for Fetch and FetchSnapshot (R2's last sentence)."""
         if epoch < self.state.epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
         if epoch > self.state.epoch:
@@ -223,7 +223,7 @@ class ReplicationMixin:
 
     def _maybe_discover_leader(self, now_ms: int) -> None:
         """F1 for an observer without a leader: ask a random voter (its answer names the
-        leader, R1)."""
+        leader, R2)."""
         if now_ms < self._next_send_ms:
             return
         voters = sorted(self.config.voters)

@@ -20,7 +20,23 @@ Resigned      was leader of this epoch and stepped down (or       (epoch, self, 
               elected by it in this epoch
 ============  ==================================================  ==========================
 
-Observers (non-voters) only ever are Unattached or Follower.
+Transitions (the rules are in ``core.py``; an epoch never goes down):
+
+- Unattached -> Voted (grants a vote, E4), Prospective (election timeout, E1), Follower (learns
+  a leader, R2), Unattached (a higher epoch, R2).
+- Voted -> Prospective (E1), Follower, Unattached (R2).
+- Prospective -> Candidate (a majority of pre-votes, E3), back to Follower / Voted / Unattached
+  (lost round, E3), Voted (grants a real vote while it knows no leader and has not voted),
+  Follower, Unattached (R2).
+- Candidate -> Leader (a majority, E5), Prospective (election timeout or backoff, E1/E5),
+  Follower, Unattached (R2).
+- Leader -> Resigned (``resign`` or check quorum, E8/F6), Follower, Unattached (R2).
+- Follower -> Prospective (fetch timeout, E1), Follower with ``leader_resigned`` (E8),
+  Follower, Unattached (R2).
+- Resigned -> Unattached in epoch + 1 (election timeout, E8), Follower, Unattached (R2).
+
+Observers (non-voters) only ever are Unattached or Follower; an observer whose leader went
+quiet for the fetch timeout returns to Unattached in the same epoch to look for it again.
 """
 
 from __future__ import annotations
