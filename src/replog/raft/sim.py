@@ -318,6 +318,9 @@ class Simulation:
                 snapshot_interval=self.opts.snapshot_interval,
                 on_apply=lambda e, r: self._on_apply(node, incarnation, e, r),
                 on_snapshot=lambda s, recs, how: self._on_snapshot(node, s, recs, how),
+                on_leader=lambda known: self.trace(
+                    f"node {node.node_id}: epoch {known.epoch}, leader {known.leader_id}"
+                ),
             )
         except StorageError as exc:
             self.trace(f"node {node.node_id} failed to start: {exc}")
