@@ -12,7 +12,7 @@ from replog.raft.sim import SimOptions, main, reproduce_command, run_seed
 
 pytestmark = pytest.mark.sim
 
-SEED_COUNT = 200
+SEED_COUNT = 250
 CHUNK = 25
 
 
