@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-dev
 # kafkajs for tests/compat/test_kafkajs.py, pinned by tests/js/package-lock.json (needs Node/npm)
 JS_DEPS := tests/js/node_modules/.package-lock.json
 
-.PHONY: demo test bench sim faults lint clean system-deps
+.PHONY: demo test bench sim raft-sim faults lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -40,6 +40,10 @@ test: lint system-deps
 # Deterministic simulation: many more seeds than make test runs; prints "N seeds, K violations".
 sim: $(STAMP)
 	$(BIN)/python -m replog.testing.sim --seeds $(SEEDS)
+
+# The metadata quorum's simulator (replog.raft.sim): SEEDS seeds; prints "N seeds, K violations".
+raft-sim: $(STAMP)
+	$(BIN)/python -m replog.raft.sim --seeds $(SEEDS) --stats
 
 # Only the multi-process fault suite (real broker processes on ZooKeeper; make test runs it too).
 faults: $(STAMP) system-deps

@@ -1,0 +1,624 @@
+"""The quorum simulator: ``python -m replog.raft.sim --seeds N [--seed S] [--verbose]``.
+
+Theory of operation. One seed fixes everything: ``SimOptions.draw(seed)`` picks the quorum (1,
+3 or 5 voters, maybe an observer), the timeouts, the snapshot interval and chunk size, the
+network's fault rates and the fault mix; ``random.Random(seed)`` then drives every delay and
+fault, and each node incarnation draws its election timeouts from its own seeded generator. A
+single thread pops ``(time_ms, seq, action)`` events from a heap. Nodes are real `RaftNode`
+drivers on real files under a `FaultInjectingFileSystem` each; an fsync takes a random disk
+delay and the node's messages wait for it, so a crash in between loses what was not durable.
+The network is ``replog.testing.net.SimNetwork``: delay, loss, duplication, reordering,
+symmetric and one-way partitions, clogged links.
+
+Clients (``sim_clients.py``) run read / write / compare-and-set operations on a replicated
+register (`KvStateMachine`) through the node they believe leads, and record a history: ok,
+fail (definitely not applied) or info (unknown).
+
+A run has two phases. **Safety** (``safety_ms``): operations while faults fire: process crashes,
+power losses (unsynced writes lost, the last one maybe torn) of one, several or all nodes,
+partitions, one-way partitions, clogged links, graceful resignations of the leader, failing
+fsyncs, and (at a per-seed rate) a power loss right after a node sent messages, the moment that
+punishes any message sent before what it depends on was durable. Then
+**liveness**: the network heals, every node restarts, and within ``liveness_ms_max`` a leader
+must be elected, every client must complete operations again and every node must catch up.
+
+After every event the `QuorumChecker` (``sim_checks.py``) checks the nodes that event touched
+(nothing else can have changed); at the end the client history
+must be linearizable (``replog.testing.linearizability``). The first violation stops the run;
+``--seed S`` replays it exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import attrs
+
+from replog.errors import InvariantError, StorageError
+from replog.log.fault_fs import FaultInjectingFileSystem
+from replog.raft.config import RaftConfig
+from replog.raft.entries import Entry
+from replog.raft.kv import KvStateMachine
+from replog.raft.messages import Message, SnapshotId
+from replog.raft.node import RaftNode
+from replog.raft.sim_checks import NodeView, QuorumChecker
+from replog.raft.sim_clients import ClientPool
+from replog.raft.states import Leader
+from replog.raft.storage import metadata_log_config
+from replog.testing.linearizability import check_kv
+from replog.testing.net import NetConfig, SimNetwork
+
+__all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
+
+
+@attrs.frozen
+class SimOptions:
+    """Everything one seed decides up front."""
+
+    seed: int
+    voters: int
+    observers: int
+    net: NetConfig
+    fault_interval_ms: int
+    fault_weights: tuple[tuple[str, int], ...]
+    snapshot_interval: int
+    snapshot_chunk_bytes: int
+    segment_bytes: int
+    disk_ms_max: int
+    crash_after_send_rate: float
+    clients: int = 3
+    keys: int = 2
+    safety_ms: int = 2_000
+    liveness_ms_max: int = 6_000
+    election_timeout_ms: int = 80
+    fetch_timeout_ms: int = 160
+    request_timeout_ms: int = 60
+    fetch_backoff_ms: int = 8
+    retry_backoff_ms: int = 5
+    election_backoff_max_ms: int = 80
+    client_timeout_ms: int = 250
+    client_think_ms: int = 15
+
+    @classmethod
+    def draw(cls, seed: int) -> SimOptions:
+        """The seed's own options (from a generator separate from the run's)."""
+        rng = random.Random(f"raft-options-{seed}")
+        voters = rng.choice((1, 3, 3, 3, 5, 5))
+        net = NetConfig(
+            delay_ms_min=1,
+            delay_ms_max=rng.choice((2, 5, 15)),
+            drop_rate=rng.choice((0.0, 0.01, 0.05)),
+            duplicate_rate=rng.choice((0.0, 0.01, 0.05)),
+            clog_delay_ms_max=rng.choice((100, 300)),
+        )
+        weights = {
+            "crash": rng.randint(0, 4),
+            "power_loss": rng.randint(0, 4),
+            "power_loss_all": rng.randint(0, 1),
+            "power_loss_some": rng.randint(0, 2) if voters > 1 else 0,
+            "partition": rng.randint(0, 4) if voters > 1 else 0,
+            "one_way": rng.randint(0, 3) if voters > 1 else 0,
+            "clog": rng.randint(0, 2),
+            "resign": rng.randint(0, 3),
+            "fail_fsync": rng.randint(0, 1),
+            "nothing": 2,
+        }
+        return cls(
+            seed=seed,
+            voters=voters,
+            observers=rng.choice((0, 0, 1)),
+            net=net,
+            fault_interval_ms=rng.choice((100, 200, 400)),
+            fault_weights=tuple(sorted(weights.items())),
+            snapshot_interval=rng.choice((0, 8, 20, 50)),
+            snapshot_chunk_bytes=rng.choice((64, 256, 4096)),
+            segment_bytes=rng.choice((512, 2048)),
+            disk_ms_max=rng.choice((2, 8, 25)),
+            crash_after_send_rate=rng.choice((0.0, 0.0, 0.003, 0.01)),
+        )
+
+    def describe(self) -> str:
+        """One line for logs."""
+        faults = ",".join(f"{k}={w}" for k, w in self.fault_weights if w)
+        return (
+            f"voters={self.voters} observers={self.observers} "
+            f"snapshot_interval={self.snapshot_interval} chunk={self.snapshot_chunk_bytes} "
+            f"disk<={self.disk_ms_max}ms crash_after_send={self.crash_after_send_rate} "
+            f"net={attrs.asdict(self.net)} faults[{faults}]/{self.fault_interval_ms}ms"
+        )
+
+
+@attrs.frozen
+class SimResult:
+    """The outcome of one seed."""
+
+    seed: int
+    violations: tuple[str, ...]
+    events: int
+    end_ms: int
+    operations_ok: int
+    options: SimOptions
+    counters: dict[str, int] = attrs.field(factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """No violation."""
+        return not self.violations
+
+
+class _StopRun(Exception):
+    """Raised inside the loop when a violation ends the run."""
+
+
+@attrs.define(eq=False)
+class SimNode:
+    """One node slot: its disk survives restarts, its `RaftNode` does not."""
+
+    node_id: int
+    root: str
+    fs: FaultInjectingFileSystem
+    raft: RaftNode | None = None
+    incarnation: int = 0
+    flush_scheduled: bool = False
+    wake_ms: int | None = None
+    down_until_restart: bool = False
+    replied_to_client: bool = False
+
+
+class Simulation:
+    """One seeded run (see the module docstring)."""
+
+    def __init__(self, opts: SimOptions, root: str, *, verbose: bool = False) -> None:
+        self.opts = opts
+        self.verbose = verbose
+        self.rng = random.Random(opts.seed)
+        self.now_ms = 0
+        self.events = 0
+        self._queue: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.net = SimNetwork(self.rng, opts.net, self.after)
+        self.voters = frozenset(range(1, opts.voters + 1))
+        ids = range(1, opts.voters + opts.observers + 1)
+        self.nodes = {
+            i: SimNode(i, f"{root}/node{i}", FaultInjectingFileSystem(root, seed=opts.seed + i))
+            for i in ids
+        }
+        self.checker = QuorumChecker()
+        self._touched: set[int] = set()
+        self.clients = ClientPool(self, opts.clients, opts.keys)
+        self.violations: list[str] = []
+        self.phase = "safety"
+        self.counters: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ event loop
+
+    def after(self, delay_ms: int, action: Callable[[], None]) -> None:
+        """Run ``action`` ``delay_ms`` from now."""
+        heapq.heappush(self._queue, (self.now_ms + max(0, delay_ms), next(self._seq), action))
+
+    def trace(self, message: str) -> None:
+        """Print a step when ``--verbose``."""
+        if self.verbose:
+            print(f"  [{self.now_ms:>6} ms] {message}")
+
+    def violation(self, message: str) -> None:
+        """Record a violation and stop the run."""
+        self.violations.append(f"t={self.now_ms}ms {message}")
+        raise _StopRun
+
+    def _run_until(self, end_ms: int, done: Callable[[], bool] | None = None) -> None:
+        while self._queue and self._queue[0][0] <= end_ms:
+            time_ms, _, action = heapq.heappop(self._queue)
+            self.now_ms = time_ms
+            try:
+                action()
+            except (_StopRun, InvariantError):
+                raise
+            except Exception as exc:  # a replog component raised into its driver
+                self.violation(f"uncaught {type(exc).__name__}: {exc}")
+            self.events += 1
+            for problem in self.checker.check(self._views(self._touched)):
+                self.violation(problem)
+            if done is not None and done():
+                return
+        self.now_ms = max(self.now_ms, end_ms)
+
+    def run(self) -> None:
+        """Both phases and the final checks; violations end up in ``self.violations``."""
+        try:
+            try:
+                self._run_phases()
+            except InvariantError as exc:
+                self.violation(f"invariant: {exc}")
+        except _StopRun:
+            pass
+
+    def close(self) -> None:
+        """Release every running node's files (the run is over; nothing more is written)."""
+        for node in self.nodes.values():
+            if node.raft is not None:
+                node.raft.abandon()
+                node.raft = None
+
+    def _run_phases(self) -> None:
+        for node in self.nodes.values():
+            self._start(node)
+        self.after(20, self.clients.start)
+        self.after(200, self._fault_loop)
+        self._run_until(self.opts.safety_ms)
+        self._heal()
+        self.phase = "liveness"
+        self.clients.on_heal()
+        deadline = self.now_ms + self.opts.liveness_ms_max
+        self._run_until(deadline, self._settled)
+        if not self._settled():
+            self.violation(f"liveness: not settled by {deadline} ms: {self._status()}")
+        self.clients.finish()
+        for node in self.nodes.values():
+            if node.raft is not None:
+                self.counters.update(node.raft.counters)
+        self.counters.update(self.clients.counts())
+        result = check_kv(self.clients.history())
+        if not result.ok:
+            self.violation(f"linearizability: {result.detail}")
+
+    # ------------------------------------------------------------------ nodes
+
+    def _views(self, node_ids: set[int]) -> list[NodeView]:
+        """The running nodes among ``node_ids`` (an event changes only the nodes it touched,
+        so only those are checked after it)."""
+        views = [
+            NodeView(n.node_id, n.incarnation, n.raft)
+            for i in sorted(node_ids)
+            if (n := self.nodes[i]).raft is not None
+        ]
+        node_ids.clear()
+        return views
+
+    def _config(self, node_id: int) -> RaftConfig:
+        o = self.opts
+        return RaftConfig(
+            node_id=node_id,
+            voters=self.voters,
+            election_timeout_ms=o.election_timeout_ms,
+            fetch_timeout_ms=o.fetch_timeout_ms,
+            request_timeout_ms=o.request_timeout_ms,
+            fetch_backoff_ms=o.fetch_backoff_ms,
+            retry_backoff_ms=o.retry_backoff_ms,
+            election_backoff_max_ms=o.election_backoff_max_ms,
+            snapshot_chunk_bytes=o.snapshot_chunk_bytes,
+        )
+
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        node.down_until_restart = False
+        node.flush_scheduled, node.wake_ms = False, None
+        incarnation = node.incarnation
+        rng = random.Random(f"{self.opts.seed}-{node.node_id}-{incarnation}")
+        self.clients.on_node_restart(node.node_id)
+        try:
+            node.raft = RaftNode.open(
+                self._config(node.node_id),
+                node.root,
+                node.fs,
+                KvStateMachine(),
+                rng.randrange,
+                self.now_ms,
+                log_config=metadata_log_config(self.opts.segment_bytes, 256),
+                snapshot_interval=self.opts.snapshot_interval,
+                on_apply=lambda e, r: self._on_apply(node, incarnation, e, r),
+                on_snapshot=lambda s, recs, how: self._on_snapshot(node, s, recs, how),
+                on_leader=lambda known: self.trace(
+                    f"node {node.node_id}: epoch {known.epoch}, leader {known.leader_id}"
+                ),
+            )
+        except StorageError as exc:
+            self.trace(f"node {node.node_id} failed to start: {exc}")
+            self._crash(node, power_loss=True, reason="storage failure at start")
+            return
+        self._touched.add(node.node_id)
+        self.trace(f"node {node.node_id} started (incarnation {incarnation})")
+        self._after_input(node)
+
+    def _on_apply(self, node: SimNode, incarnation: int, entry: Entry, result: object) -> None:
+        raft = node.raft
+        state = None if raft is None else raft.core.state
+        epoch = state.epoch if isinstance(state, Leader) else None
+        for problem in self.checker.on_applied(node.node_id, entry, epoch):
+            self.violation(problem)
+        self.clients.on_applied(node.node_id, entry, result)
+
+    def _on_snapshot(
+        self, node: SimNode, snapshot_id: SnapshotId, records: list[bytes], how: str
+    ) -> None:
+        self.trace(f"node {node.node_id} snapshot {how} {snapshot_id}")
+        for problem in self.checker.on_snapshot(node.node_id, snapshot_id, records, how):
+            self.violation(problem)
+
+    def with_node(self, node_id: int, action: Callable[[RaftNode], None]) -> bool:
+        """Run ``action`` on a running node, then carry out its outputs; False if it is down.
+        A storage failure inside crashes the node (its unsynced writes may be lost)."""
+        node = self.nodes[node_id]
+        raft = node.raft
+        if raft is None:
+            return False
+        self._touched.add(node_id)
+        try:
+            action(raft)
+        except StorageError as exc:
+            self.trace(f"node {node_id} storage failure: {exc}")
+            self._crash(node, power_loss=True, reason="storage failure")
+            return True
+        self._after_input(node)
+        return True
+
+    def _after_input(self, node: SimNode) -> None:
+        raft, incarnation = node.raft, node.incarnation
+        if raft is None:
+            return
+        messages = raft.take_messages()
+        for out in messages:
+            self._send(node.node_id, out.dst, out.message)
+        sent = bool(messages) or node.replied_to_client
+        node.replied_to_client = False
+        if sent and self.rng.random() < self.opts.crash_after_send_rate:
+            # the most adversarial moment for "persist before send": the messages are out
+            self._crash(node, power_loss=True, reason="power loss right after sending")
+            return
+        if raft.needs_flush and not node.flush_scheduled:
+            node.flush_scheduled = True
+            disk_ms = self.rng.randint(1, self.opts.disk_ms_max)
+            self.after(disk_ms, lambda: self._flush(node, incarnation))
+        deadline = max(raft.next_deadline_ms(), self.now_ms + 1)
+        if node.wake_ms is None or deadline < node.wake_ms or node.wake_ms < self.now_ms:
+            node.wake_ms = deadline
+            self.after(deadline - self.now_ms, lambda: self._wake(node, incarnation, deadline))
+
+    def _flush(self, node: SimNode, incarnation: int) -> None:
+        if node.incarnation != incarnation or node.raft is None:
+            return
+        node.flush_scheduled = False
+        self.with_node(node.node_id, lambda raft: raft.flush(self.now_ms))
+
+    def _wake(self, node: SimNode, incarnation: int, deadline: int) -> None:
+        if node.incarnation != incarnation or node.wake_ms != deadline:
+            return
+        node.wake_ms = None
+        self.with_node(node.node_id, lambda raft: raft.tick(self.now_ms))
+
+    def note_client_reply(self, node_id: int) -> None:
+        """A node answered a client (an acknowledgement that depends on durability)."""
+        self.nodes[node_id].replied_to_client = True
+
+    def _send(self, src: int, dst: int, message: Message) -> None:
+        def deliver() -> None:
+            self.with_node(dst, lambda raft: raft.on_message(src, message, self.now_ms))
+
+        self.net.send(src, dst, deliver)
+
+    def _crash(self, node: SimNode, *, power_loss: bool, reason: str) -> None:
+        self.counters["crash" + ("_power_loss" if power_loss else "")] += 1
+        if node.raft is not None:
+            self.counters.update(node.raft.counters)
+            node.raft.abandon()
+            node.raft = None
+        if power_loss:
+            node.fs.crash(tear=self.rng.random() < 0.7)
+        self.trace(f"node {node.node_id} down ({reason}, power_loss={power_loss})")
+        quick = self.rng.random() < 0.5  # back within an election, or after it
+        self._restart_later(node, self.rng.randint(1, 20) if quick else self.rng.randint(30, 400))
+
+    def _restart_later(self, node: SimNode, delay_ms: int) -> None:
+        node.down_until_restart = True
+        incarnation = node.incarnation
+
+        def restart() -> None:
+            if node.raft is None and node.incarnation == incarnation:
+                self._start(node)
+
+        self.after(delay_ms, restart)
+
+    # ------------------------------------------------------------------ faults
+
+    def _fault_loop(self) -> None:
+        if self.phase != "safety":
+            return
+        interval_ms = self.opts.fault_interval_ms
+        spread = interval_ms // 4
+        self.after(interval_ms + self.rng.randint(-spread, spread), self._fault_loop)
+        names = [n for n, _ in self.opts.fault_weights]
+        weights = [w for _, w in self.opts.fault_weights]
+        kind = self.rng.choices(names, weights)[0]
+        victim = self.nodes[self.rng.choice(sorted(self.nodes))]
+        getattr(self, f"_fault_{kind}")(victim)
+
+    def _fault_nothing(self, victim: SimNode) -> None:
+        del victim
+
+    def _fault_crash(self, victim: SimNode) -> None:
+        if victim.raft is not None:
+            self._crash(victim, power_loss=False, reason="process crash")
+
+    def _fault_power_loss(self, victim: SimNode) -> None:
+        if victim.raft is not None:
+            self._crash(victim, power_loss=True, reason="power loss")
+
+    def _fault_power_loss_all(self, victim: SimNode) -> None:
+        del victim
+        for node in self.nodes.values():
+            if node.raft is not None:
+                self._crash(node, power_loss=True, reason="power loss of every node")
+
+    def _fault_power_loss_some(self, victim: SimNode) -> None:
+        del victim
+        running = [n for n in self.nodes.values() if n.raft is not None]
+        for node in self.rng.sample(running, min(len(running), self.rng.randint(2, 3))):
+            self._crash(node, power_loss=True, reason="power loss of several nodes")
+
+    def _fault_partition(self, victim: SimNode, *, one_way: bool = False) -> None:
+        del victim
+        ids = sorted(self.nodes)
+        self.rng.shuffle(ids)
+        cut = self.rng.randint(1, max(1, len(ids) - 1))
+        side_a, side_b = set(ids[:cut]), set(ids[cut:])
+        if self.rng.random() < 0.5:
+            side_a |= self.clients.node_ids()
+        self.trace(f"partition {sorted(side_a)} | {sorted(side_b)} one_way={one_way}")
+        self.net.partition(side_a, side_b, one_way=one_way)
+        blocked = {(a, b) for a in side_a for b in side_b} | (
+            set() if one_way else {(b, a) for a in side_a for b in side_b}
+        )
+        self.after(self.rng.randint(100, 700), lambda: self.net.blocked.difference_update(blocked))
+
+    def _fault_one_way(self, victim: SimNode) -> None:
+        self._fault_partition(victim, one_way=True)
+
+    def _fault_clog(self, victim: SimNode) -> None:
+        other = self.rng.choice(sorted(self.nodes))
+        link = (victim.node_id, other)
+        self.net.clog(*link)
+        self.after(self.rng.randint(100, 600), lambda: self.net.clogged.discard(link))
+
+    def _fault_resign(self, victim: SimNode) -> None:
+        del victim
+        for node in self.nodes.values():
+            if node.raft is not None and isinstance(node.raft.core.state, Leader):
+                self.trace(f"leader {node.node_id} resigns")
+                self.with_node(node.node_id, self._resign)
+
+    def _resign(self, raft: RaftNode) -> None:
+        raft.resign(self.now_ms)
+
+    def _fault_fail_fsync(self, victim: SimNode) -> None:
+        if victim.raft is not None:
+            target = self.rng.choice((".log", "quorum-state", ".checkpoint"))
+            self.trace(f"next fsync of {target} on node {victim.node_id} fails")
+            victim.fs.fail_fsync(target)
+
+    # ------------------------------------------------------------------ liveness
+
+    def _heal(self) -> None:
+        self.trace("heal: network, restarts")
+        self.net.heal()
+        for node in self.nodes.values():
+            if node.raft is None:
+                self._start(node)
+
+    def current_leader(self) -> SimNode | None:
+        """The running node leading the highest epoch, if any."""
+        best: tuple[int, SimNode] | None = None
+        for node in self.nodes.values():
+            state = None if node.raft is None else node.raft.core.state
+            if isinstance(state, Leader) and (best is None or state.epoch > best[0]):
+                best = (state.epoch, node)
+        return None if best is None else best[1]
+
+    def _settled(self) -> bool:
+        if not self.clients.done():
+            return False
+        leader = self.current_leader()
+        if leader is None or leader.raft is None:
+            return False
+        core = leader.raft.core
+        target = core.log.end_offset
+        if core.high_watermark < target:
+            return False
+        return all(
+            n.raft is not None and n.raft.applied_offset >= target for n in self.nodes.values()
+        )
+
+    def _status(self) -> str:
+        parts = [self.clients.status()]
+        for node in self.nodes.values():
+            raft = node.raft
+            if raft is None:
+                parts.append(f"n{node.node_id}: down")
+                continue
+            core = raft.core
+            parts.append(
+                f"n{node.node_id}: {type(core.state).__name__}({core.state.epoch}) "
+                f"hw={core.high_watermark} applied={raft.applied_offset} "
+                f"log=[{core.log.start_offset},{core.log.end_offset})"
+            )
+        return "; ".join(parts)
+
+
+def run_seed(seed: int, *, verbose: bool = False) -> SimResult:
+    """Run one seed in a fresh temp dir (removed afterwards)."""
+    opts = SimOptions.draw(seed)
+    shm = "/dev/shm"  # a RAM disk where there is one: fsync costs nothing there
+    root = tempfile.mkdtemp(
+        prefix=f"replog-raft-sim-{seed}-", dir=shm if os.path.isdir(shm) else None
+    )
+    try:
+        sim = Simulation(opts, root, verbose=verbose)
+        if verbose:
+            print(f"seed {seed}: {opts.describe()}")
+        try:
+            sim.run()
+        finally:
+            sim.close()
+        return SimResult(
+            seed,
+            tuple(sim.violations),
+            sim.events,
+            sim.now_ms,
+            sim.clients.ok_count(),
+            opts,
+            dict(sim.counters),
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def reproduce_command(seed: int) -> str:
+    """The one command that replays ``seed``."""
+    return f"python -m replog.raft.sim --seed {seed} --verbose"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; exit status 1 when any seed has a violation."""
+    parser = argparse.ArgumentParser(prog="python -m replog.raft.sim", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=100, help="how many seeds (from --first)")
+    parser.add_argument("--first", type=int, default=0, help="first seed of the range")
+    parser.add_argument("--seed", type=int, default=None, help="run only this seed")
+    parser.add_argument("--verbose", action="store_true", help="trace faults and roles")
+    parser.add_argument("--stats", action="store_true", help="print totals of what happened")
+    args = parser.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
+    started = time.perf_counter()
+    failures = count = events = operations = 0
+    totals: Counter[str] = Counter()
+    for seed in seeds:
+        result = run_seed(seed, verbose=args.verbose)
+        totals.update(result.counters)
+        count += 1
+        events += result.events
+        operations += result.operations_ok
+        if not result.ok:
+            failures += 1
+            print(f"seed {seed}: {result.violations[0]} -- reproduce: {reproduce_command(seed)}")
+        elif args.verbose:
+            print(f"seed {seed}: ok ({result.events} events, {result.counters})")
+    elapsed = time.perf_counter() - started
+    print(
+        f"{count} seeds, {failures} violations ({elapsed:.1f} s, {events} events, "
+        f"{operations} operations ok)"
+    )
+    if args.verbose or args.stats:
+        print("totals: " + ", ".join(f"{k}={v}" for k, v in sorted(totals.items())))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""The quorum simulator's clients and the small request layer on the nodes (``sim.py``).
+
+Each client is one sequential process: it sends an operation on the replicated register to the
+node it believes leads and waits. The node proposes it (one record); when the node later
+applies the record at the proposed offset it answers ``ok`` with the result, and if it applies
+another record there (the proposal was lost in a leader change) it answers ``fail``: the
+operation's only copy is gone, so it never takes effect. A node that does not lead answers
+``fail`` at once with the leader it knows, which the client tries next. No answer within
+``client_timeout_ms`` is ``info``: the operation may or may not take effect, now or later.
+Client requests and answers are never duplicated by the network (one TCP exchange each).
+
+Every call and return is stamped from one counter that follows the simulator's event order,
+which is the real-time order the linearizability checker needs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import attrs
+
+from replog.errors import ErrorCode
+from replog.raft.entries import Entry
+from replog.raft.kv import KvOp
+from replog.raft.node import RaftNode
+from replog.testing.linearizability import KvOperation
+
+if TYPE_CHECKING:
+    from replog.raft.sim import Simulation
+
+__all__ = ["ClientPool", "ClientRecord"]
+
+CLIENT_NET_ID_BASE = 100
+_OKS_AFTER_HEAL = 2
+
+
+@attrs.define
+class ClientRecord:
+    """One operation as the client saw it (``status``: pending, ok, fail, info)."""
+
+    process: int
+    op: KvOp
+    call: int
+    token: int
+    ret: int | None = None
+    status: str = "pending"
+    output: object = None
+
+
+@attrs.define
+class _Client:
+    index: int
+    leader_hint: int
+    current: ClientRecord | None = None
+    ok_after_heal: int = 0
+
+    @property
+    def net_id(self) -> int:
+        return CLIENT_NET_ID_BASE + self.index
+
+
+@attrs.define
+class _Proposal:
+    epoch: int
+    client: int
+    token: int
+
+
+class ClientPool:
+    """The clients of one simulation and the nodes' pending proposals."""
+
+    def __init__(self, sim: Simulation, count: int, keys: int) -> None:
+        self.sim = sim
+        self.keys = [f"k{i}" for i in range(keys)]
+        voters = sorted(sim.voters)
+        self.clients = [_Client(i, voters[i % len(voters)]) for i in range(count)]
+        self.records: list[ClientRecord] = []
+        self._stamps = itertools.count()
+        self._tokens = itertools.count(1)
+        self._values = itertools.count(1)
+        self._written: dict[str, list[int]] = {k: [] for k in self.keys}
+        self._pending: dict[int, dict[int, _Proposal]] = {}
+        self._healed = False
+
+    def node_ids(self) -> set[int]:
+        """The clients' network ids (to put them on one side of a partition)."""
+        return {c.net_id for c in self.clients}
+
+    def start(self) -> None:
+        """Begin issuing operations."""
+        for client in self.clients:
+            self._schedule_next(client)
+
+    def on_heal(self) -> None:
+        """From now on count operations toward liveness."""
+        self._healed = True
+
+    # ------------------------------------------------------------------ client side
+
+    def _schedule_next(self, client: _Client) -> None:
+        think_ms = self.sim.rng.randint(1, self.sim.opts.client_think_ms)
+        self.sim.after(think_ms, lambda: self._issue(client))
+
+    def _issue(self, client: _Client) -> None:
+        if client.current is not None or (self._healed and client.ok_after_heal >= _OKS_AFTER_HEAL):
+            return
+        rng = self.sim.rng
+        key = rng.choice(self.keys)
+        f = rng.choices(("read", "write", "cas"), (4, 3, 3))[0]
+        value = next(self._values) if f != "read" else None
+        expected = None
+        if f == "cas":
+            written = self._written[key]
+            expected = rng.choice(written[-3:]) if written else 0
+        op = KvOp(f, key, value, expected)
+        if value is not None:
+            self._written[key].append(value)
+        record = ClientRecord(client.index, op, next(self._stamps), next(self._tokens))
+        client.current = record
+        self.records.append(record)
+        node_id = client.leader_hint
+        self.sim.net.send(
+            client.net_id,
+            node_id,
+            lambda: self._on_request(node_id, client, record.token, op),
+            duplicable=False,
+        )
+        self.sim.after(self.sim.opts.client_timeout_ms, lambda: self._on_timeout(client, record))
+
+    def _on_timeout(self, client: _Client, record: ClientRecord) -> None:
+        if client.current is record:
+            self._complete(client, record, "info", None)
+            client.leader_hint = self.sim.rng.choice(sorted(self.sim.voters))
+
+    def _on_reply(
+        self, client: _Client, token: int, status: str, output: object, leader_hint: int
+    ) -> None:
+        record = client.current
+        if record is None or record.token != token:
+            return
+        self._complete(client, record, status, output)
+        if status == "fail":
+            client.leader_hint = (
+                leader_hint if leader_hint >= 0 else self.sim.rng.choice(sorted(self.sim.voters))
+            )
+
+    def _complete(self, client: _Client, record: ClientRecord, status: str, output: object) -> None:
+        record.status, record.output = status, output
+        record.ret = next(self._stamps) if status != "info" else None
+        client.current = None
+        if status == "ok" and self._healed:
+            client.ok_after_heal += 1
+        self._schedule_next(client)
+
+    # ------------------------------------------------------------------ node side
+
+    def _on_request(self, node_id: int, client: _Client, token: int, op: KvOp) -> None:
+        def propose(raft: RaftNode) -> None:
+            result = raft.propose([op.encode()], self.sim.now_ms)
+            if result.error is not ErrorCode.NONE:
+                self._reply(node_id, client, token, "fail", None, result.leader_id)
+            else:
+                proposals = self._pending.setdefault(node_id, {})
+                proposals[result.base_offset] = _Proposal(result.epoch, client.index, token)
+
+        self.sim.with_node(node_id, propose)
+
+    def on_applied(self, node_id: int, entry: Entry, result: object) -> None:
+        """A node applied ``entry``: answer the client whose proposal sat at its offset."""
+        proposal = self._pending.get(node_id, {}).pop(entry.offset, None)
+        if proposal is None:
+            return
+        client = self.clients[proposal.client]
+        if entry.epoch == proposal.epoch:
+            self._reply(node_id, client, proposal.token, "ok", result, node_id)
+        else:
+            self._reply(node_id, client, proposal.token, "fail", None, -1)
+
+    def on_node_restart(self, node_id: int) -> None:
+        """A restarted node has forgotten its proposals (their clients will time out)."""
+        self._pending.pop(node_id, None)
+
+    def _reply(
+        self, node_id: int, client: _Client, token: int, status: str, output: object, hint: int
+    ) -> None:
+        self.sim.note_client_reply(node_id)
+        self.sim.net.send(
+            node_id,
+            client.net_id,
+            lambda: self._on_reply(client, token, status, output, hint),
+            duplicable=False,
+        )
+
+    # ------------------------------------------------------------------ results
+
+    def done(self) -> bool:
+        """Every client completed its operations after the heal."""
+        return all(c.ok_after_heal >= _OKS_AFTER_HEAL and c.current is None for c in self.clients)
+
+    def finish(self) -> None:
+        """Operations still waiting at the end are indefinite."""
+        for client in self.clients:
+            if client.current is not None:
+                client.current.status = "info"
+                client.current = None
+
+    def history(self) -> list[KvOperation]:
+        """Every operation that may have taken effect (ok and info), for the checker."""
+        return [
+            KvOperation(
+                process=r.process,
+                f=r.op.f,
+                key=r.op.key,
+                call=r.call,
+                ret=r.ret if r.status == "ok" else None,
+                value=r.op.value,
+                expected=r.op.expected,
+                output=r.output,
+            )
+            for r in self.records
+            if r.status in ("ok", "info", "pending")
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """Operations by outcome."""
+        found: dict[str, int] = {}
+        for record in self.records:
+            found[f"op_{record.status}"] = found.get(f"op_{record.status}", 0) + 1
+        return found
+
+    def ok_count(self) -> int:
+        """How many operations completed ok."""
+        return sum(1 for r in self.records if r.status == "ok")
+
+    def status(self) -> str:
+        """One line for a liveness failure."""
+        return "clients " + ", ".join(
+            f"c{c.index}:{c.ok_after_heal} ok after heal"
+            + (f", waiting on {c.current.op.f}" if c.current else "")
+            for c in self.clients
+        )
