@@ -140,12 +140,12 @@ def test_older_snapshots_go_once_a_newer_one_moves_the_log_start(tmp_path: Path)
 
 
 def open_storage(tmp_path: Path, fs: FaultInjectingFileSystem) -> RaftStorage:
-    return RaftStorage.open(str(tmp_path), fs, 0, metadata_log_config(256, 128))
+    return RaftStorage.open(str(tmp_path), fs, metadata_log_config(256, 128))
 
 
 def append(storage: RaftStorage, base: int, epoch: int, *values: bytes) -> None:
     data = encode_data_batch(list(values), base_offset=base, epoch=epoch, timestamp_ms=0)
-    storage.apply(Ready(log_ops=(AppendBatches(data),)), 0)
+    storage.apply(Ready(log_ops=(AppendBatches(data),)))
 
 
 def test_unflushed_appends_are_lost_by_a_power_loss_and_the_model_follows(
@@ -156,7 +156,7 @@ def test_unflushed_appends_are_lost_by_a_power_loss_and_the_model_follows(
     leader_change = encode_leader_change(
         base_offset=0, epoch=1, leader_id=1, voters=VOTERS, timestamp_ms=0
     )
-    storage.apply(Ready(log_ops=(AppendBatches(leader_change),)), 0)
+    storage.apply(Ready(log_ops=(AppendBatches(leader_change),)))
     append(storage, 1, 1, b"a")
     assert storage.flush() == 2
     append(storage, 2, 2, b"b", b"c")
@@ -178,7 +178,7 @@ def test_a_local_snapshot_moves_the_log_start_and_survives_a_restart(tmp_path: P
     storage.flush()
     snapshot_id = SnapshotId(30, 1)
     storage.write_snapshot(snapshot_id, [b"state"], 0)
-    storage.apply(Ready(log_ops=(AdvanceLogStart(snapshot_id),), high_watermark=30), 0)
+    storage.apply(Ready(log_ops=(AdvanceLogStart(snapshot_id),), high_watermark=30))
     assert storage.log.log_start_offset == 30
     assert len(storage.log.segments) < 8  # whole segments below the start are gone
     storage.close()
@@ -201,8 +201,7 @@ def test_an_installed_snapshot_replaces_the_log(tmp_path: Path) -> None:
                 WriteSnapshotChunk(snapshot_id, 70, data[70:]),
                 InstallSnapshot(snapshot_id),
             )
-        ),
-        0,
+        )
     )
     assert installed == [(snapshot_id, [b"s1", b"s2"])]
     assert (storage.log.log_start_offset, storage.log.log_end_offset) == (100, 100)

@@ -54,7 +54,7 @@ class VersionedFormat:
             raise ValueError(f"{self.name} has no version {version}")
         w = Writer()
         w.write_int16(version)
-        encode_struct(w, obj, version, self.is_flexible(version))
+        encode_struct(w, obj, version, self.is_flexible(version), drop_ignorable=True)
         return w.to_bytes()
 
     def decode(self, data: Buffer, cls: type[_T]) -> tuple[int, _T]:

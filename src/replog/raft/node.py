@@ -25,6 +25,7 @@ from typing import Protocol
 
 import attrs
 
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.log.config import LogConfig
 from replog.log.fs import FileSystem
 from replog.raft.config import RaftConfig
@@ -86,6 +87,7 @@ class RaftNode:
         now_ms: int,
         *,
         log_config: LogConfig | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         snapshot_interval: int = 0,
         on_apply: ApplyListener | None = None,
         on_snapshot: SnapshotListener | None = None,
@@ -93,7 +95,7 @@ class RaftNode:
     ) -> RaftNode:
         """Recover the node's storage, load the latest snapshot into ``machine`` and start the
         core. ``snapshot_interval`` 0 never snapshots."""
-        storage = RaftStorage.open(data_dir, fs, now_ms, log_config)
+        storage = RaftStorage.open(data_dir, fs, log_config, clock=clock)
         try:
             model = storage.model()
             applied = model.start_offset
@@ -179,7 +181,7 @@ class RaftNode:
                 self.counters["leader_changes"] += 1
                 if self.on_leader is not None:
                     self.on_leader(ready.leader)
-            installed = self.storage.apply(ready, now_ms)
+            installed = self.storage.apply(ready)
             self.storage.check_model(core.log)
             for snapshot_id, records in installed:
                 self.machine.restore(records)

@@ -44,6 +44,7 @@ from collections.abc import Callable
 
 import attrs
 
+from replog.clock import ManualClock
 from replog.errors import InvariantError, StorageError
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.raft.config import RaftConfig
@@ -315,6 +316,7 @@ class Simulation:
                 rng.randrange,
                 self.now_ms,
                 log_config=metadata_log_config(self.opts.segment_bytes, 256),
+                clock=_SimTime(self),
                 snapshot_interval=self.opts.snapshot_interval,
                 on_apply=lambda e, r: self._on_apply(node, incarnation, e, r),
                 on_snapshot=lambda s, recs, how: self._on_snapshot(node, s, recs, how),
@@ -622,3 +624,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+class _SimTime:
+    """The simulation's time as a ``replog.clock.Clock`` (the metadata logs' segment ages)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self._sim = sim
+
+    def monotonic_ms(self) -> int:
+        """The simulation's now."""
+        return self._sim.now_ms
+
+    def wall_ms(self) -> int:
+        """A realistic epoch time moving with the simulation."""
+        return ManualClock.DEFAULT_WALL_OFFSET_MS + self._sim.now_ms

@@ -21,6 +21,7 @@ import os
 
 import attrs
 
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import StorageError, invariant
 from replog.log.config import LogConfig
 from replog.log.fs import FileSystem
@@ -70,9 +71,15 @@ class RaftStorage:
 
     @classmethod
     def open(
-        cls, data_dir: str, fs: FileSystem, now_ms: int, config: LogConfig | None = None
+        cls,
+        data_dir: str,
+        fs: FileSystem,
+        config: LogConfig | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> RaftStorage:
-        """Open (creating if needed) and recover the metadata log under ``data_dir``."""
+        """Open (creating if needed) and recover the metadata log under ``data_dir``
+        (``clock``: the log's time, for segment ages)."""
         dir_path = os.path.join(data_dir, METADATA_LOG_DIR)
         fs.makedirs(dir_path)
         snapshots = SnapshotStore(fs, dir_path)
@@ -84,7 +91,7 @@ class RaftStorage:
             dir_path,
             config or metadata_log_config(),
             fs=fs,
-            now_ms=now_ms,
+            clock=clock,
             log_start_offset=0 if latest is None else latest.end_offset,
         )
         try:
@@ -122,33 +129,33 @@ class RaftStorage:
 
     # ------------------------------------------------------------------ applying a Ready
 
-    def apply(self, ready: Ready, now_ms: int) -> list[tuple[SnapshotId, list[bytes]]]:
+    def apply(self, ready: Ready) -> list[tuple[SnapshotId, list[bytes]]]:
         """Steps 1-2 of ``ready.py``: the log operations in order, then the quorum-state.
         Returns the snapshots installed (id and records) for the state machine to load."""
-        installed = [self._apply_op(op, now_ms) for op in ready.log_ops]
+        installed = [self._apply_op(op) for op in ready.log_ops]
         if ready.election is not None:
             self.quorum_state.write(ready.election)
         if ready.high_watermark is not None:
             self.log.update_high_watermark(ready.high_watermark)
         return [item for item in installed if item is not None]
 
-    def _apply_op(self, op: LogOp, now_ms: int) -> tuple[SnapshotId, list[bytes]] | None:
+    def _apply_op(self, op: LogOp) -> tuple[SnapshotId, list[bytes]] | None:
         log = self.log
         if isinstance(op, AppendBatches):
-            log.append_as_follower(op.data, now_ms)
+            log.append_as_follower(op.data)
         elif isinstance(op, TruncateTo):
-            log.truncate_to(op.offset, now_ms)
+            log.truncate_to(op.offset)
         elif isinstance(op, AdvanceLogStart):
             end_offset = op.snapshot_id.end_offset
             log.update_high_watermark(max(log.high_watermark, end_offset))
             log.maybe_increment_log_start_offset(end_offset)
-            log.delete_old_segments(now_ms)
+            log.delete_old_segments()
             self.snapshots.delete_before(op.snapshot_id)
         elif isinstance(op, WriteSnapshotChunk):
             self.snapshots.write_chunk(op.snapshot_id, op.position, op.data)
         elif isinstance(op, InstallSnapshot):
             records = self.snapshots.complete_download(op.snapshot_id)
-            log.truncate_fully_and_start_at(op.snapshot_id.end_offset, now_ms)
+            log.truncate_fully_and_start_at(op.snapshot_id.end_offset)
             self.snapshots.delete_before(op.snapshot_id)
             return op.snapshot_id, records
         elif isinstance(op, AbortSnapshotDownload):

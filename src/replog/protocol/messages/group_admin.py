@@ -19,7 +19,18 @@ from __future__ import annotations
 
 import attrs
 
-from replog.protocol.schema import BOOL, BYTES, INT16, INT32, STRING, ApiInfo, Message, array, field
+from replog.protocol.schema import (
+    BOOL,
+    BYTES,
+    INT16,
+    INT32,
+    STRING,
+    ApiInfo,
+    Request,
+    Response,
+    array,
+    field,
+)
 
 __all__ = [
     "AUTHORIZED_OPERATIONS_OMITTED",
@@ -50,7 +61,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @attrs.frozen(kw_only=True)
-class ListGroupsRequest(Message):
+class ListGroupsRequest(Request):
     """List the groups this coordinator hosts, optionally only those in ``states_filter``."""
 
     API = LIST_GROUPS
@@ -68,7 +79,7 @@ class ListedGroup:
 
 
 @attrs.frozen(kw_only=True)
-class ListGroupsResponse(Message):
+class ListGroupsResponse(Response):
     """The hosted groups (COORDINATOR_LOAD_IN_PROGRESS while some are still loading)."""
 
     API = LIST_GROUPS
@@ -82,7 +93,7 @@ class ListGroupsResponse(Message):
 
 
 @attrs.frozen(kw_only=True)
-class DescribeGroupsRequest(Message):
+class DescribeGroupsRequest(Request):
     """Describe ``groups`` (their state, protocol and members)."""
 
     API = DESCRIBE_GROUPS
@@ -117,7 +128,7 @@ class DescribedGroup:
 
 
 @attrs.frozen(kw_only=True)
-class DescribeGroupsResponse(Message):
+class DescribeGroupsResponse(Response):
     """One description per requested group, in request order."""
 
     API = DESCRIBE_GROUPS
@@ -130,7 +141,7 @@ class DescribeGroupsResponse(Message):
 
 
 @attrs.frozen(kw_only=True)
-class DeleteGroupsRequest(Message):
+class DeleteGroupsRequest(Request):
     """Delete empty groups and all their committed offsets."""
 
     API = DELETE_GROUPS
@@ -147,7 +158,7 @@ class DeletableGroupResult:
 
 
 @attrs.frozen(kw_only=True)
-class DeleteGroupsResponse(Message):
+class DeleteGroupsResponse(Response):
     """Per-group results."""
 
     API = DELETE_GROUPS

@@ -33,7 +33,8 @@ from replog.protocol.schema import (
     INT32,
     STRING,
     ApiInfo,
-    Message,
+    Request,
+    Response,
     array,
     field,
 )
@@ -79,7 +80,7 @@ COORDINATOR_KEY_TRANSACTION = 1
 
 
 @attrs.frozen(kw_only=True)
-class FindCoordinatorRequest(Message):
+class FindCoordinatorRequest(Request):
     """Which broker coordinates ``key`` (v0-v3) or each of ``coordinator_keys`` (v4+)."""
 
     API = FIND_COORDINATOR
@@ -102,7 +103,7 @@ class Coordinator:
 
 
 @attrs.frozen(kw_only=True)
-class FindCoordinatorResponse(Message):
+class FindCoordinatorResponse(Response):
     """One coordinator (v0-v3) or one per requested key (v4+)."""
 
     API = FIND_COORDINATOR
@@ -128,7 +129,7 @@ class JoinGroupRequestProtocol:
 
 
 @attrs.frozen(kw_only=True)
-class JoinGroupRequest(Message):
+class JoinGroupRequest(Request):
     """Join (or rejoin) a group; ``member_id`` is "" on the first join."""
 
     API = JOIN_GROUP
@@ -153,7 +154,7 @@ class JoinGroupResponseMember:
 
 
 @attrs.frozen(kw_only=True)
-class JoinGroupResponse(Message):
+class JoinGroupResponse(Response):
     """The generation the member joined; only the leader gets ``members``."""
 
     API = JOIN_GROUP
@@ -173,7 +174,7 @@ class JoinGroupResponse(Message):
 
 
 @attrs.frozen(kw_only=True)
-class HeartbeatRequest(Message):
+class HeartbeatRequest(Request):
     """Keep the member's session alive; the answer says whether a rebalance is under way."""
 
     API = HEARTBEAT
@@ -185,7 +186,7 @@ class HeartbeatRequest(Message):
 
 
 @attrs.frozen(kw_only=True)
-class HeartbeatResponse(Message):
+class HeartbeatResponse(Response):
     """NONE, REBALANCE_IN_PROGRESS or why the member is no longer in the generation."""
 
     API = HEARTBEAT
@@ -207,7 +208,7 @@ class MemberIdentity:
 
 
 @attrs.frozen(kw_only=True)
-class LeaveGroupRequest(Message):
+class LeaveGroupRequest(Request):
     """Leave a group: one ``member_id`` (v0-v2) or a batch of ``members`` (v3+)."""
 
     API = LEAVE_GROUP
@@ -227,7 +228,7 @@ class MemberResponse:
 
 
 @attrs.frozen(kw_only=True)
-class LeaveGroupResponse(Message):
+class LeaveGroupResponse(Response):
     """The group-level error and (v3+) one result per member."""
 
     API = LEAVE_GROUP
@@ -249,7 +250,7 @@ class SyncGroupRequestAssignment:
 
 
 @attrs.frozen(kw_only=True)
-class SyncGroupRequest(Message):
+class SyncGroupRequest(Request):
     """Ask for this generation's assignment; the leader sends everyone's ``assignments``."""
 
     API = SYNC_GROUP
@@ -264,7 +265,7 @@ class SyncGroupRequest(Message):
 
 
 @attrs.frozen(kw_only=True)
-class SyncGroupResponse(Message):
+class SyncGroupResponse(Response):
     """This member's assignment for the generation, or why there is none."""
 
     API = SYNC_GROUP

@@ -23,7 +23,18 @@ from __future__ import annotations
 
 import attrs
 
-from replog.protocol.schema import BOOL, INT16, INT32, INT64, STRING, ApiInfo, Message, array, field
+from replog.protocol.schema import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    ApiInfo,
+    Request,
+    Response,
+    array,
+    field,
+)
 
 __all__ = [
     "OFFSET_COMMIT",
@@ -84,7 +95,7 @@ class OffsetCommitRequestTopic:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetCommitRequest(Message):
+class OffsetCommitRequest(Request):
     """Commit offsets for a group: as a member of a generation, or (generation -1) as a simple
     consumer of an empty group."""
 
@@ -117,7 +128,7 @@ class OffsetCommitResponseTopic:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetCommitResponse(Message):
+class OffsetCommitResponse(Response):
     """Per-partition commit results."""
 
     API = OFFSET_COMMIT
@@ -156,7 +167,7 @@ class OffsetFetchRequestGroup:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetFetchRequest(Message):
+class OffsetFetchRequest(Request):
     """Fetch committed offsets: of one group (v0-v7) or of several ``groups`` (v8+)."""
 
     API = OFFSET_FETCH
@@ -221,7 +232,7 @@ class OffsetFetchResponseGroup:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetFetchResponse(Message):
+class OffsetFetchResponse(Response):
     """The committed offsets of one group (v0-v7) or of each requested group (v8+)."""
 
     API = OFFSET_FETCH
@@ -253,7 +264,7 @@ class OffsetDeleteRequestTopic:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetDeleteRequest(Message):
+class OffsetDeleteRequest(Request):
     """Delete committed offsets of a group (refused for topics the group consumes)."""
 
     API = OFFSET_DELETE
@@ -281,7 +292,7 @@ class OffsetDeleteResponseTopic:
 
 
 @attrs.frozen(kw_only=True)
-class OffsetDeleteResponse(Message):
+class OffsetDeleteResponse(Response):
     """The group-level error and, without one, per-partition results."""
 
     API = OFFSET_DELETE
