@@ -13,23 +13,58 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import NamedTuple
 
+from replog.errors import InvalidConfigError as InvalidPartitionError
 from replog.errors import InvalidTopicError
 
 __all__ = [
     "MAX_TOPIC_NAME_LENGTH",
+    "TopicPartition",
+    "TopicPartitionLike",
     "ZERO_TOPIC_ID",
     "new_topic_id",
     "topic_uuid",
     "collision_key",
     "is_valid_topic_name",
     "validate_topic_name",
+    "validate_topic_partition",
 ]
 
 MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's limit: 255 (a filename) minus room for ``-<partition>`` and a deletion suffix."""
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class TopicPartition(NamedTuple):
+    """A partition's name: compares and hashes like the plain ``(topic, partition)`` tuple (so
+    either may key a dict), and ``str()`` gives Kafka's ``<topic>-<partition>`` form, which is
+    also the partition's directory name. The one definition every package uses."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def dir_name(self) -> str:
+        """``<topic>-<partition>``."""
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def parse(cls, text: str) -> TopicPartition:
+        """Inverse of ``str()``: split at the last ``-`` (topics may contain dashes);
+        ``ValueError`` for anything else."""
+        topic, sep, number = text.rpartition("-")
+        if not sep or not topic or not number.isdigit():
+            raise ValueError(f"not a <topic>-<partition> name: {text!r}")
+        return cls(topic, int(number))
+
+
+TopicPartitionLike = tuple[str, int]
+"""What callers may pass for a partition: a ``TopicPartition`` or any ``(topic, partition)``."""
 
 ZERO_TOPIC_ID = uuid.UUID(int=0)
 """Kafka's "no topic ID" (never assigned to a topic)."""
@@ -72,6 +107,16 @@ def validate_topic_name(name: str) -> str:
             f"topic name {name!r} has characters outside [a-zA-Z0-9._-]: {''.join(bad)!r}"
         )
     return name
+
+
+def validate_topic_partition(tp: TopicPartition) -> TopicPartition:
+    """Return ``tp`` if its topic is a legal name and its partition an int >= 0, else raise
+    (``InvalidTopicError`` / ``InvalidPartitionError``): what must hold before a partition
+    becomes a directory name."""
+    validate_topic_name(tp.topic)
+    if isinstance(tp.partition, bool) or not isinstance(tp.partition, int) or tp.partition < 0:
+        raise InvalidPartitionError(f"partition must be an int >= 0, got {tp.partition!r}")
+    return tp
 
 
 def is_valid_topic_name(name: str) -> bool:

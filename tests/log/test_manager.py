@@ -435,14 +435,20 @@ def test_scenario_25_a_crash_between_tmp_write_and_rename_leaves_the_old_checkpo
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", "", "x" * 300, ".", "..", "a b", "t\x00", "é"])
-def test_hostile_topic_names_are_rejected(name: str) -> None:
+def test_hostile_topic_names_are_rejected(name: str, fs: FaultInjectingFileSystem) -> None:
+    manager = _manager(fs)
     with pytest.raises(InvalidTopicError):
-        TopicPartition(name, 0)
+        manager.get_or_create_log(TopicPartition(name, 0))
+    with pytest.raises(InvalidTopicError):
+        manager.get_log(TopicPartition(name, 0))
+    assert manager.partitions() == []  # no directory was made
 
 
-def test_a_negative_partition_is_rejected() -> None:
+def test_a_negative_partition_is_rejected(fs: FaultInjectingFileSystem) -> None:
+    manager = _manager(fs)
     with pytest.raises(InvalidConfigError):
-        TopicPartition("orders", -1)
+        manager.get_or_create_log(TopicPartition("orders", -1))
+    assert manager.partitions() == []
 
 
 def test_directories_that_are_not_partitions_are_ignored(fs: FaultInjectingFileSystem) -> None:

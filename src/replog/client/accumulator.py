@@ -22,10 +22,9 @@ from replog.client.errors import BufferFullError
 from replog.errors import invariant
 from replog.log.compression import Compression
 from replog.log.records import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD, encode_batch
+from replog.topics import TopicPartitionLike
 
-__all__ = ["PendingRecord", "ProducerBatch", "RecordAccumulator", "TopicPartition"]
-
-TopicPartition = tuple[str, int]
+__all__ = ["PendingRecord", "ProducerBatch", "RecordAccumulator", "TopicPartitionLike"]
 
 
 @attrs.frozen(kw_only=True)
@@ -68,7 +67,7 @@ class ProducerBatch:
     retry_at_ms: int = 0
 
     @property
-    def tp(self) -> TopicPartition:
+    def tp(self) -> TopicPartitionLike:
         """(topic, partition)."""
         return (self.topic, self.partition)
 
@@ -112,9 +111,9 @@ class RecordAccumulator:
     buffer_bytes_max: int
     buffered_bytes: int = 0
     flushing: bool = False
-    _queues: dict[TopicPartition, deque[ProducerBatch]] = attrs.field(factory=dict)
+    _queues: dict[TopicPartitionLike, deque[ProducerBatch]] = attrs.field(factory=dict)
 
-    def append(self, tp: TopicPartition, record: PendingRecord, now_ms: int) -> ProducerBatch:
+    def append(self, tp: TopicPartitionLike, record: PendingRecord, now_ms: int) -> ProducerBatch:
         """Add ``record`` to the partition's open batch (or a new one); ``BufferFullError``
         when it would push the buffered bytes over ``buffer_bytes_max``."""
         size = record.size_bytes
@@ -137,7 +136,7 @@ class RecordAccumulator:
         full = not is_last or batch.size_bytes >= self.batch_bytes_max
         return full or self.flushing or now_ms - batch.created_ms >= self.linger_ms
 
-    def ready(self, now_ms: int) -> list[TopicPartition]:
+    def ready(self, now_ms: int) -> list[TopicPartitionLike]:
         """Partitions whose first batch may be sent now."""
         return [
             tp
@@ -146,7 +145,7 @@ class RecordAccumulator:
         ]
 
     def next_ready_delay_ms(
-        self, now_ms: int, blocked: Container[TopicPartition] = ()
+        self, now_ms: int, blocked: Container[TopicPartitionLike] = ()
     ) -> int | None:
         """Milliseconds until some first batch becomes ready by time alone (None: no batches
         outside ``blocked``, the partitions that may not send now)."""
@@ -163,7 +162,7 @@ class RecordAccumulator:
                 delays.append(head.created_ms + self.linger_ms - now_ms)
         return max(0, min(delays)) if delays else None
 
-    def pop(self, tp: TopicPartition) -> ProducerBatch:
+    def pop(self, tp: TopicPartitionLike) -> ProducerBatch:
         """Take the partition's first batch for sending."""
         queue = self._queues[tp]
         batch = queue.popleft()

@@ -48,6 +48,7 @@ from replog.protocol.messages import (
     MetadataResponse,
 )
 from replog.protocol.schema import Message
+from replog.topics import TopicPartitionLike
 
 __all__ = [
     "Admin",
@@ -58,7 +59,6 @@ __all__ = [
     "TopicDescription",
 ]
 
-TopicPartition = tuple[str, int]
 _CONTROLLER_TRIES = 5
 
 
@@ -333,8 +333,8 @@ class AsyncAdmin:
         return out
 
     async def list_offsets(
-        self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
-    ) -> dict[TopicPartition, int]:
+        self, partitions: Iterable[TopicPartitionLike], timestamp: int | str = "latest"
+    ) -> dict[TopicPartitionLike, int]:
         """Per partition: "latest" (the high watermark), "earliest" (log start), or the first
         offset with a timestamp >= ``timestamp`` (ms; -1 when none)."""
         if timestamp == "latest":
@@ -347,13 +347,13 @@ class AsyncAdmin:
             raise InvalidConfigError(f"timestamp must be 'latest', 'earliest' or ms: {timestamp}")
         tps = list(partitions)
         metadata = await self._client.refresh_metadata(sorted({t for t, _ in tps}))
-        groups: dict[int, list[TopicPartition]] = {}
+        groups: dict[int, list[TopicPartitionLike]] = {}
         for tp in tps:
             leader = metadata.leader_for(*tp)
             if leader is None:
                 raise BrokerResponseError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]}")
             groups.setdefault(leader, []).append(tp)
-        out: dict[TopicPartition, int] = {}
+        out: dict[TopicPartitionLike, int] = {}
         for leader, group in groups.items():
             answers = await ask_leader(self._client, leader, {tp: (ts, -1) for tp in group})
             for tp, part in answers.items():
@@ -391,7 +391,7 @@ class AsyncAdmin:
         )
 
     async def elect_preferred_leaders(
-        self, partitions: Iterable[TopicPartition] | None = None
+        self, partitions: Iterable[TopicPartitionLike] | None = None
     ) -> AdminRequest:
         """Queue a preferred-leader election for ``partitions`` (None: all)."""
         return await self._coordinator_submit(PreferredElection(partitions=tuple(partitions or ())))
@@ -469,8 +469,8 @@ class Admin:
         return self._loop.run(self._admin.describe_configs(list(topics)))
 
     def list_offsets(
-        self, partitions: Iterable[TopicPartition], timestamp: int | str = "latest"
-    ) -> dict[TopicPartition, int]:
+        self, partitions: Iterable[TopicPartitionLike], timestamp: int | str = "latest"
+    ) -> dict[TopicPartitionLike, int]:
         """See ``AsyncAdmin.list_offsets``."""
         return self._loop.run(self._admin.list_offsets(list(partitions), timestamp))
 
@@ -481,7 +481,7 @@ class Admin:
         return self._loop.run(self._admin.reassign_partition(topic, partition, replicas))
 
     def elect_preferred_leaders(
-        self, partitions: Iterable[TopicPartition] | None = None
+        self, partitions: Iterable[TopicPartitionLike] | None = None
     ) -> AdminRequest:
         """See ``AsyncAdmin.elect_preferred_leaders``."""
         tps = None if partitions is None else list(partitions)

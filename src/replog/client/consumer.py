@@ -62,6 +62,7 @@ from replog.protocol.messages import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from replog.topics import TopicPartitionLike
 
 __all__ = [
     "AsyncConsumer",
@@ -72,7 +73,6 @@ __all__ = [
     "OffsetAndTimestamp",
 ]
 
-TopicPartition = tuple[str, int]
 ResetPolicy = Literal["earliest", "latest", "none"]
 _LEADER_CODES = frozenset(
     {
@@ -124,7 +124,7 @@ class AsyncConsumer:
     def __init__(self, client: ClusterClient, config: ConsumerConfig) -> None:
         self.config = config
         self._client = client
-        self._positions: dict[TopicPartition, _Position] = {}
+        self._positions: dict[TopicPartitionLike, _Position] = {}
 
     @classmethod
     async def start(cls, bootstrap: str | Sequence[str], **config: Any) -> AsyncConsumer:
@@ -144,22 +144,22 @@ class AsyncConsumer:
 
     # -- assignment and positions -------------------------------------------------------------
 
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+    def assign(self, partitions: Iterable[TopicPartitionLike]) -> None:
         """Read exactly these partitions; kept ones keep their positions."""
         wanted = [(t, int(p)) for t, p in partitions]
         self._positions = {tp: self._positions.get(tp, _Position()) for tp in wanted}
 
-    def assignment(self) -> list[TopicPartition]:
+    def assignment(self) -> list[TopicPartitionLike]:
         """The assigned partitions."""
         return list(self._positions)
 
-    def _pos(self, tp: TopicPartition) -> _Position:
+    def _pos(self, tp: TopicPartitionLike) -> _Position:
         pos = self._positions.get((tp[0], int(tp[1])))
         if pos is None:
             raise ValueError(f"{tp[0]}-{tp[1]} is not assigned")
         return pos
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
+    def seek(self, tp: TopicPartitionLike, offset: int) -> None:
         """Read ``tp`` from ``offset`` on the next poll."""
         if offset < 0:
             raise ValueError(f"offset {offset} must be >= 0")
@@ -167,17 +167,17 @@ class AsyncConsumer:
             self._pos(tp), offset=offset, reset=None, offset_epoch=-1, needs_validation=False
         )
 
-    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+    def seek_to_beginning(self, partitions: Iterable[TopicPartitionLike] | None = None) -> None:
         """Read from the log start offset (resolved lazily, on the next poll or position)."""
         for tp in self._positions if partitions is None else partitions:
             self._pos(tp).offset, self._pos(tp).reset = None, "earliest"
 
-    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+    def seek_to_end(self, partitions: Iterable[TopicPartitionLike] | None = None) -> None:
         """Read from the high watermark (resolved lazily)."""
         for tp in self._positions if partitions is None else partitions:
             self._pos(tp).offset, self._pos(tp).reset = None, "latest"
 
-    async def position(self, tp: TopicPartition) -> int:
+    async def position(self, tp: TopicPartitionLike) -> int:
         """The offset of the next record poll returns for ``tp`` (resets it first if needed)."""
         pos = self._pos(tp)
         deadline = now_ms() + self.config.request_timeout_ms
@@ -190,8 +190,8 @@ class AsyncConsumer:
         return pos.offset
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        self, timestamps: Mapping[TopicPartitionLike, int]
+    ) -> dict[TopicPartitionLike, OffsetAndTimestamp | None]:
         """Per partition, the earliest offset whose record timestamp is >= the given time (ms);
         None where no such record is below the HW. Any partition, assigned or not; seek to the
         answer to read from that time on."""
@@ -202,7 +202,7 @@ class AsyncConsumer:
             backoff_ms=self.config.retry_backoff_ms,
         )
 
-    def high_watermark(self, tp: TopicPartition) -> int:
+    def high_watermark(self, tp: TopicPartitionLike) -> int:
         """The HW the last fetch of ``tp`` reported (-1: none yet)."""
         return self._pos(tp).high_watermark
 
@@ -253,8 +253,8 @@ class AsyncConsumer:
         if to_validate:
             await self._validate_positions(to_validate)
 
-    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        groups: dict[int, list[TopicPartition]] = {}
+    def _by_leader(self, tps: Iterable[TopicPartitionLike]) -> dict[int, list[TopicPartitionLike]]:
+        groups: dict[int, list[TopicPartitionLike]] = {}
         for tp in tps:
             leader = self._client.metadata.leader_for(*tp)
             if leader is None:
@@ -263,9 +263,9 @@ class AsyncConsumer:
                 groups.setdefault(leader, []).append(tp)
         return groups
 
-    async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+    async def _reset_positions(self, tps: list[TopicPartitionLike]) -> None:
         for leader, group in self._by_leader(tps).items():
-            queries: dict[TopicPartition, tuple[int, int]] = {}
+            queries: dict[TopicPartitionLike, tuple[int, int]] = {}
             for tp in group:
                 reset_pos = self._positions[tp]
                 policy = reset_pos.reset or self.config.auto_reset
@@ -283,8 +283,8 @@ class AsyncConsumer:
                 pos.offset, pos.reset, pos.needs_validation = p.offset, None, False
                 pos.offset_epoch = -1
 
-    async def _validate_positions(self, tps: list[TopicPartition]) -> None:
-        diverged: dict[TopicPartition, tuple[int, int]] = {}
+    async def _validate_positions(self, tps: list[TopicPartitionLike]) -> None:
+        diverged: dict[TopicPartitionLike, tuple[int, int]] = {}
         for leader, group in self._by_leader(tps).items():
             topics: dict[str, list[OffsetForLeaderPartition]] = {}
             for tp in group:
@@ -317,7 +317,7 @@ class AsyncConsumer:
             raise LogTruncationError(diverged)
 
     def _check_epoch_end(
-        self, tp: TopicPartition, pos: _Position, epoch: int, end_offset: int
+        self, tp: TopicPartitionLike, pos: _Position, epoch: int, end_offset: int
     ) -> tuple[int, int] | None:
         """Apply the leader's answer for our last consumed epoch; the divergence to raise for
         ``auto_reset="none"``, else None (position validated, moved back, or reset)."""
@@ -373,7 +373,7 @@ class AsyncConsumer:
         return slices
 
     async def _fetch_from(
-        self, leader: int, group: list[TopicPartition], wait_ms: int
+        self, leader: int, group: list[TopicPartitionLike], wait_ms: int
     ) -> FetchResponse:
         topics: dict[str, list[FetchPartition]] = {}
         for tp in group:
@@ -464,36 +464,36 @@ class Consumer:
     async def _call(self, fn: Any, *args: Any) -> Any:
         return fn(*args)
 
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+    def assign(self, partitions: Iterable[TopicPartitionLike]) -> None:
         """See ``AsyncConsumer.assign``."""
         self._loop.run(self._call(self._consumer.assign, list(partitions)))
 
-    def assignment(self) -> list[TopicPartition]:
+    def assignment(self) -> list[TopicPartitionLike]:
         """See ``AsyncConsumer.assignment``."""
-        result: list[TopicPartition] = self._loop.run(self._call(self._consumer.assignment))
+        result: list[TopicPartitionLike] = self._loop.run(self._call(self._consumer.assignment))
         return result
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
+    def seek(self, tp: TopicPartitionLike, offset: int) -> None:
         """See ``AsyncConsumer.seek``."""
         self._loop.run(self._call(self._consumer.seek, tp, offset))
 
-    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+    def seek_to_beginning(self, partitions: Iterable[TopicPartitionLike] | None = None) -> None:
         """See ``AsyncConsumer.seek_to_beginning``."""
         tps = None if partitions is None else list(partitions)
         self._loop.run(self._call(self._consumer.seek_to_beginning, tps))
 
-    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+    def seek_to_end(self, partitions: Iterable[TopicPartitionLike] | None = None) -> None:
         """See ``AsyncConsumer.seek_to_end``."""
         tps = None if partitions is None else list(partitions)
         self._loop.run(self._call(self._consumer.seek_to_end, tps))
 
-    def position(self, tp: TopicPartition) -> int:
+    def position(self, tp: TopicPartitionLike) -> int:
         """See ``AsyncConsumer.position``."""
         return self._loop.run(self._consumer.position(tp))
 
     def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        self, timestamps: Mapping[TopicPartitionLike, int]
+    ) -> dict[TopicPartitionLike, OffsetAndTimestamp | None]:
         """See ``AsyncConsumer.offsets_for_times``."""
         return self._loop.run(self._consumer.offsets_for_times(timestamps))
 

@@ -19,10 +19,9 @@ from replog.protocol.messages import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from replog.topics import TopicPartitionLike
 
 __all__ = ["OffsetAndTimestamp", "ask_leader", "offsets_for_times"]
-
-TopicPartition = tuple[str, int]
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -34,11 +33,11 @@ class OffsetAndTimestamp(NamedTuple):
 
 async def offsets_for_times(
     client: ClusterClient,
-    timestamps: Mapping[TopicPartition, int],
+    timestamps: Mapping[TopicPartitionLike, int],
     *,
     timeout_ms: int,
     backoff_ms: int,
-) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+) -> dict[TopicPartitionLike, OffsetAndTimestamp | None]:
     """Per partition, the earliest record whose timestamp is >= the given time (ms since the
     epoch), or None when no such record is below the HW. ``ValueError`` for a negative time;
     ``RequestTimeoutError`` if some leader cannot be reached before ``timeout_ms``."""
@@ -46,11 +45,11 @@ async def offsets_for_times(
         if not isinstance(timestamp, int) or timestamp < 0:
             raise ValueError(f"{topic}-{partition}: timestamp must be an int >= 0: {timestamp!r}")
     pending = dict(timestamps)
-    found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+    found: dict[TopicPartitionLike, OffsetAndTimestamp | None] = {}
     deadline = now_ms() + timeout_ms
     while pending:
         metadata = await client.refresh_metadata_if_needed()
-        by_leader: dict[int, list[TopicPartition]] = {}
+        by_leader: dict[int, list[TopicPartitionLike]] = {}
         for tp in pending:
             leader = metadata.leader_for(*tp)
             if leader is None:
@@ -75,8 +74,8 @@ async def offsets_for_times(
 
 
 async def ask_leader(
-    client: ClusterClient, leader: int, queries: Mapping[TopicPartition, tuple[int, int]]
-) -> dict[TopicPartition, ListOffsetsPartitionResponse]:
+    client: ClusterClient, leader: int, queries: Mapping[TopicPartitionLike, tuple[int, int]]
+) -> dict[TopicPartitionLike, ListOffsetsPartitionResponse]:
     """One ListOffsets (as a consumer) to ``leader``: per partition, (timestamp or
     EARLIEST/LATEST, current leader epoch or -1) -> the broker's answer for it."""
     topics: dict[str, list[ListOffsetsPartition]] = {}
@@ -103,11 +102,11 @@ async def ask_leader(
 
 
 async def _ask(
-    client: ClusterClient, leader: int, timestamps: dict[TopicPartition, int]
-) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    client: ClusterClient, leader: int, timestamps: dict[TopicPartitionLike, int]
+) -> dict[TopicPartitionLike, OffsetAndTimestamp | None]:
     """One lookup to ``leader``; partitions with a retriable error are left out."""
     answers = await ask_leader(client, leader, {tp: (ts, -1) for tp, ts in timestamps.items()})
-    found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+    found: dict[TopicPartitionLike, OffsetAndTimestamp | None] = {}
     for tp, p in answers.items():
         if p.error_code != ErrorCode.NONE:
             if is_retriable(p.error_code):

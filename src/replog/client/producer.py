@@ -42,7 +42,7 @@ from replog.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordMetadata,
-    TopicPartition,
+    TopicPartitionLike,
 )
 from replog.client.connection import ClusterClient, now_ms
 from replog.client.errors import (
@@ -127,7 +127,7 @@ class AsyncProducer:
             buffer_bytes_max=config.buffer_bytes_max,
         )
         self._partitioner = DefaultPartitioner()
-        self._in_flight: dict[TopicPartition, int] = {}
+        self._in_flight: dict[TopicPartitionLike, int] = {}
         self._in_flight_batches: set[ProducerBatch] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from replog.errors import invariant
+from replog.topics import TopicPartition
 
 __all__ = [
     "NO_LEADER",
@@ -44,25 +45,6 @@ class LeaderRecoveryState(enum.Enum):
 
     RECOVERED = 0
     RECOVERING = 1
-
-
-@attrs.frozen(order=True)
-class TopicPartition:
-    """A partition's name: ``str()`` gives Kafka's ``<topic>-<partition>`` form."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    @classmethod
-    def parse(cls, text: str) -> TopicPartition:
-        """Inverse of ``str()``: split at the last ``-`` (topics may contain dashes)."""
-        topic, sep, number = text.rpartition("-")
-        if not sep or not topic or not number.isdigit():
-            raise ValueError(f"not a <topic>-<partition> name: {text!r}")
-        return cls(topic, int(number))
 
 
 def format_ids(values: Iterable[int]) -> str:

@@ -28,10 +28,10 @@ from replog.groups.records import (
     encode_record,
 )
 from replog.protocol.schema import Message
+from replog.topics import TopicPartitionLike
 
-__all__ = ["OffsetAndMetadata", "OffsetStore", "ShardCore", "TopicPartition"]
+__all__ = ["OffsetAndMetadata", "OffsetStore", "ShardCore", "TopicPartitionLike"]
 
-TopicPartition = tuple[str, int]
 WriteDone = Callable[[ErrorCode, int], None]
 """Runs when a write's outcome is reported: (error, now_ms)."""
 ErrorResponse = Callable[[ErrorCode], Message]
@@ -69,10 +69,10 @@ class OffsetStore:
     """Acknowledged committed offsets per group, and writes in flight per partition."""
 
     def __init__(self) -> None:
-        self._committed: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        self._in_flight: dict[str, dict[TopicPartition, int]] = {}
+        self._committed: dict[str, dict[TopicPartitionLike, OffsetAndMetadata]] = {}
+        self._in_flight: dict[str, dict[TopicPartitionLike, int]] = {}
 
-    def committed(self, group_id: str) -> Mapping[TopicPartition, OffsetAndMetadata]:
+    def committed(self, group_id: str) -> Mapping[TopicPartitionLike, OffsetAndMetadata]:
         """The acknowledged offsets of ``group_id`` (empty if none)."""
         return self._committed.get(group_id, {})
 
@@ -84,19 +84,19 @@ class OffsetStore:
         """Whether ``group_id`` has offsets, acknowledged or in flight."""
         return bool(self._committed.get(group_id)) or bool(self._in_flight.get(group_id))
 
-    def in_flight(self, group_id: str, tp: TopicPartition) -> bool:
+    def in_flight(self, group_id: str, tp: TopicPartitionLike) -> bool:
         """Whether a write touching this offset is not yet acknowledged."""
         return tp in self._in_flight.get(group_id, {})
 
-    def in_flight_counts(self) -> dict[str, dict[TopicPartition, int]]:
+    def in_flight_counts(self) -> dict[str, dict[TopicPartitionLike, int]]:
         """Writes in flight per group and partition (a copy)."""
         return {group_id: dict(counts) for group_id, counts in self._in_flight.items()}
 
-    def in_flight_partitions(self, group_id: str) -> list[TopicPartition]:
+    def in_flight_partitions(self, group_id: str) -> list[TopicPartitionLike]:
         """Partitions of ``group_id`` with writes in flight."""
         return list(self._in_flight.get(group_id, {}))
 
-    def mark(self, group_id: str, tps: Iterable[TopicPartition], delta: int) -> None:
+    def mark(self, group_id: str, tps: Iterable[TopicPartitionLike], delta: int) -> None:
         """Count a write touching ``tps`` as started (+1) or finished (-1)."""
         counts = self._in_flight.setdefault(group_id, {})
         for tp in tps:
@@ -231,7 +231,7 @@ class ShardCore:
 
     def check_in_flight(self) -> None:
         """The offsets counted in flight are exactly those the pending writes carry."""
-        expected: dict[str, dict[TopicPartition, int]] = {}
+        expected: dict[str, dict[TopicPartitionLike, int]] = {}
         for pending in self._writes.values():
             for group_id, tps in _offsets_touched(pending.records).items():
                 for tp in tps:
@@ -264,8 +264,8 @@ class ShardCore:
         self._writes.clear()
 
 
-def _offsets_touched(records: Iterable[CoordinatorRecord]) -> dict[str, list[TopicPartition]]:
-    touched: dict[str, list[TopicPartition]] = {}
+def _offsets_touched(records: Iterable[CoordinatorRecord]) -> dict[str, list[TopicPartitionLike]]:
+    touched: dict[str, list[TopicPartitionLike]] = {}
     for record in records:
         if isinstance(record, OffsetRecord):
             touched.setdefault(record.group_id, []).append((record.topic, record.partition))

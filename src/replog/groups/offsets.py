@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from replog.errors import ErrorCode
-from replog.groups.core import OffsetAndMetadata, ShardCore, TopicPartition
+from replog.groups.core import OffsetAndMetadata, ShardCore, TopicPartitionLike
 from replog.groups.effects import RequestId
 from replog.groups.group import ClassicGroup, GroupState
 from replog.groups.membership import validate_member
@@ -107,7 +107,7 @@ class Offsets:
             self.rebalance.reschedule_heartbeat(group.member(request.member_id), now_ms)
         records, too_large = self._commit_records(request, now_ms)
 
-        def partition_error(tp: TopicPartition, written: ErrorCode) -> ErrorCode:
+        def partition_error(tp: TopicPartitionLike, written: ErrorCode) -> ErrorCode:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE if tp in too_large else written
 
         if not records:
@@ -145,11 +145,11 @@ class Offsets:
 
     def _commit_records(
         self, request: OffsetCommitRequest, now_ms: int
-    ) -> tuple[list[CoordinatorRecord], set[TopicPartition]]:
+    ) -> tuple[list[CoordinatorRecord], set[TopicPartitionLike]]:
         retention_ms = request.retention_time_ms
         expire_ms = None if retention_ms == -1 else now_ms + retention_ms
         records: list[CoordinatorRecord] = []
-        too_large: set[TopicPartition] = set()
+        too_large: set[TopicPartitionLike] = set()
         for topic in request.topics:
             for partition in topic.partitions:
                 metadata = partition.committed_metadata or ""
@@ -179,7 +179,7 @@ class Offsets:
         """The acknowledged offsets of one group (all of them when ``topics`` is None)."""
         group = self.core.groups.get(request.group_id)
         exists = group is not None and not group.is_in(_DEAD)
-        committed: Mapping[TopicPartition, OffsetAndMetadata] = (
+        committed: Mapping[TopicPartitionLike, OffsetAndMetadata] = (
             self.core.offsets.committed(request.group_id) if exists else {}
         )
         if request.topics is None:
@@ -202,8 +202,8 @@ class Offsets:
     def _fetch_one(
         self,
         group_id: str,
-        tp: TopicPartition,
-        committed: Mapping[TopicPartition, OffsetAndMetadata],
+        tp: TopicPartitionLike,
+        committed: Mapping[TopicPartitionLike, OffsetAndMetadata],
         require_stable: bool,
     ) -> OffsetFetchResponsePartitions:
         found = committed.get(tp)
@@ -271,7 +271,7 @@ class Offsets:
             topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
         return topics, records
 
-    def delete_partitions(self, partitions: set[TopicPartition]) -> None:
+    def delete_partitions(self, partitions: set[TopicPartitionLike]) -> None:
         """Tombstone the offsets every group holds (or is writing) for ``partitions``."""
         records: list[CoordinatorRecord] = []
         for group_id in list(self.core.groups):
@@ -331,7 +331,7 @@ class Offsets:
 
     def _expired_offsets(
         self, group: ClassicGroup, now_ms: int
-    ) -> tuple[list[TopicPartition], bool]:
+    ) -> tuple[list[TopicPartitionLike], bool]:
         """(expired partitions, whether every offset of the group expired)."""
         committed = self.core.offsets.committed(group.group_id)
         if not committed:
@@ -373,7 +373,7 @@ def _nothing_to_undo(error: ErrorCode, now_ms: int) -> None:
 
 
 def _commit_response(
-    request: OffsetCommitRequest, error_of: Callable[[TopicPartition], ErrorCode]
+    request: OffsetCommitRequest, error_of: Callable[[TopicPartitionLike], ErrorCode]
 ) -> OffsetCommitResponse:
     return OffsetCommitResponse(
         topics=[

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from replog.errors import ErrorCode, invariant
 from replog.groups.administration import Administration
 from replog.groups.config import GroupConfig
-from replog.groups.core import OffsetAndMetadata, ShardCore, TopicPartition
+from replog.groups.core import OffsetAndMetadata, ShardCore, TopicPartitionLike
 from replog.groups.effects import Effects, RequestId
 from replog.groups.group import ClassicGroup, GroupState, SubscriptionReader
 from replog.groups.loading import LoadSummary, ShardLoader
@@ -293,7 +293,7 @@ class GroupCoordinatorShard:
         """Every hosted group."""
         return list(self._core.groups)
 
-    def committed_offsets(self, group_id: str) -> Mapping[TopicPartition, OffsetAndMetadata]:
+    def committed_offsets(self, group_id: str) -> Mapping[TopicPartitionLike, OffsetAndMetadata]:
         """The acknowledged offsets of ``group_id``."""
         return self._core.offsets.committed(group_id)
 

@@ -20,7 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 from replog.clock import SYSTEM_CLOCK, Clock
-from replog.errors import InvalidConfigError, MalformedCheckpointError, StorageError
+from replog.errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    MalformedCheckpointError,
+    StorageError,
+)
 from replog.log.checkpoints import (
     OffsetCheckpointFile,
     read_and_delete_clean_shutdown_marker,
@@ -30,7 +35,7 @@ from replog.log.config import LogConfig
 from replog.log.fs import REAL_FS, FileSystem
 from replog.log.log import Log
 from replog.log.partition_metadata import read_partition_metadata, write_partition_metadata
-from replog.topics import validate_topic_name
+from replog.topics import TopicPartition, validate_topic_name, validate_topic_partition
 
 __all__ = [
     "HW_CHECKPOINT",
@@ -38,6 +43,7 @@ __all__ = [
     "LogManager",
     "RECOVERY_POINT_CHECKPOINT",
     "TopicPartition",
+    "parse_partition_dir",
 ]
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
@@ -46,36 +52,17 @@ LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 
 
-@attrs.frozen(order=True)
-class TopicPartition:
-    """A (topic, partition) pair; its directory name is ``<topic>-<partition>``."""
-
-    topic: str
-    partition: int
-
-    def __attrs_post_init__(self) -> None:
-        validate_topic_name(self.topic)
-        if not isinstance(self.partition, int) or self.partition < 0:
-            raise InvalidConfigError(f"partition must be an int >= 0, got {self.partition!r}")
-
-    @property
-    def dir_name(self) -> str:
-        """``<topic>-<partition>``."""
-        return f"{self.topic}-{self.partition}"
-
-    @classmethod
-    def parse_dir_name(cls, name: str) -> TopicPartition | None:
-        """The partition a directory name denotes, or None if it is not a partition dir."""
-        topic, sep, partition = name.rpartition("-")
-        if not sep or not partition.isdigit() or name.endswith(_IGNORED_DIR_SUFFIXES):
-            return None
-        try:
-            return cls(topic, int(partition))
-        except (ValueError, InvalidConfigError):
-            return None
-
-    def __str__(self) -> str:
-        return self.dir_name
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """The partition a directory name denotes, or None if it is not a partition dir (a
+    deletion, future or stray dir, or a name that is no legal topic)."""
+    if name.endswith(_IGNORED_DIR_SUFFIXES):
+        return None
+    try:
+        tp = TopicPartition.parse(name)
+        validate_topic_name(tp.topic)
+    except (ValueError, InvalidTopicError):
+        return None
+    return tp
 
 
 @attrs.define(eq=False)
@@ -142,7 +129,9 @@ class LogManager:
         return sorted(tp for tp, d in self._dir_of.items() if d.offline_reason is None)
 
     def get_log(self, tp: TopicPartition) -> Log | None:
-        """The log of ``tp`` (opened and recovered on first use), or None if there is none."""
+        """The log of ``tp`` (opened and recovered on first use), or None if there is none.
+        A partition whose name could not be a directory raises (``validate_topic_partition``)."""
+        validate_topic_partition(tp)
         log = self.logs.get(tp)
         if log is not None:
             return log
@@ -154,6 +143,7 @@ class LogManager:
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
         """The log of ``tp``, created in the online dir with the fewest partitions if new."""
+        validate_topic_partition(tp)
         if config is not None:
             self.configs[tp.topic] = config
         log = self.get_log(tp)
@@ -379,7 +369,7 @@ def _read_dir(fs: FileSystem, path: str) -> _LogDir:
         recovery_points = {}  # unreadable: recover every log from offset 0 (reference §2)
     unopened = set()
     for name in fs.listdir(path):
-        tp = TopicPartition.parse_dir_name(name)
+        tp = parse_partition_dir(name)
         if tp is not None:
             unopened.add(tp)
     return _LogDir(

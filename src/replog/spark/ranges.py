@@ -29,7 +29,7 @@ import re
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -41,7 +41,7 @@ from replog.errors import (
     ReplogError,
     invariant,
 )
-from replog.topics import validate_topic_name
+from replog.topics import TopicPartition, validate_topic_name
 
 __all__ = [
     "EARLIEST",
@@ -92,13 +92,6 @@ class DataLossError(ReplogError):
         self.partition = partition
         self.offset = offset
         self.log_start_offset = log_start_offset
-
-
-class TopicPartition(NamedTuple):
-    """A (topic, partition) pair; compares and hashes like the plain tuple."""
-
-    topic: str
-    partition: int
 
 
 def _check_offset(value: object, where: str, *, sentinels: Collection[int]) -> int:
