@@ -16,7 +16,7 @@ from replog.isr import (
     Partition,
     PartitionConfig,
     Purgatory,
-    Role,
+    ReplicaRole,
     StateChange,
 )
 
@@ -40,7 +40,7 @@ def test_seed_vocabulary_ar_isr_cur_rar(tmp_path: Path) -> None:
     assert leader.assigned == (A, B, C)
     assert leader.isr == {A, B} and leader.catching_up == {C}
     assert leader.reassigning == {A, C}
-    assert leader.role is Role.LEADER and leader.partition_epoch == -1
+    assert leader.role is ReplicaRole.LEADER and leader.partition_epoch == -1
 
 
 def test_alter_partition_rejected_reverts_to_committed_isr(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_become_follower_fails_pending_produces_without_truncating(tmp_path: Pat
     assert leader.become_follower(B, 1, 1)
     (result,) = leader.take_ready().produce_results
     assert (result.request_id, result.error_code) == (9, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    assert log.log_end_offset == 1 and leader.role is Role.FOLLOWER
+    assert log.log_end_offset == 1 and leader.role is ReplicaRole.FOLLOWER
     assert not leader.become_follower(B, 0, 2)  # stale epoch
 
 
@@ -188,21 +188,24 @@ def test_isr_shrink_then_expand_round_trip(tmp_path: Path) -> None:
 
 
 def test_state_change_lines_round_trip(tmp_path: Path) -> None:
+    """A replica's records are the one state-change record type, in the one line format the
+    state-change log tool merges and parses back (seed 000's lifecycle: completed by the
+    broker that acted on the metadata)."""
+    from replog.state_change import Phase, StateChangeKind, parse_log_line
+
     changes: list[StateChange] = []
     leader = partition(A, open_log(tmp_path, "l"), REPLICATED, changes)
     leader.become_leader(3, {A}, (A, B), 42)
     (change,) = changes
-    assert (change.what, change.broker, change.leader_epoch, change.time_ms) == (
-        "become-leader",
-        A,
-        3,
-        42,
-    )
-    line = change.to_line()
-    assert line.startswith("time_ms=42 broker=1 what=become-leader topic=t partition=0")
-    assert StateChange.parse(line) == change
-    tricky = StateChange(1, 2, "x", "t", 0, 1, 1, 'say "hi" \\ bye')
-    assert StateChange.parse(tricky.to_line()) == tricky
+    assert change.kind is StateChangeKind.BECOME_LEADER and change.phase is Phase.COMPLETED
+    assert (str(change.target), change.leader_epoch, change.completed_ms) == ("broker 1", 3, 42)
+    line = change.to_log_line()
+    assert line.startswith("42 broker 1 completed become-leader for t-0 requested by controller -1")
+    assert parse_log_line(line) == change
+    leader.become_leader(2, {A}, (A, B), 43)  # stale: refused, and said so
+    refused = changes[-1]
+    assert refused.phase is Phase.REJECTED and refused.leader_epoch == 2
+    assert parse_log_line(refused.to_log_line()) == refused
 
 
 def test_purgatory_orders_by_deadline_and_watch_key() -> None:
@@ -228,4 +231,4 @@ def test_leader_outside_isr_is_a_bug(tmp_path: Path) -> None:
     leader = partition(A, open_log(tmp_path, "l"))
     with pytest.raises(InvariantError):
         leader.become_leader(0, {B}, (A, B), 0)
-    assert leader.role is Role.OFFLINE
+    assert leader.role is ReplicaRole.OFFLINE

@@ -71,6 +71,7 @@ from replog.isr import (
     Partition,
     PartitionConfig,
     ProduceResult,
+    ReplicaRole,
     StateChangeSink,
     discard_state_change,
 )
@@ -474,7 +475,7 @@ class ReplicaManager:
         return {
             p.leader_id
             for p in self.partitions.values()
-            if not p.is_leader and p.leader_id >= 0 and p.role.value == "follower"
+            if not p.is_leader and p.leader_id >= 0 and p.role is ReplicaRole.FOLLOWER
         }
 
     def next_request_id(self) -> int:

@@ -33,11 +33,11 @@ from replog.isr.messages import (
     ProduceResult,
     Ready,
 )
-from replog.isr.partition import Partition, Role
+from replog.isr.partition import Partition, ReplicaRole
 from replog.isr.purgatory import DelayedFetch, DelayedProduce, Purgatory
 from replog.isr.replica import UNKNOWN_OFFSET, ReplicaState
 from replog.isr.replica_log import UNDEFINED_EPOCH, BytesSlice, LogSlice, ReplicaLog
-from replog.isr.state_change import StateChange, StateChangeSink, discard_state_change
+from replog.state_change import StateChange, StateChangeSink, discard_state_change
 
 __all__ = [
     "CONSUMER_REPLICA_ID",
@@ -70,7 +70,7 @@ __all__ = [
     "Ready",
     "ReplicaLog",
     "ReplicaState",
-    "Role",
+    "ReplicaRole",
     "StateChange",
     "StateChangeSink",
     "TruncationDecision",

@@ -48,9 +48,11 @@ from replog.isr.messages import (
 from replog.isr.purgatory import DelayedFetch, DelayedProduce, Purgatory
 from replog.isr.replica import ReplicaState
 from replog.isr.replica_log import ReplicaLog
-from replog.isr.state_change import StateChange, StateChangeSink, discard_state_change
+from replog.state_change import Actor, StateChange, StateChangeSink, discard_state_change
+from replog.state_change import StateChangeKind as Kind
+from replog.topics import TopicPartition
 
-__all__ = ["Partition", "Role"]
+__all__ = ["Partition", "ReplicaRole"]
 
 #: AlterPartition errors after which the leader reverts to its last committed ISR.
 _REJECTED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
@@ -67,7 +69,7 @@ _STALE = frozenset(
 )
 
 
-class Role(enum.Enum):
+class ReplicaRole(enum.Enum):
     """What this replica currently does for the partition."""
 
     OFFLINE = "offline"  # created, no role assigned yet
@@ -88,7 +90,7 @@ class Partition:
     broker_epoch: int = -1
     state_change_sink: StateChangeSink = discard_state_change
 
-    role: Role = attrs.field(init=False, default=Role.OFFLINE)
+    role: ReplicaRole = attrs.field(init=False, default=ReplicaRole.OFFLINE)
     leader_id: int = attrs.field(init=False, default=-1)
     leader_epoch: int = attrs.field(init=False, default=-1)
     partition_epoch: int = attrs.field(init=False, default=-1)
@@ -149,7 +151,7 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         """True while this replica leads the partition."""
-        return self.role is Role.LEADER
+        return self.role is ReplicaRole.LEADER
 
     @property
     def high_watermark(self) -> int:
@@ -198,9 +200,14 @@ class Partition:
         invariant(self.broker_id in isr_set, f"leader {self.broker_id} not in ISR {set(isr_set)}")
         invariant(isr_set <= set(replicas), f"ISR {set(isr_set)} not within AR {replicas}")
         if self._is_stale(leader_epoch, partition_epoch):
-            self._record("become-leader-ignored", f"stale epoch {leader_epoch}")
+            self._record(
+                Kind.BECOME_LEADER,
+                f"stale epoch {leader_epoch}",
+                error=ErrorCode.FENCED_LEADER_EPOCH,
+                epoch=leader_epoch,
+            )
             return False
-        is_new_leader = self.role is not Role.LEADER
+        is_new_leader = self.role is not ReplicaRole.LEADER
         is_new_epoch = is_new_leader or leader_epoch > self.leader_epoch
         self.assignment = Assignment(replicas, frozenset(adding), frozenset(removing))
         self._sync_replica_states()
@@ -211,7 +218,7 @@ class Partition:
         if broker_epochs is not None:
             self._broker_epochs.update(broker_epochs)
         self._fetcher = None
-        self.role, self.leader_id = Role.LEADER, self.broker_id
+        self.role, self.leader_id = ReplicaRole.LEADER, self.broker_id
         if is_new_epoch:
             start_offset = self.log.log_end_offset
             self.log.assign_epoch_start_offset(leader_epoch, start_offset)
@@ -224,7 +231,7 @@ class Partition:
                 )
             self.leader_epoch, self.leader_epoch_start_offset = leader_epoch, start_offset
         self._record(
-            "become-leader" if is_new_epoch else "leader-metadata",
+            Kind.BECOME_LEADER if is_new_epoch else Kind.UPDATE_PARTITION,
             f"isr={sorted(isr_set)} ar={list(replicas)} leo={self.log.log_end_offset} "
             f"hw={self.log.high_watermark}",
         )
@@ -253,7 +260,12 @@ class Partition:
         now_ms = self._observe(now_ms)
         invariant(leader != self.broker_id, f"broker {leader} cannot follow itself")
         if self._is_stale(leader_epoch, partition_epoch):
-            self._record("become-follower-ignored", f"stale epoch {leader_epoch}")
+            self._record(
+                Kind.BECOME_FOLLOWER,
+                f"stale epoch {leader_epoch}",
+                error=ErrorCode.FENCED_LEADER_EPOCH,
+                epoch=leader_epoch,
+            )
             return False
         if assigned is not None:
             self.assignment = Assignment(tuple(assigned))
@@ -262,12 +274,12 @@ class Partition:
         if partition_epoch is not None:
             self.partition_epoch = partition_epoch
         if (
-            self.role is Role.FOLLOWER
+            self.role is ReplicaRole.FOLLOWER
             and self.leader_id == leader
             and self.leader_epoch == leader_epoch
         ):
             return False
-        self.role, self.leader_id, self.leader_epoch = Role.FOLLOWER, leader, leader_epoch
+        self.role, self.leader_id, self.leader_epoch = ReplicaRole.FOLLOWER, leader, leader_epoch
         self.leader_epoch_start_offset = None
         self.isr_state = CommittedIsr(self.isr_state.isr)
         self._replicas.clear()
@@ -280,7 +292,7 @@ class Partition:
             )
         self._complete_delayed_fetches(force=True)
         self._record(
-            "become-follower",
+            Kind.BECOME_FOLLOWER,
             f"leader={leader} leo={self.log.log_end_offset} hw={self.log.high_watermark}",
         )
         return True
@@ -425,7 +437,7 @@ class Partition:
         request = self._alter_partition_request(self.isr - leaving)
         self.isr_state = PendingShrinkIsr(self.isr, leaving, request, committed)
         self._out_alter.append(request)
-        self._record("isr-shrink-proposed", f"leaving={sorted(leaving)} isr={sorted(self.isr)}")
+        self._proposed(f"shrink: leaving={sorted(leaving)} isr={sorted(self.isr)}")
         return True
 
     def maybe_expand_isr(self, broker_id: int, now_ms: int) -> bool:
@@ -449,7 +461,7 @@ class Partition:
         request = self._alter_partition_request(self.isr | {broker_id})
         self.isr_state = PendingExpandIsr(self.isr, broker_id, request, committed)
         self._out_alter.append(request)
-        self._record("isr-expand-proposed", f"joining={broker_id} isr={sorted(self.isr)}")
+        self._proposed(f"expand: joining={broker_id} isr={sorted(self.isr)}")
         return True
 
     def on_alter_partition_response(
@@ -480,15 +492,17 @@ class Partition:
             )
             self.isr_state = CommittedIsr(response.isr)
             self.partition_epoch = response.partition_epoch
-            self._record("isr-committed", f"isr={sorted(response.isr)}")
+            self._record(Kind.ALTER_PARTITION, f"isr={sorted(response.isr)}", leader=True)
             self.maybe_increment_leader_hw(now_ms)
             return True
         if code in _REJECTED:
             self.isr_state = state.last_committed
-            self._record("isr-change-rejected", f"error={code.name} isr={sorted(self.isr)}")
+            self._record(
+                Kind.ALTER_PARTITION, f"reverted: isr={sorted(self.isr)}", error=code, leader=True
+            )
             self.maybe_increment_leader_hw(now_ms)
         elif code in _STALE:
-            self._record("isr-change-fenced", f"error={code.name}; waiting for metadata")
+            self._record(Kind.ALTER_PARTITION, "waiting for metadata", error=code, leader=True)
         else:
             self._out_alter.append(request)
         return False
@@ -662,19 +676,19 @@ class Partition:
     def fetch_request(self) -> FetchRequest | None:
         """The next fetch to send to the leader (None unless following a known leader).
         In FSYNC mode, ``requires_flush`` tells the driver to flush the log before sending."""
-        if self.role is not Role.FOLLOWER or self._fetcher is None:
+        if self.role is not ReplicaRole.FOLLOWER or self._fetcher is None:
             return None
         return self._fetcher.fetch_request(self.log, self.broker_id, self.broker_epoch, self.config)
 
     def on_fetch_response(self, response: FetchResponse, now_ms: int) -> FollowerOutcome:
         """Apply the leader's answer to the outstanding fetch (see ``FollowerFetcher``)."""
         now_ms = self._observe(now_ms)
-        if self.role is not Role.FOLLOWER or self._fetcher is None:
+        if self.role is not ReplicaRole.FOLLOWER or self._fetcher is None:
             return FollowerOutcome(FollowerAction.IGNORED)
         outcome = self._fetcher.on_fetch_response(self.log, response, now_ms)
         if outcome.action in (FollowerAction.TRUNCATED, FollowerAction.RESTARTED):
             self._record(
-                "truncate" if outcome.action is FollowerAction.TRUNCATED else "restart-log",
+                Kind.TRUNCATE_LOG,
                 f"to={outcome.truncated_to} complete={outcome.truncation_complete} "
                 f"leo={self.log.log_end_offset} hw={self.log.high_watermark}",
             )
@@ -711,16 +725,44 @@ class Partition:
         for broker_id in remote - set(self._replicas):
             self._replicas[broker_id] = ReplicaState(broker_id)
 
-    def _record(self, what: str, detail: str) -> None:
+    def _record(
+        self,
+        kind: Kind,
+        detail: str,
+        *,
+        error: ErrorCode = ErrorCode.NONE,
+        epoch: int | None = None,
+        leader: bool = False,
+    ) -> None:
+        """A state change this replica completed (or refused: ``error``) -- as the partition's
+        ``leader`` answering its own proposal, else as the broker acting on metadata (the
+        controller that asked is not known here: ``controller -1``)."""
+        now_ms = self.clock_ms
+        me = Actor.leader(self.broker_id) if leader else Actor.broker(self.broker_id)
+        record = StateChange(
+            kind=kind,
+            topic_partition=TopicPartition(self.topic, self.partition),
+            requester=Actor.controller(-1),
+            target=me,
+            leader_epoch=self.leader_epoch if epoch is None else epoch,
+            partition_epoch=self.partition_epoch,
+            requested_ms=now_ms,
+            detail=detail,
+        )
+        ok = error is ErrorCode.NONE
+        self.state_change_sink(record.completed(now_ms) if ok else record.rejected(now_ms, error))
+
+    def _proposed(self, detail: str) -> None:
+        """An ISR change this leader proposed to the controller (REQUESTED)."""
         self.state_change_sink(
             StateChange(
-                time_ms=self.clock_ms,
-                broker=self.broker_id,
-                what=what,
-                topic=self.topic,
-                partition=self.partition,
+                kind=Kind.ALTER_PARTITION,
+                topic_partition=TopicPartition(self.topic, self.partition),
+                requester=Actor.leader(self.broker_id),
+                target=Actor.controller(-1),
                 leader_epoch=self.leader_epoch,
                 partition_epoch=self.partition_epoch,
+                requested_ms=self.clock_ms,
                 detail=detail,
             )
         )
