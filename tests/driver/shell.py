@@ -83,9 +83,18 @@ class ScriptedShell:
             self._call(effect)
         self.run()
 
-    def start(self) -> None:
+    def start(self, *, online: bool = True) -> None:
+        """Start the driver; with ``online``, tick until the controller (this broker, in a
+        one-broker cluster) has admitted it."""
+        from replog.broker.driver import BrokerState
+
         self.driver.start(self.now_ms, 9092)
         self.run()
+        for _ in range(100):
+            if not online or self.driver.state is BrokerState.ONLINE:
+                return
+            self.tick(10)
+        raise AssertionError(f"the driver did not come online: {self.driver.state}")
 
     def tick(self, delta_ms: int = 50) -> None:
         self.clock.advance(delta_ms)

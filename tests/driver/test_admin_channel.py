@@ -41,8 +41,9 @@ def test_a_completion_seen_before_the_submission_returns_is_not_lost(tmp_path: A
 
 def test_a_request_the_controller_never_completes_times_out(tmp_path: Any) -> None:
     shell = ScriptedShell(tmp_path)
-    shell.hold(lambda call: call.what == "campaign")  # no controller in this cluster
     shell.start()
+    shell.driver.controller.drop()
+    shell.hold(lambda call: call.what in ("campaign", "controller poll"))  # no controller now
     got: list[tuple[AdminRequestChanged | None, str]] = []
     shell.driver.metadata.submit(
         DeleteTopic(topic="nope"), shell.now_ms + 500, lambda c, why: got.append((c, why))
