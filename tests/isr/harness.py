@@ -263,8 +263,7 @@ class Cluster:
         message = self.network[index] if duplicate else self.network.pop(index)
         if isinstance(message, FetchMsg):
             response = self.nodes[message.leader].partition.on_fetch(message.request, self.clock_ms)
-            if response is not None:
-                self.network.append(FetchRespMsg(message.follower, on_wire(response)))
+            self.network.append(FetchRespMsg(message.follower, on_wire(response)))
         elif isinstance(message, FetchRespMsg):
             self.nodes[message.follower].partition.on_fetch_response(
                 message.response, self.clock_ms
@@ -302,8 +301,6 @@ class Cluster:
                 self.network.append(AlterMsg(request))
             for result in ready.produce_results:
                 self._on_produce_result(result)
-            for response in ready.fetch_responses:
-                self.network.append(FetchRespMsg(response.replica_id, on_wire(response)))
         self._observe_leader()
 
     def _on_produce_result(self, result: ProduceResult) -> None:

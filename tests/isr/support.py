@@ -120,8 +120,7 @@ def fetch_once(leader: Partition, follower: Partition, now_ms: int) -> FollowerO
     if request.requires_flush:
         assert isinstance(follower.log, Log)
         follower.log.flush()
-    response = leader.on_fetch(attrs.evolve(request, max_wait_ms=0), now_ms)
-    assert response is not None
+    response = leader.on_fetch(request, now_ms)
     return follower.on_fetch_response(on_wire(response), now_ms)
 
 
@@ -135,9 +134,7 @@ def follower_fetch(
         current_leader_epoch=leader.leader_epoch,
         last_fetched_epoch=last_fetched_epoch,
     )
-    response = leader.on_fetch(request, now_ms)
-    assert response is not None
-    return response
+    return leader.on_fetch(request, now_ms)
 
 
 def accept_alter_partition(leader: Partition, now_ms: int) -> AlterPartitionRequest:

@@ -128,7 +128,7 @@ class BrokerConfig:
     fetch_bytes_max: int = 50 * 1024 * 1024
     inflight_requests_max: int = 16
     connections_max: int = 1_000
-    #: purgatory size per partition (delayed produces and fetches each)
+    #: purgatory size per partition (acks=all produces waiting for the HW)
     delayed_operations_max: int = 10_000
     #: AlterPartition requests waiting for the controller
     alter_partition_queue_max: int = 10_000

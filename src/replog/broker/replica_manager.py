@@ -22,7 +22,7 @@ deterministic simulator drives it the same way the asyncio runtime does:
 - time: ``tick`` expires delayed operations and shrinks ISRs, ``maybe_checkpoint`` writes the
   HW / recovery-point / log-start checkpoints;
 - outputs: ``take_ready`` drains AlterPartition requests for the controller channel, produce
-  completions and completed delayed fetches.
+  completions and damaged replicas to report.
 
 While the coordinator session is not CONNECTED (``set_metadata_current(False)``) this broker
 completes no acks=all produce as leader: new ones are refused, parked ones end
@@ -96,12 +96,11 @@ def _other_incarnation(stored_id: str | None, topic_id: str) -> bool:
 
 @attrs.frozen
 class ManagerReady:
-    """What the driver must do after an input: AlterPartition writes to hand to the controller,
-    produce completions and delayed fetch answers (each tagged with its partition)."""
+    """What the driver must do after an input: AlterPartition writes to hand to the controller
+    and produce completions (each tagged with its partition)."""
 
     alter_partition: tuple[AlterPartitionRequest, ...] = ()
     produce_results: tuple[tuple[TP, ProduceResult], ...] = ()
-    fetch_responses: tuple[tuple[TP, FetchResponse], ...] = ()
     #: replicas found damaged (partition, first damaged offset): report to the controller
     damaged: tuple[tuple[TP, int], ...] = ()
 
@@ -530,7 +529,7 @@ class ReplicaManager:
         multi-partition long poll by waiting on ``data_version``)."""
         tp = (topic, partition)
         caller_request_id = request.request_id
-        request = attrs.evolve(request, request_id=self.next_request_id(), max_wait_ms=0)
+        request = attrs.evolve(request, request_id=self.next_request_id())
         replica = self.partitions.get(tp)
         if replica is None:
             return FetchResponse(
@@ -555,8 +554,6 @@ class ReplicaManager:
         if replica.high_watermark != hw_before:
             self._touch(tp)
         self._collect(tp, replica)
-        if response is None:  # max_wait_ms=0 never parks; be defensive all the same
-            response = FetchResponse(request.request_id, ErrorCode.NONE, request.fetch_offset)
         return attrs.evolve(response, request_id=caller_request_id)
 
     # ------------------------------------------------------------------ fetch (follower side)
@@ -704,13 +701,13 @@ class ReplicaManager:
                 if result.error_code is ErrorCode.NONE and not self.metadata_current:
                     result = attrs.evolve(result, error_code=ErrorCode.REQUEST_TIMED_OUT)
             self._held_produce.append((tp, result))
-        if ready.produce_results or ready.fetch_responses:
+        if ready.produce_results:
             self._touch(tp)
 
     def take_ready(self) -> ManagerReady:
         """Drain AlterPartition requests and produce completions."""
         ready = ManagerReady(
-            tuple(self._out_alter), tuple(self._held_produce), (), tuple(self._out_damaged)
+            tuple(self._out_alter), tuple(self._held_produce), tuple(self._out_damaged)
         )
         self._out_alter.clear()
         self._held_produce.clear()

@@ -34,7 +34,7 @@ from replog.isr.messages import (
     Ready,
 )
 from replog.isr.partition import Partition, ReplicaRole
-from replog.isr.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from replog.isr.purgatory import DelayedProduce, Purgatory
 from replog.isr.replica import UNKNOWN_OFFSET, ReplicaState
 from replog.isr.replica_log import UNDEFINED_EPOCH, BytesSlice, LogSlice, ReplicaLog
 from replog.state_change import StateChange, StateChangeSink, discard_state_change
@@ -50,7 +50,6 @@ __all__ = [
     "BrokerState",
     "BytesSlice",
     "CommittedIsr",
-    "DelayedFetch",
     "DelayedProduce",
     "DurabilityMode",
     "EpochEndOffset",

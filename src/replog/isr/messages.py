@@ -146,9 +146,8 @@ class Ready:
 
     alter_partition: tuple[AlterPartitionRequest, ...] = ()
     produce_results: tuple[ProduceResult, ...] = ()
-    fetch_responses: tuple[FetchResponse, ...] = ()
 
     @property
     def is_empty(self) -> bool:
         """True when there is nothing to do."""
-        return not (self.alter_partition or self.produce_results or self.fetch_responses)
+        return not (self.alter_partition or self.produce_results)
