@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -87,7 +88,7 @@ class Cluster:
             self.coord,
             broker_id,
             self.brokers[broker_id].incarnation_epoch,
-            clock_ms=lambda: self.now_ms,
+            clock=_HarnessTime(self),
             config=self.config,
             start_index_source=fixed_placement_start,
         )
@@ -185,3 +186,16 @@ class Cluster:
 def row(state: PartitionState) -> tuple[set[int], int, set[int]]:
     """A row of the seed-001 table: AR, leader/ISR."""
     return set(state.replicas), state.leader, set(state.isr)
+
+
+class _HarnessTime:
+    """The harness's ``now_ms`` as a ``Clock``."""
+
+    def __init__(self, harness: Any) -> None:
+        self._harness = harness
+
+    def monotonic_ms(self) -> int:
+        return int(self._harness.now_ms)
+
+    def wall_ms(self) -> int:
+        return int(self._harness.now_ms) + 1_700_000_000_000
