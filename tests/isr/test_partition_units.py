@@ -221,3 +221,20 @@ def test_leader_outside_isr_is_a_bug(tmp_path: Path) -> None:
     with pytest.raises(InvariantError):
         leader.become_leader(0, {B}, (A, B), 0)
     assert leader.role is ReplicaRole.OFFLINE
+
+
+def test_new_leader_hides_its_stale_hw_from_consumers(tmp_path: Path) -> None:
+    """A new leader's own HW can lag the one its predecessor showed consumers; until the HW
+    reaches the start of its epoch it answers OFFSET_NOT_AVAILABLE rather than a HW that would
+    go back (the simulator's seed-1 finding, pinned without the simulator)."""
+    log = open_log(tmp_path, "b")
+    write(log, 0, 3)  # replicated from the old leader; its HW never reached this replica
+    assert log.high_watermark == 0
+    new_leader = partition(B, log, REPLICATED)
+    new_leader.become_leader(1, {A, B}, (A, B), 0)
+    consumer = FetchRequest(-1, 0, current_leader_epoch=1)
+    assert new_leader.on_fetch(consumer, 1).error_code is ErrorCode.OFFSET_NOT_AVAILABLE
+    follower_fetch(new_leader, A, 3, 2, last_fetched_epoch=0)  # A has it all: the HW moves
+    assert new_leader.high_watermark == 3
+    answer = new_leader.on_fetch(consumer, 3)
+    assert answer.error_code is ErrorCode.NONE and answer.high_watermark == 3

@@ -4,7 +4,8 @@ Theory of operation. A broker holds one ``Partition`` per replica it hosts. The 
 inputs (``become_leader``, ``append_as_leader``, ``on_fetch``, ``on_alter_partition_response``,
 ``on_tick``, ...) with the current time as ``now_ms``, and acts on what comes back: a value
 returned directly, or queued for ``take_ready()`` (AlterPartition writes, produce completions).
-Fetches are answered at once; long polls wait in the broker's request layer. It never reads a clock, opens a socket or starts a thread.
+Fetches are answered at once; long polls wait in the broker's request layer. It never reads a
+clock, opens a socket or starts a thread.
 
 As **leader** it keeps the seeds' sets: AR (``assigned``), ISR (``isr``, the committed one, and
 ``maximal_isr`` while a change is pending), CUR (``catching_up`` = AR - ISR) and RAR
