@@ -31,6 +31,7 @@ from sortedcontainers import SortedDict
 
 from replog.clock import Clock
 from replog.errors import CorruptIndexError, InvalidOffsetError
+from replog.log.batch_walk import scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
@@ -129,7 +130,7 @@ def load_segments(
     """Open every segment in ``dir_path`` and recover what needs it (reference §3, in order).
     Offsets below ``gaps_below`` (the log's clean offset) may be missing."""
     stray = _delete_stray_files(fs, dir_path)
-    completed = complete_interrupted_swaps(fs, dir_path, config, clock, stray, gaps_below)
+    completed = complete_interrupted_swaps(fs, dir_path, stray)
     segments: SortedDict = SortedDict()
     needs_recovery: set[int] = set()
     names = set(fs.listdir(dir_path))
@@ -293,14 +294,7 @@ def _delete_stray_files(fs: FileSystem, dir_path: str) -> list[str]:
     return removed
 
 
-def complete_interrupted_swaps(
-    fs: FileSystem,
-    dir_path: str,
-    config: LogConfig,
-    clock: Clock,
-    removed: list[str],
-    gaps_below: int,
-) -> list[int]:
+def complete_interrupted_swaps(fs: FileSystem, dir_path: str, removed: list[str]) -> list[int]:
     """Settle an interrupted cleaning (module docstring): delete ``.cleaned`` files and the
     ``.swap`` files at or above the lowest of them, then let each remaining ``.swap`` segment
     replace the old files in its offset range. Deleted names go to ``removed``; returns the
@@ -323,19 +317,16 @@ def complete_interrupted_swaps(
     for name in valid_swaps:
         if name.endswith(".log" + SWAP_SUFFIX):
             base = offset_from_file_name(name)
-            segment = LogSegment.open(
-                fs, dir_path, base, config, clock, create=False, file_suffix=SWAP_SUFFIX
-            )
-            segment.gaps_below = gaps_below
-            ranges.append((base, segment.read_next_offset()))
-            segment.close()
+            ranges.append((base, _next_offset_of(fs, f"{dir_path}/{name}", base)))
     if ranges:
         low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
         for name in fs.listdir(dir_path):
             suffix = name[name.find(".") :] if "." in name else ""
             in_range = _has_offset(name) and low <= offset_from_file_name(name) < high
             if suffix in _SEGMENT_SUFFIXES and in_range:
-                fs.remove(f"{dir_path}/{name}")  # compacted, not yet deleted
+                # compacted, not yet deleted (or a cleaned index already renamed: the segment
+                # finds it missing and rebuilds it)
+                fs.remove(f"{dir_path}/{name}")
     for name in valid_swaps:
         fs.rename(f"{dir_path}/{name}", f"{dir_path}/{name.removesuffix(SWAP_SUFFIX)}")
     if valid_swaps or cleaned:
@@ -343,6 +334,19 @@ def complete_interrupted_swaps(
     if ranges:
         _log.info("%s: completed the swap of cleaned segment(s) %s", dir_path, ranges)
     return sorted(r[0] for r in ranges)
+
+
+def _next_offset_of(fs: FileSystem, path: str, base_offset: int) -> int:
+    """The offset after the last whole batch of the ``.log`` file at ``path`` (its base
+    offset if it has none), read from the batch headers (no index is opened or created)."""
+    handle = fs.open(path, create=False)
+    try:
+        next_offset = base_offset
+        for found in scan_headers(handle, 0, handle.size(), 64 * 1024):
+            next_offset = found.last_offset + 1
+        return next_offset
+    finally:
+        handle.close()
 
 
 def _has_offset(name: str) -> bool:
