@@ -21,6 +21,7 @@ __all__ = [
     "FencedLeaderEpochError",
     "InvalidConfigError",
     "InvalidOffsetError",
+    "InvalidRecordError",
     "InvalidTopicError",
     "InvariantError",
     "MalformedCheckpointError",
@@ -229,6 +230,13 @@ class MalformedCheckpointError(ReplogError):
 
 class InvalidOffsetError(ReplogError, ValueError):
     """An offset goes backwards where it must increase, or is outside the representable range."""
+
+
+class InvalidRecordError(ReplogError, ValueError):
+    """A well-formed record the log refuses: a record without a key appended to a compacted
+    topic (Kafka's INVALID_RECORD, "Compacted topic cannot accept message without key")."""
+
+    code = ErrorCode.INVALID_RECORD
 
 
 class RecordBatchTooLargeError(ReplogError, ValueError):

@@ -57,6 +57,7 @@ from replog.errors import (
     ErrorCode,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidRecordError,
     RecordBatchTooLargeError,
     StorageError,
 )
@@ -510,6 +511,8 @@ class ReplicaManager:
             )
         except RecordBatchTooLargeError:
             result = ProduceResult(request_id, -1, ErrorCode.MESSAGE_TOO_LARGE)
+        except InvalidRecordError:  # a record without a key on a compacted topic
+            result = ProduceResult(request_id, -1, ErrorCode.INVALID_RECORD)
         except (CorruptRecordError, InvalidOffsetError):
             result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
         except StorageError:

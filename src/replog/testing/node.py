@@ -11,7 +11,8 @@ out the driver's effects on simulated resources:
 - coordinator calls run on the shared ``MemoryCoordinator`` after a small delay, as a worker
   thread would pick them up, and fail while this broker is cut off from it;
 - group-commit fsyncs complete after ``disk_ms`` (a failed fsync takes its log offline and
-  the operator restarts the broker, see ``Simulation.on_storage_failure``);
+  the operator restarts the broker, see ``Simulation.on_storage_failure``); a log cleaning's
+  heavy pass runs after ``disk_ms`` too, in one step, and reports at once;
 - requests to other brokers time out after ``fetch_timeout_ms`` when no answer comes;
 - ``on_tick`` every ``tick_ms``; session events the next instant.
 
@@ -36,6 +37,7 @@ from replog.broker.effects import (
     Effect,
     ResetLink,
     Respond,
+    RunCleaning,
     RunFlushes,
     SendToBroker,
     Subscribe,
@@ -272,6 +274,8 @@ class SimBroker:
             self._send_to_broker(effect)
         elif isinstance(effect, RunFlushes):
             self._flush(effect)
+        elif isinstance(effect, RunCleaning):
+            self._clean(effect)
         elif isinstance(effect, Subscribe):
             self._subscribe(effect)
         elif isinstance(effect, ResetLink):
@@ -311,6 +315,19 @@ class SimBroker:
             self._carry_out()
             if failures:
                 sim.on_storage_failure(self)
+
+        sim.after(sim.opts.disk_ms, run)
+
+    def _clean(self, effect: RunCleaning) -> None:
+        sim, gen = self.sim, self.gen
+
+        def run() -> None:
+            driver = self._live(gen)
+            if driver is None:
+                return
+            effect.task.run()
+            driver.on_cleaning_done(effect.token, sim.now_ms)
+            self._carry_out()
 
         sim.after(sim.opts.disk_ms, run)
 
