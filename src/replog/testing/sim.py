@@ -46,6 +46,7 @@ from replog.isr import (
 from replog.log.config import LogConfig
 from replog.log.log import Log
 from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.simkit.net import NetConfig, SimNetwork
 from replog.testing.clients import (
     FetchAnswer,
     ProduceAnswer,
@@ -58,7 +59,6 @@ from replog.testing.clients import (
 )
 from replog.testing.history import History, Send, check_history
 from replog.testing.invariants import InvariantChecker, ReplicaView
-from replog.testing.net import NetConfig, SimNetwork
 from replog.testing.node import SimBroker
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
