@@ -11,10 +11,7 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["BytesSlice", "LogSlice", "ReplicaLog", "UNDEFINED_EPOCH"]
-
-#: Kafka's "no epoch / no offset" marker in OffsetsForLeaderEpoch answers.
-UNDEFINED_EPOCH = -1
+__all__ = ["BytesSlice", "LogSlice", "ReplicaLog"]
 
 
 class LogSlice(Protocol):
