@@ -13,8 +13,10 @@ import random
 import pytest
 
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
 from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, validate_batch
+from replog.log.records import validate_batch
 
 pytest.importorskip("pytest_benchmark")
 

@@ -15,9 +15,10 @@ import sys
 import tempfile
 
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch
 
 RECORDS_PER_BATCH = 100
 FLUSHED_BATCHES = 40

@@ -20,9 +20,11 @@ from replog.isr import (
     StateChange,
 )
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log.records import iter_batches
 
 TOPIC = "t"
 

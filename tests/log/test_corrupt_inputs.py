@@ -18,6 +18,8 @@ from replog.errors import (
 )
 from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import LEADER_EPOCH_CHECKPOINT, Log
 from replog.log.manager import (
@@ -26,7 +28,7 @@ from replog.log.manager import (
     LogManager,
     TopicPartition,
 )
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log.records import iter_batches
 from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 
 CONFIG = LogConfig(segment_bytes=600, segment_index_bytes=4096, index_interval_bytes=50)

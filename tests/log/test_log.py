@@ -19,16 +19,12 @@ from replog.errors import (
     StorageError,
 )
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
 from replog.log.epoch_cache import EpochEntry
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
-from replog.log.records import (
-    NO_TIMESTAMP,
-    decode_records,
-    encode_batch,
-    iter_batches,
-    validate_batch,
-)
+from replog.log.records import NO_TIMESTAMP, iter_batches, validate_batch
 from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 
 DAY_MS = 24 * 3600 * 1000

@@ -12,6 +12,7 @@ from replog.clock import ManualClock
 from replog.errors import InvalidConfigError, InvalidTopicError, StorageError
 from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE, OffsetCheckpointFile
 from replog.log.config import LogConfig
+from replog.log.encoding import encode_batch
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
 from replog.log.manager import (
@@ -21,7 +22,6 @@ from replog.log.manager import (
     LogManager,
     TopicPartition,
 )
-from replog.log.records import encode_batch
 
 CONFIG = LogConfig(segment_bytes=400, segment_index_bytes=4096, retention_ms=-1)
 TP = TopicPartition("orders", 0)

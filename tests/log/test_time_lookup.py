@@ -11,9 +11,10 @@ import pytest
 
 from replog.clock import ManualClock
 from replog.log.config import LogConfig
+from replog.log.encoding import encode_batch
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
-from replog.log.records import Compression, encode_batch
+from replog.log.records import Compression
 from replog.log.time_lookup import (
     TimestampAndOffset,
     offset_for_timestamp,

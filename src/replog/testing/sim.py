@@ -44,8 +44,10 @@ from replog.isr import (
     DurabilityMode,
 )
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
 from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log.records import iter_batches
 from replog.simkit.net import NetConfig, SimNetwork
 from replog.testing.clients import (
     FetchAnswer,
