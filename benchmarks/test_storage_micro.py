@@ -12,11 +12,7 @@ import random
 
 import pytest
 
-from replog.log.config import LogConfig
-from replog.log.decoding import decode_records
-from replog.log.encoding import encode_batch
-from replog.log.log import Log
-from replog.log.records import validate_batch
+from replog.log import Log, LogConfig, decode_records, encode_batch, validate_batch
 
 pytest.importorskip("pytest_benchmark")
 

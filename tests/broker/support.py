@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from replog.log.decoding import decode_records
-from replog.log.encoding import encode_batch
-from replog.log.records import iter_batches
+from replog.log import decode_records, encode_batch, iter_batches
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from replog.protocol import messages as m
 from replog.protocol.schema import Message

@@ -28,8 +28,7 @@ from replog.isr import (
     Ready,
     StateChange,
 )
-from replog.log.log import Log
-from replog.log.records import read_header
+from replog.log import Log, read_header
 
 from .support import TOPIC, batch, on_wire, open_log, reopen_after_crash
 

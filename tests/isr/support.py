@@ -19,12 +19,14 @@ from replog.isr import (
     ReplicaLog,
     StateChange,
 )
-from replog.log.config import LogConfig
-from replog.log.decoding import decode_records
-from replog.log.encoding import encode_batch
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import iter_batches
+from replog.log import (
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
+    decode_records,
+    encode_batch,
+    iter_batches,
+)
 
 TOPIC = "t"
 

@@ -13,22 +13,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import CorruptRecordError
-from replog.log import decoding, encoding
-from replog.log.compression import Compression, compress, decompress
-from replog.log.decoding import decode_columns, decode_records
-from replog.log.encoding import encode_batch, encode_varint, encode_varlong
-from replog.log.records import (
-    HEADER,
+from replog.log import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    Compression,
     Record,
     RecordColumns,
     TimestampType,
+    decode_columns,
+    decode_records,
+    decoding,
+    encode_batch,
+    encoding,
     iter_batches,
     read_header,
     stamp_batch,
     validate_batch,
 )
+from replog.log.compression import compress, decompress
+from replog.log.encoding import encode_varint, encode_varlong
+from replog.log.records import HEADER
 
 BASE_TS = 1_700_000_000_000
 
