@@ -7,7 +7,7 @@ import pytest
 
 from replog.election.controller import ControllerConfig, TopicPolicy
 from replog.errors import InvalidConfigError
-from replog.log.config import LogConfig
+from replog.log import LogConfig
 from replog.topic_config import parse_topic_configs
 
 

@@ -12,7 +12,7 @@ import attrs
 from replog.controller import (
     ControllerConfig,
     ControllerService,
-    alter_partition_response,
+    alter_partition_result,
     fixed_placement_start,
 )
 from replog.coord.contract import Coordinator, SessionFaults
@@ -24,6 +24,7 @@ from replog.coord.types import (
     AdminRequestChanged,
     AdminRequestChangeReason,
     AlterPartition,
+    AlterPartitionResult,
     BrokerInfo,
     LeaderRecoveryState,
     PartitionChanged,
@@ -31,7 +32,6 @@ from replog.coord.types import (
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode
-from replog.isr.messages import AlterPartitionResponse
 
 SESSION_TIMEOUT_MS = 30_000
 REREGISTER_WAIT_S = 15.0
@@ -179,8 +179,9 @@ class Cluster:
         )
         return self.submit(payload)
 
-    def response(self, request: AdminRequest) -> AlterPartitionResponse:
-        return alter_partition_response(self.completion(request))
+    def response(self, request: AdminRequest) -> AlterPartitionResult:
+        """The AlterPartition result the leader takes from ``request``'s completion."""
+        return alter_partition_result(self.completion(request))
 
 
 def row(state: PartitionState) -> tuple[set[int], int, set[int]]:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from replog.coord.types import AlterPartitionResult
 from replog.errors import ErrorCode, InvalidConfigError, InvariantError
 from replog.isr import (
     Acks,
-    AlterPartitionResponse,
     DurabilityMode,
     FetchRequest,
     FollowerAction,
@@ -47,7 +47,7 @@ def test_alter_partition_rejected_reverts_to_committed_isr(tmp_path: Path) -> No
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition
     assert leader.maximal_isr == {A, B}
-    response = AlterPartitionResponse(ErrorCode.INELIGIBLE_REPLICA)
+    response = AlterPartitionResult(ErrorCode.INELIGIBLE_REPLICA)
     assert not leader.on_alter_partition_response(request, response, 2)
     assert leader.pending_isr_change is None and leader.maximal_isr == {A}
 
@@ -55,7 +55,7 @@ def test_alter_partition_rejected_reverts_to_committed_isr(tmp_path: Path) -> No
 def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> None:
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition
-    fenced = AlterPartitionResponse(ErrorCode.INVALID_UPDATE_VERSION)
+    fenced = AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION)
     assert not leader.on_alter_partition_response(request, fenced, 2)
     assert leader.pending_isr_change == request
     assert not leader.maybe_shrink_isr(10**9)  # one change in flight at a time
@@ -69,10 +69,10 @@ def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> 
 def test_alter_partition_other_error_is_retried_and_late_answers_ignored(tmp_path: Path) -> None:
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition
-    retry = AlterPartitionResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+    retry = AlterPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR)
     leader.on_alter_partition_response(request, retry, 2)
     assert leader.take_ready().alter_partition == (request,)
-    ok = AlterPartitionResponse(ErrorCode.NONE, 0, 0, frozenset({A, B}))
+    ok = AlterPartitionResult(ErrorCode.NONE, leader_epoch=0, partition_epoch=0, isr=(A, B))
     assert leader.on_alter_partition_response(request, ok, 3)
     assert leader.isr == {A, B} and leader.partition_epoch == 0
     assert not leader.on_alter_partition_response(request, ok, 4)  # duplicate: ignored

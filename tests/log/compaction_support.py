@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from replog.clock import ManualClock
+from replog.log import decode_records, encode_batch, iter_batches
 from replog.log.cleaner import CleaningTask
 from replog.log.config import LogConfig
 from replog.log.fs import FileSystem
 from replog.log.log import Log
 from replog.log.log_cleaner import CleaningResult, begin_cleaning, complete_cleaning, measure
-from replog.log.records import NO_PRODUCER_ID, decode_records, encode_batch, iter_batches
+from replog.log.records import NO_PRODUCER_ID
 
 # Small segments and indexes: many segments, and index entries in each.
 COMPACT = LogConfig(

@@ -12,6 +12,13 @@ import pytest
 
 from replog.clock import ManualClock
 from replog.errors import CorruptRecordError, InvalidOffsetError, InvalidRecordError
+from replog.log import (
+    decode_records,
+    encode_batch,
+    iter_batches,
+    read_header,
+    validate_batch,
+)
 from replog.log.batch_rewrite import delete_horizon_ms
 from replog.log.checkpoints import CLEANER_OFFSET_CHECKPOINT_FILE
 from replog.log.cleaner import PRODUCER_ID_EXPIRATION_MS, SourceSegment, group_segments_by_size
@@ -20,13 +27,6 @@ from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
 from replog.log.log_cleaner import CleaningResult, LogCleanerManager, complete_cleaning, measure
 from replog.log.offset_map import ENTRY_BYTES, OffsetMap, key_digest
-from replog.log.records import (
-    decode_records,
-    encode_batch,
-    iter_batches,
-    read_header,
-    validate_batch,
-)
 from replog.topics import TopicPartition
 from tests.log.compaction_support import (
     COMPACT,

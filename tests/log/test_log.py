@@ -18,18 +18,19 @@ from replog.errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
-from replog.log.config import LogConfig
-from replog.log.epoch_cache import EpochEntry
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import (
+from replog.log import (
     NO_TIMESTAMP,
+    EpochEntry,
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
     decode_records,
     encode_batch,
     iter_batches,
+    offset_for_timestamp,
+    offset_of_max_timestamp,
     validate_batch,
 )
-from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 
 DAY_MS = 24 * 3600 * 1000
 

@@ -39,6 +39,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from replog.broker.client_requests import ClientRequests
 from replog.broker.config import BrokerConfig
 from replog.broker.controller_role import ControllerRole
@@ -48,10 +50,12 @@ from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.requests import AdminResult
-from replog.controller import alter_partition_payload, alter_partition_response
+from replog.controller import alter_partition_result
 from replog.coord.types import (
     AdminPayload,
     AdminRequestChanged,
+    AlterPartition,
+    AlterPartitionResult,
     BrokerInfo,
     ControllerInfo,
     DamagedReplica,
@@ -62,8 +66,6 @@ from replog.coord.types import (
 )
 from replog.errors import ErrorCode, StorageError
 from replog.isr import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     FetchRequest,
     FetchResponse,
     Partition,
@@ -456,20 +458,20 @@ class BrokerDriver:
         if self.config.durability is DurabilityMode.FSYNC:
             self._start_flush()
 
-    def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
+    def _send_alter_partition(self, request: AlterPartition) -> None:
         if self._alter_inflight >= self.config.alter_partition_queue_max:
             return  # the partition retries: its proposal stays pending
         self._alter_inflight += 1
-        payload = alter_partition_payload(request, leader_broker_epoch=self.incarnation_epoch)
+        payload = attrs.evolve(request, leader_broker_epoch=self.incarnation_epoch)
 
         def completed(change: AdminRequestChanged | None, why: str) -> None:
             self._alter_inflight -= 1
             if change is None:
-                response = AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT)
+                result = AlterPartitionResult(ErrorCode.REQUEST_TIMED_OUT)
             else:
-                response = alter_partition_response(change)
+                result = alter_partition_result(change)
             if self._rm is not None:
-                self.rm.on_alter_partition_response(request, response, self.now_ms)
+                self.rm.on_alter_partition_response(request, result, self.now_ms)
                 self.after_input()
 
         deadline_ms = self.now_ms + self.config.request_timeout_ms

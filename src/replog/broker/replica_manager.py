@@ -39,6 +39,8 @@ import attrs
 
 from replog.coord.types import (
     AdminPayload,
+    AlterPartition,
+    AlterPartitionResult,
     BrokerChanged,
     BrokerInfo,
     CloseReplica,
@@ -63,8 +65,6 @@ from replog.errors import (
 )
 from replog.isr import (
     Acks,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     FetchRequest,
     FetchResponse,
     FollowerAction,
@@ -100,7 +100,7 @@ class ManagerReady:
     """What the driver must do after an input: AlterPartition writes to hand to the controller
     and produce completions (each tagged with its partition)."""
 
-    alter_partition: tuple[AlterPartitionRequest, ...] = ()
+    alter_partition: tuple[AlterPartition, ...] = ()
     produce_results: tuple[tuple[TP, ProduceResult], ...] = ()
     #: replicas found damaged (partition, first damaged offset): report to the controller
     damaged: tuple[tuple[TP, int], ...] = ()
@@ -135,7 +135,7 @@ class ReplicaManager:
     _next_request_id: int = attrs.field(init=False, default=1)
     _last_shrink_ms: int = attrs.field(init=False, default=0)
     _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
-    _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    _out_alter: list[AlterPartition] = attrs.field(init=False, factory=list)
     #: partitions whose state names this broker leader while its registration is fenced
     _deferred_leads: set[TP] = attrs.field(init=False, factory=set)
     #: partition -> first damaged offset of a replica a read found damaged (not yet repaired)
@@ -589,14 +589,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ ISR changes
 
     def on_alter_partition_response(
-        self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int
+        self, request: AlterPartition, result: AlterPartitionResult, now_ms: int
     ) -> bool:
         """The controller's answer to an AlterPartition request this manager emitted."""
         tp = (request.topic, request.partition)
         replica = self.partitions.get(tp)
         if replica is None:
             return False
-        committed = replica.on_alter_partition_response(request, response, now_ms)
+        committed = replica.on_alter_partition_response(request, result, now_ms)
         self._touch(tp)
         self._collect(tp, replica)
         return committed

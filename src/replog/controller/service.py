@@ -326,6 +326,7 @@ class ControllerService:
                     write.request_id,
                     outcome=write.outcome,
                     message=write.message,
+                    result=write.result,
                     controller_epoch=epoch,
                     timeout_ms=t,
                 )

@@ -26,6 +26,7 @@ import enum
 
 import attrs
 
+from replog.coord.types import AlterPartition, AlterPartitionResult, IsrMember
 from replog.errors import ErrorCode, invariant
 from replog.isr.config import Acks, DurabilityMode, PartitionConfig
 from replog.isr.follower import FollowerAction, FollowerFetcher, FollowerOutcome
@@ -38,9 +39,6 @@ from replog.isr.isr_state import (
 )
 from replog.isr.leader_fetch import check_fetch_epoch, read_for_fetch
 from replog.isr.messages import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    BrokerState,
     FetchRequest,
     FetchResponse,
     ProduceResult,
@@ -106,7 +104,7 @@ class Partition:
     _ineligible: frozenset[int] = attrs.field(init=False, default=frozenset())
     _fetcher: FollowerFetcher | None = attrs.field(init=False, default=None)
     _produces: Purgatory[DelayedProduce] = attrs.field(init=False)
-    _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    _out_alter: list[AlterPartition] = attrs.field(init=False, factory=list)
     _out_produce: list[ProduceResult] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
@@ -141,7 +139,7 @@ class Partition:
         return self.assignment.target_replicas
 
     @property
-    def pending_isr_change(self) -> AlterPartitionRequest | None:
+    def pending_isr_change(self) -> AlterPartition | None:
         """The AlterPartition request in flight, if any."""
         state = self.isr_state
         return None if isinstance(state, CommittedIsr) else state.request
@@ -459,9 +457,9 @@ class Partition:
         return True
 
     def on_alter_partition_response(
-        self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int
+        self, request: AlterPartition, result: AlterPartitionResult, now_ms: int
     ) -> bool:
-        """Apply the coordinator's answer to ``request``. Returns True if an ISR committed.
+        """Apply the controller's answer to ``request``. Returns True if an ISR committed.
 
         Accepted: commit the returned ISR and partition epoch, then maybe advance the HW.
         Rejected (``OPERATION_NOT_ATTEMPTED``, ``INELIGIBLE_REPLICA``): revert to the last
@@ -473,20 +471,21 @@ class Partition:
         state = self.isr_state
         if not self.is_leader or isinstance(state, CommittedIsr) or state.request != request:
             return False
-        code = response.error_code
+        code = result.error
         if code is ErrorCode.NONE:
             if (
-                response.leader_epoch != self.leader_epoch
-                or response.partition_epoch < self.partition_epoch
+                result.leader_epoch != self.leader_epoch
+                or result.partition_epoch < self.partition_epoch
             ):
                 return False
+            committed_isr = frozenset(result.isr)
             invariant(
-                response.isr <= set(self.assignment.replicas),
-                f"committed ISR {set(response.isr)} not within AR {self.assigned}",
+                committed_isr <= set(self.assignment.replicas),
+                f"committed ISR {set(committed_isr)} not within AR {self.assigned}",
             )
-            self.isr_state = CommittedIsr(response.isr)
-            self.partition_epoch = response.partition_epoch
-            self._record(Kind.ALTER_PARTITION, f"isr={sorted(response.isr)}", leader=True)
+            self.isr_state = CommittedIsr(committed_isr)
+            self.partition_epoch = result.partition_epoch
+            self._record(Kind.ALTER_PARTITION, f"isr={sorted(committed_isr)}", leader=True)
             self.maybe_increment_leader_hw(now_ms)
             return True
         if code in _REJECTED:
@@ -501,15 +500,15 @@ class Partition:
             self._out_alter.append(request)
         return False
 
-    def _alter_partition_request(self, new_isr: frozenset[int]) -> AlterPartitionRequest:
+    def _alter_partition_request(self, new_isr: frozenset[int]) -> AlterPartition:
         members = [b for b in self.assignment.replicas if b in new_isr]
-        return AlterPartitionRequest(
+        return AlterPartition(
             topic=self.topic,
             partition=self.partition,
             leader_id=self.broker_id,
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
-            new_isr=tuple(BrokerState(b, self._member_broker_epoch(b)) for b in members),
+            new_isr=tuple(IsrMember(b, self._member_broker_epoch(b)) for b in members),
         )
 
     def _member_broker_epoch(self, broker_id: int) -> int:

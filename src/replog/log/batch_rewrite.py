@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import crc32c
 
 from replog.log.compression import compress
+from replog.log.encoding import encode_varint, encode_varlong
 from replog.log.records import (
     CRC_START,
     HEADER_STRUCT,
@@ -33,8 +34,6 @@ from replog.log.records import (
     BatchHeader,
     RecordColumns,
     TimestampType,
-    encode_varint,
-    encode_varlong,
 )
 
 __all__ = ["DELETE_HORIZON_BIT", "delete_horizon_ms", "empty_batch", "rewrite_batch"]

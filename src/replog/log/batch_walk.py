@@ -34,10 +34,12 @@ from replog.errors import CorruptRecordError, unreachable
 from replog.log.fs import FileHandle
 from replog.log.records import (
     CRC_START,
+    HEADER,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,
+    OFFSET_AND_LENGTH,
     RECORD_BATCH_OVERHEAD,
 )
 
@@ -48,7 +50,9 @@ _log = logging.getLogger(__name__)
 _SCAN_CHUNK_BYTES = 64 * 1024
 _WALK_CHUNK_BYTES = 4 * 1024 * 1024
 _MIN_CHUNK_BYTES = 64 * 1024
-_LAST_OFFSET_DELTA_AT = 23
+_unpack_framing = OFFSET_AND_LENGTH.unpack_from
+_unpack_delta = HEADER.last_offset_delta.codec.unpack_from
+_LAST_OFFSET_DELTA_AT = HEADER.last_offset_delta.position
 
 
 class BatchPosition(NamedTuple):
@@ -73,13 +77,11 @@ def scan_headers(
         chunk_bytes = min(chunk_bytes * 2, _SCAN_CHUNK_BYTES)
         cursor = 0
         while cursor + RECORD_BATCH_OVERHEAD <= len(chunk):
-            base_offset = int.from_bytes(chunk[cursor : cursor + 8], "big", signed=True)
-            size = int.from_bytes(chunk[cursor + 8 : cursor + 12], "big", signed=True)
-            size += LOG_OVERHEAD
+            base_offset, length = _unpack_framing(chunk, cursor)
+            size = length + LOG_OVERHEAD
             if size < RECORD_BATCH_OVERHEAD or position + cursor + size > end_position:
                 return
-            at = cursor + _LAST_OFFSET_DELTA_AT
-            delta = int.from_bytes(chunk[at : at + 4], "big", signed=True)
+            (delta,) = _unpack_delta(chunk, cursor + _LAST_OFFSET_DELTA_AT)
             yield BatchPosition(base_offset, base_offset + delta, position + cursor, size)
             cursor += size
         if cursor == 0:
@@ -182,7 +184,7 @@ class BatchWalk:
             return -1
         if len(chunk) - cursor < LOG_OVERHEAD:
             return len(chunk) - cursor + 1  # more than the chunk holds: read again from here
-        size = int.from_bytes(chunk[cursor + 8 : cursor + 12], "big", signed=True) + LOG_OVERHEAD
+        size = HEADER.batch_length.read(chunk, cursor) + LOG_OVERHEAD
         if size < RECORD_BATCH_OVERHEAD:
             self._stop(f"batch declares {size} bytes, under the 61-byte header")
             return -1

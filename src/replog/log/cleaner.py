@@ -43,6 +43,7 @@ from replog.clock import Clock
 from replog.errors import CorruptRecordError, ReplogError
 from replog.log.batch_rewrite import delete_horizon_ms, empty_batch, rewrite_batch
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_columns
 from replog.log.fs import FileHandle, FileSystem
 from replog.log.loader import CLEANED_SUFFIX
 from replog.log.offset_map import OffsetMap, key_digest
@@ -50,7 +51,6 @@ from replog.log.records import (
     MAGIC,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    decode_columns,
     read_header,
 )
 from replog.log.segment import BatchMeta, LogSegment, log_file_name

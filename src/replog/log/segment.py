@@ -20,7 +20,6 @@ timestamp.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -34,7 +33,12 @@ from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileHandle, FileSlice, FileSystem
 from replog.log.index_build import index_batches, open_checked_indexes
 from replog.log.offset_index import OffsetIndex
-from replog.log.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD
+from replog.log.records import (
+    HEADER,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+)
 from replog.log.time_index import TimeIndex
 
 __all__ = [
@@ -49,8 +53,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-_MAX_TIMESTAMP = struct.Struct(">q")
-_MAX_TIMESTAMP_AT = 35  # byte position of max_timestamp in a batch header
+_MAX_TIMESTAMP = HEADER.max_timestamp
 
 
 def log_file_name(base_offset: int, suffix: str) -> str:
@@ -369,8 +372,8 @@ class LogSegment:
         """The first batch's max timestamp, read from the file once (after a restart the
         segment was not written by this process); None while the segment is empty."""
         if self._rolling_based_timestamp is None and self.size_bytes >= RECORD_BATCH_OVERHEAD:
-            (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(_MAX_TIMESTAMP_AT, 8))
-            self._rolling_based_timestamp = int(value)
+            raw = self.log_file.pread(_MAX_TIMESTAMP.position, _MAX_TIMESTAMP.size_bytes)
+            self._rolling_based_timestamp = _MAX_TIMESTAMP.decode(raw)
         return self._rolling_based_timestamp
 
     # -- read -------------------------------------------------------------------------------
@@ -510,8 +513,10 @@ class LogSegment:
         for found in self._scan_from_index(offset):
             if found.last_offset < offset:
                 continue
-            raw = self.log_file.pread(found.position + _MAX_TIMESTAMP_AT, 8)
-            (batch_max,) = _MAX_TIMESTAMP.unpack(raw)
+            raw = self.log_file.pread(
+                found.position + _MAX_TIMESTAMP.position, _MAX_TIMESTAMP.size_bytes
+            )
+            batch_max = _MAX_TIMESTAMP.decode(raw)
             if batch_max > self._max_timestamp:
                 self._max_timestamp, self._offset_of_max_timestamp = batch_max, found.last_offset
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from replog.errors import ErrorCode
-from replog.log.records import decode_records, iter_batches
+from replog.log.decoding import decode_records
+from replog.log.records import iter_batches
 from replog.protocol import messages as m
 from replog.testing.clients import code_of, records_bytes
 from replog.testing.workload import REFRESH_ERRORS, LeaderInfo

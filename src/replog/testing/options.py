@@ -14,7 +14,7 @@ import random
 import attrs
 
 from replog.isr import DurabilityMode
-from replog.testing.net import NetConfig
+from replog.simkit.net import NetConfig
 
 __all__ = ["ACKS_ALL", "ADMIN_OPERATIONS", "FAULTS", "SimOptions"]
 

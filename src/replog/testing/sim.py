@@ -43,15 +43,16 @@ from replog.coord.memory import MemoryCoordinator
 from replog.coord.types import PartitionState
 from replog.errors import StorageError
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
 from replog.log.log import Log
-from replog.log.records import decode_records, iter_batches
+from replog.log.records import iter_batches
 from replog.protocol import messages as m
+from replog.simkit.net import SimNetwork
 from replog.testing.clients import Rpc
 from replog.testing.consumers import CONSUMER_NODE, Consumer
 from replog.testing.history import History, check_history
 from replog.testing.invariants import InvariantChecker, ReplicaView
 from replog.testing.nemesis import ADMIN_NODE, Nemesis
-from replog.testing.net import SimNetwork
 from replog.testing.node import SimBroker
 from replog.testing.options import ACKS_ALL, SimOptions
 from replog.testing.workload import CHURN_TOPIC, TOPIC, ClusterView, Probes, Producer

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from replog.errors import ErrorCode
-from replog.log.records import encode_batch
+from replog.log.encoding import encode_batch
 from replog.protocol import messages as m
 from replog.testing.clients import code_of
 from replog.testing.history import Send
