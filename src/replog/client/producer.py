@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +52,7 @@ from replog.client.errors import (
     is_retriable,
 )
 from replog.client.partitioner import DefaultPartitioner
+from replog.clock import wall_ms
 from replog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -190,7 +190,7 @@ class AsyncProducer:
             key=key,
             value=value,
             headers=tuple(headers or ()),
-            timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            timestamp_ms=wall_ms() if timestamp_ms is None else timestamp_ms,
             future=future,
         )
         batch = self._accumulator.append((topic, partition), record, now_ms())

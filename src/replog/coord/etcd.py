@@ -61,12 +61,12 @@ import functools
 import itertools
 import json
 import threading
-import time
 import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from replog.clock import monotonic_s
 from replog.coord import codec, records, rules
 from replog.coord.contract import ADMIN_QUEUE_LIMIT, DEFAULT_TIMEOUT_MS, validate_partition_state
 from replog.coord.dispatch import Dispatcher
@@ -510,8 +510,8 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
                 return
             with contextlib.suppress(CoordinatorClosedError):
                 self._renew_due()
-                if time.monotonic() >= next_reap:
-                    next_reap = time.monotonic() + self._reap_s
+                if monotonic_s() >= next_reap:
+                    next_reap = monotonic_s() + self._reap_s
                     with contextlib.suppress(CoordinatorUnavailableError, RequestTimeoutError):
                         self._reap(self._bg_timeout_ms)
                 self._push_feed()

@@ -21,13 +21,13 @@ backend delivers before the writing call returns.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import attrs
 import pytest
 
+from replog.clock import monotonic_s, sleep_s
 from replog.coord.contract import Coordinator, SessionFaults, same_state_ignoring_epoch
 from replog.coord.errors import (
     BrokerIdInUseError,
@@ -157,11 +157,11 @@ class CoordinatorContract:
 
     def eventually(self, predicate: Callable[[], bool], what: str) -> None:
         """Wait (bounded) until ``predicate()`` holds; listeners may be asynchronous."""
-        deadline = time.monotonic() + self.settle_timeout_s
+        deadline = monotonic_s() + self.settle_timeout_s
         while not predicate():
-            if time.monotonic() > deadline:
+            if monotonic_s() > deadline:
                 pytest.fail(f"timed out waiting for: {what}")
-            time.sleep(0.005)
+            sleep_s(0.005)
 
     def register(self, coord: Coordinator, broker_id: int, rack: str | None = None) -> BrokerInfo:
         """Register ``broker_id`` at 127.0.0.1:9000+id."""
@@ -962,7 +962,7 @@ class CoordinatorContract:
         sub.close()
         sub.close()
         self.register(coord, 7)
-        time.sleep(0.05)
+        sleep_s(0.05)
         assert pushed() == expected
 
     def test_subscriber_from_trimmed_history_is_told_to_resync(self, coord: Coordinator) -> None:

@@ -11,7 +11,6 @@ or its deadline passes.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +18,7 @@ import attrs
 import kazoo.exceptions as kze
 from kazoo.handlers.threading import KazooTimeoutError
 
+from replog.clock import monotonic_s, sleep_s
 from replog.coord import codec
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.coord.types import MetadataChange
@@ -83,7 +83,7 @@ class ZkIo:
     @staticmethod
     def wait(result: Any, deadline: float) -> Any:
         """Wait for a kazoo async result until ``deadline`` (monotonic seconds)."""
-        remaining = deadline - time.monotonic()
+        remaining = deadline - monotonic_s()
         if remaining <= 0:
             raise RequestTimeoutError("ZooKeeper call ran out of time")
         return result.get(timeout=remaining)
@@ -167,9 +167,9 @@ class ZkIo:
                 return plan.result
             last_failure = [type(f).__name__ for f in failures]
             attempt += 1
-            if time.monotonic() >= deadline:
+            if monotonic_s() >= deadline:
                 raise RequestTimeoutError(
                     f"ZooKeeper write kept conflicting ({attempt} attempts, last {last_failure})"
                 )
             if attempt > 3:
-                time.sleep(min(0.001 * attempt, 0.02))
+                sleep_s(min(0.001 * attempt, 0.02))

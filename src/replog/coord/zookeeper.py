@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +44,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from replog.clock import monotonic_s
 from replog.coord import records, rules
 from replog.coord.admin import validate_admin_request
 from replog.coord.contract import (
@@ -154,7 +154,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
             raise ValueError("default_timeout_ms and admin_queue_limit must be positive")
         root = "/" + chroot.strip("/") if chroot.strip("/") else ""
         main = KazooClient(hosts=hosts, timeout=max(default_timeout_ms, 4000) / 1000)
-        deadline = time.monotonic() + default_timeout_ms / 1000
+        deadline = monotonic_s() + default_timeout_ms / 1000
         with kazoo_errors():
             try:
                 main.start(timeout=default_timeout_ms / 1000)
@@ -187,7 +187,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         if self._closed:
             raise CoordinatorClosedError("the ZooKeeper coordinator is closed")
         ms = self._default_timeout_ms if timeout_ms is None else timeout_ms
-        return time.monotonic() + ms / 1000
+        return monotonic_s() + ms / 1000
 
     def _run_worker(self) -> None:
         while True:
@@ -227,7 +227,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                         session.client,
                         session.broker_id,
                         session.incarnation_epoch,
-                        time.monotonic() + 2.0,
+                        monotonic_s() + 2.0,
                     )
             except Exception:
                 _log.debug("unregistering broker %d at close failed", session.broker_id)
