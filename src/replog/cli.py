@@ -7,6 +7,8 @@ Commands so far:
 - ``broker --config FILE`` runs one broker until SIGTERM/SIGINT, as ``python -m replog.broker``
   (see ``replog.broker.__main__``). Exit status: 0 after a stop, 1 when it could not start, 2
   on a bad config file.
+- the operator tools of ``replog.tools`` (``topics``, ...), which manage a running cluster
+  through the Kafka protocol. Exit status: 0 done, 1 the operation failed, 2 usage error.
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from replog.broker.__main__ import add_broker_arguments, run_broker
 
     add_broker_arguments(broker)
+    from replog.tools import register_tools
+
+    tools = register_tools(commands)
     args = parser.parse_args(argv)
+    if args.command in tools:
+        return tools[args.command](args)
 
     if args.command == "broker":
         return run_broker(args.config, log_level=args.log_level)
