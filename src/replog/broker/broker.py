@@ -50,6 +50,7 @@ from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
+from replog.state_change_log import StateChangeLog
 
 __all__ = ["Broker", "BrokerState"]
 
@@ -95,6 +96,7 @@ class Broker:
         self._subscriptions: list[Subscription] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._halting = False
+        self._state_change_log: StateChangeLog | None = None
 
     # ------------------------------------------------------------------ accessors
 
@@ -165,7 +167,13 @@ class Broker:
         self._halting = False
         config = self.config
         log_manager = LogManager.open(list(config.log_dirs), config=config.log, clock=self.clock)
-        driver = BrokerDriver(config, log_manager)
+        self._state_change_log = StateChangeLog.open(
+            config.log_dirs[0],
+            bytes_max=config.state_change_log_bytes_max,
+            backups=config.state_change_log_backups,
+            clock=self.clock,
+        )
+        driver = BrokerDriver(config, log_manager, state_change_sink=self._state_change_log.write)
         self.driver = driver
         try:
             # Bind now (registration needs the port); accept only once ONLINE.
@@ -238,6 +246,8 @@ class Broker:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._tasks.difference_update(tasks)
+        if self._state_change_log is not None:
+            self._state_change_log.close()
 
     # ------------------------------------------------------------------ carrying out effects
 

@@ -96,6 +96,8 @@ _POSITIVE = (
     "leader_imbalance_check_interval_ms",
     "log_cleaner_dedupe_buffer_bytes",
     "log_cleaner_backoff_ms",
+    "state_change_log_bytes_max",
+    "state_change_log_backups",
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
 _BOOLEAN = (
@@ -162,6 +164,9 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
+    #: ``state-change.log`` in the first log dir: rotated at this size, this many old files kept
+    state_change_log_bytes_max: int = 10 * 1024 * 1024
+    state_change_log_backups: int = 5
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.broker_id, int) or self.broker_id < 0:

@@ -78,6 +78,7 @@ from replog.log.log_cleaner import CleaningResult
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
+from replog.state_change import StateChangeSink, discard_state_change
 
 __all__ = ["BrokerDriver", "BrokerState"]
 
@@ -106,8 +107,11 @@ class BrokerDriver:
         *,
         placement_start: Callable[[int], tuple[int, int]] | None = None,
         state_listener: Callable[[TP, PartitionState], None] | None = None,
+        state_change_sink: StateChangeSink = discard_state_change,
     ) -> None:
         self.config = config
+        #: where the replicas and the controller role hand their state-change records
+        self.state_change_sink = state_change_sink
         self._state_listener = state_listener
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -205,6 +209,7 @@ class BrokerDriver:
             config.partition_config(),
             broker_epoch=self.incarnation_epoch,
             checkpoint_interval_ms=config.checkpoint_interval_ms,
+            state_change_sink=self.state_change_sink,
             state_listener=self._state_listener,
         )
         self.outbox.emit(Subscribe(self.broker_id, self.incarnation_epoch))
