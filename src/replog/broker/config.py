@@ -167,6 +167,8 @@ class BrokerConfig:
     #: ``state-change.log`` in the first log dir: rotated at this size, this many old files kept
     state_change_log_bytes_max: int = 10 * 1024 * 1024
     state_change_log_backups: int = 5
+    #: serve Prometheus metrics on this port (0: a free one; None: off; ``replog.broker.metrics``)
+    metrics_port: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.broker_id, int) or self.broker_id < 0:
@@ -201,6 +203,12 @@ class BrokerConfig:
             )
         if self.port > 65535:
             raise InvalidConfigError(f"port must be <= 65535, got {self.port}")
+        metrics_port = self.metrics_port
+        if metrics_port is not None and (
+            not isinstance(metrics_port, int) or isinstance(metrics_port, bool)
+            or not 0 <= metrics_port <= 65535
+        ):  # fmt: skip
+            raise InvalidConfigError(f"metrics_port must be 0..65535 or None, got {metrics_port!r}")
         if self.advertised_port is not None and not 0 < self.advertised_port <= 65535:
             raise InvalidConfigError(
                 f"advertised_port must be 1..65535, got {self.advertised_port}"
