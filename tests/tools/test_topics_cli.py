@@ -198,6 +198,7 @@ def test_describe_shows_leader_replicas_and_isr_as_kafka_python_sees_them(
         ["--alter", "--topic", "x"],  # nothing to alter
         ["--delete", "--topic", "x", "--config", "a=b"],
         ["--list", "--under-replicated-partitions"],
+        ["--describe", "--topic", "x", "--under-min-isr-partitions", "--unavailable-partitions"],
         ["--list", "--describe"],
         ["--topic", "x"],  # no action
     ],
@@ -262,12 +263,18 @@ def test_describe_filters_follow_a_killed_broker(
             topics(cluster, "--create", "--topic", "spread", "--replica-assignment", "1:3,1:2") == 0
         )
         assert topics(cluster, "--create", "--topic", "lonely", "--replica-assignment", "3") == 0
+        strict = ("--replica-assignment", "2:3", "--config", "min.insync.replicas=2")
+        assert topics(cluster, "--create", "--topic", "strict", *strict) == 0
         capsys.readouterr()
         healthy = wait_for(
             lambda: describe_json(cluster, capsys, "--under-replicated-partitions"),
             lambda found: found == [],
         )
         assert healthy == [] and describe_json(cluster, capsys, "--unavailable-partitions") == []
+        assert describe_json(cluster, capsys, "--under-min-isr-partitions") == []
+        # ISR size == min.insync.replicas (1 by default; 2 for strict)
+        at_min = describe_json(cluster, capsys, "--at-min-isr-partitions")
+        assert at_min == [("lonely", 0), ("strict", 0)]
         cluster.kill(3)
         under = wait_for(
             lambda: describe_json(cluster, capsys, "--under-replicated-partitions"),
@@ -286,5 +293,12 @@ def test_describe_filters_follow_a_killed_broker(
             lambda found: ("lonely", 0) in found,
         )
         assert unavailable == [("lonely", 0)]
+        under_min = wait_for(
+            lambda: describe_json(cluster, capsys, "--under-min-isr-partitions"),
+            lambda found: ("strict", 0) in found,
+        )
+        assert under_min == [("lonely", 0), ("strict", 0)]  # leaderless counts, as in Kafka
+        at_min = describe_json(cluster, capsys, "--at-min-isr-partitions")
+        assert ("spread", 0) in at_min and ("spread", 1) not in at_min
         assert topics(cluster, "--describe", "--topic", "lonely", "--unavailable-partitions") == 0
         assert "\tLeader: none\t" in capsys.readouterr().out

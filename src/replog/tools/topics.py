@@ -3,7 +3,8 @@
 Exactly one action: ``--create`` (``--partitions`` and ``--replication-factor``, or an explicit
 ``--replica-assignment``; ``--config k=v`` repeated), ``--delete``, ``--alter`` (``--partitions``:
 grow to that many), ``--describe`` (leader, replicas, ISR and offline replicas per partition,
-filtered with ``--under-replicated-partitions`` / ``--unavailable-partitions``) or ``--list``.
+filtered with one of ``--under-replicated-partitions``, ``--unavailable-partitions``,
+``--under-min-isr-partitions``, ``--at-min-isr-partitions``) or ``--list``.
 For every action but ``--create``, ``--topic`` is a regular expression matched against the whole
 topic name (a plain name matches itself). ``--replica-assignment`` is Kafka's format: partitions
 separated by commas, each a colon-separated broker list whose first broker is the preferred
@@ -31,6 +32,13 @@ COMMAND = "topics"
 HELP = "create, delete, alter, describe or list topics (as kafka-topics)"
 
 _ACTIONS = ("create", "delete", "alter", "describe", "list")
+#: --describe's partition filters (one at a time), as kafka-topics defines them
+_REPORTS = {
+    "under-replicated-partitions": "partitions whose ISR is smaller than their replica set",
+    "unavailable-partitions": "partitions without a live leader",
+    "under-min-isr-partitions": "partitions without a leader or with ISR < min.insync.replicas",
+    "at-min-isr-partitions": "partitions whose ISR size equals min.insync.replicas",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,16 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--replica-assignment", metavar="B:B,B:B", help="explicit placement (create)"
     )
-    parser.add_argument(
-        "--under-replicated-partitions",
-        action="store_true",
-        help="describe only partitions whose ISR is smaller than their replica set",
-    )
-    parser.add_argument(
-        "--unavailable-partitions",
-        action="store_true",
-        help="describe only partitions without a live leader",
-    )
+    reports = parser.add_mutually_exclusive_group()
+    for flag, text in _REPORTS.items():
+        reports.add_argument(f"--{flag}", action="store_true", help=f"describe only {text}")
     parser.add_argument(
         "--if-exists", action="store_true", help="alter/delete/describe: no error if none match"
     )
@@ -114,7 +115,7 @@ def _check_usage(parser_error: Any, args: argparse.Namespace) -> None:
         parser_error("--config, --replica-assignment and --replication-factor go with --create")
     if args.alter and args.partitions is None:
         parser_error("--alter needs --partitions (configs: not served by this tool yet)")
-    if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
+    if _report_filter(args) is not None and not args.describe:
         parser_error("the partition filters go with --describe")
 
 
@@ -194,25 +195,41 @@ def _list(admin: Admin, args: argparse.Namespace) -> int:
     return _report(args, {"topics": names}, "\n".join(names))
 
 
-def _selected(args: argparse.Namespace, part: PartitionDescription, live: set[int]) -> bool:
-    if args.under_replicated_partitions and len(part.isr) >= len(part.replicas):
-        return False
-    return not (args.unavailable_partitions and part.leader in live)
+def _report_filter(args: argparse.Namespace) -> str | None:
+    return next((r for r in _REPORTS if getattr(args, r.replace("-", "_"))), None)
+
+
+def _selected(report: str | None, part: PartitionDescription, live: set[int], min_isr: int) -> bool:
+    """Whether ``part`` passes the ``report`` filter (kafka-topics' definitions)."""
+    has_leader = part.leader in live
+    if report == "under-replicated-partitions":
+        return len(part.isr) < len(part.replicas)
+    if report == "unavailable-partitions":
+        return not has_leader
+    if report == "under-min-isr-partitions":
+        return not has_leader or len(part.isr) < min_isr
+    if report == "at-min-isr-partitions":
+        return len(part.isr) == min_isr
+    return True
 
 
 def _describe(admin: Admin, args: argparse.Namespace, names: list[str]) -> int:
     topics = admin.describe_topics(names)
     live = {b.broker_id for b in admin.describe_cluster().brokers}
-    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    report = _report_filter(args)
+    min_isr = dict.fromkeys(names, 1)
+    if report in ("under-min-isr-partitions", "at-min-isr-partitions"):
+        configs = admin.describe_configs(names)
+        min_isr = {n: int(configs[n].get("min.insync.replicas", "1")) for n in names}
     document: list[dict[str, Any]] = []
     lines: list[str] = []
     for name in names:
         topic = topics[name]
-        parts = [p for p in topic.partitions if _selected(args, p, live)]
-        if not filtered:
+        parts = [p for p in topic.partitions if _selected(report, p, live, min_isr[name])]
+        if report is None:
             lines.append(_topic_line(topic))
         lines.extend(_partition_line(name, p) for p in parts)
-        if parts or not filtered:
+        if parts or report is None:
             document.append({"name": name, "partitions": [_partition_json(p) for p in parts]})
     return _report(args, {"topics": document}, "\n".join(lines))
 
