@@ -212,6 +212,23 @@ def test_usage_errors_exit_2_without_touching_the_cluster(
     assert "usage: replog topics" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("bootstrap", ["localhost", "host:port", ":9092", "a:1,b", ""])
+def test_a_malformed_bootstrap_server_is_a_usage_error(
+    bootstrap: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["topics", "--bootstrap-server", bootstrap, "--list"])
+    assert exit_.value.code == 2
+    assert "is not host:port" in capsys.readouterr().err
+
+
+def test_an_unreachable_cluster_fails_with_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["topics", "--bootstrap-server", "127.0.0.1:1", "--list", "--timeout-ms", "2000"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("replog topics: ") and "127.0.0.1:1" in err
+
+
 def test_parse_replica_assignment() -> None:
     assert parse_replica_assignment("1:2, 2:3,3:1") == [[1, 2], [2, 3], [3, 1]]
     with pytest.raises(ValueError, match="twice"):

@@ -26,7 +26,14 @@ from replog.client import Admin, PartitionDescription, TopicDescription
 from replog.errors import ReplogError
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
 
-__all__ = ["COMMAND", "HELP", "add_arguments", "parse_replica_assignment", "run"]
+__all__ = [
+    "COMMAND",
+    "HELP",
+    "add_arguments",
+    "bootstrap_servers",
+    "parse_replica_assignment",
+    "run",
+]
 
 COMMAND = "topics"
 HELP = "create, delete, alter, describe or list topics (as kafka-topics)"
@@ -43,7 +50,9 @@ _REPORTS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-topics options (the subset replog serves) plus ``--output``."""
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
+    parser.add_argument(
+        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
+    )
     actions = parser.add_mutually_exclusive_group(required=True)
     for action in _ACTIONS:
         actions.add_argument(f"--{action}", action="store_true", help=f"{action} topics")
@@ -70,6 +79,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
+
+
+def bootstrap_servers(text: str) -> list[str]:
+    """``--bootstrap-server``'s comma-separated ``host:port`` list (a usage error otherwise)."""
+    servers = [entry.strip() for entry in text.split(",") if entry.strip()]
+    for entry in servers or [text]:
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise argparse.ArgumentTypeError(f"{entry!r} is not host:port")
+    return servers
 
 
 def parse_replica_assignment(text: str) -> list[list[int]]:
@@ -135,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         usage_error(str(exc))
     try:
-        with Admin(args.bootstrap_server.split(","), request_timeout_ms=args.timeout_ms) as admin:
+        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
             if args.create:
                 return _create(admin, args, configs, assignment)
             if args.list:
