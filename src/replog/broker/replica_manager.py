@@ -57,6 +57,7 @@ from replog.errors import (
     ErrorCode,
     InvalidConfigError,
     InvalidOffsetError,
+    ProducerStateError,
     RecordBatchTooLargeError,
     StorageError,
 )
@@ -513,6 +514,8 @@ class ReplicaManager:
             result = ProduceResult(request_id, -1, ErrorCode.MESSAGE_TOO_LARGE)
         except (CorruptRecordError, InvalidOffsetError):
             result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
+        except ProducerStateError as exc:  # an idempotent producer's gap, old epoch, ...
+            result = ProduceResult(request_id, -1, exc.code)
         except StorageError:
             result = ProduceResult(request_id, -1, ErrorCode.KAFKA_STORAGE_ERROR)
         self._touch(tp)

@@ -61,6 +61,9 @@ class LogConfig:
     retention_bytes: int = attrs.field(default=-1, validator=_unlimited_or_at_least(0))
     max_message_bytes: int = attrs.field(default=1048588, validator=_at_least(0))
     file_delete_delay_ms: int = attrs.field(default=60000, validator=_at_least(0))
+    #: Kafka's broker-wide ``producer.id.expiration.ms``: an idempotent producer's state is
+    #: dropped once its last batch is this old (one day)
+    producer_id_expiration_ms: int = attrs.field(default=86_400_000, validator=_at_least(1))
 
     def __attrs_post_init__(self) -> None:
         if self.segment_bytes > _INT32_MAX:

@@ -11,6 +11,12 @@ Every OS error while appending, flushing or truncating takes the log offline: th
 surfaces as `StorageError`, and every later call raises it too, so nothing continues silently
 after a failed write or fsync.
 
+Producer state (``producers``, a `ProducerStateManager`) follows every change of the log: a
+leader's append of an idempotent producer's batch is checked against it first (a retried batch
+is answered with its first offsets and not written again; a gap or an old epoch is refused),
+every append updates it, and roll, retention, truncation, open and close keep its snapshot files
+in step (see ``producer_manager``).
+
 Time: the log reads its injected `Clock`'s wall time (what record timestamps are compared with)
 for segment creation, roll by ``segment.ms`` and retention by ``retention.ms``; no method takes
 a time argument.
@@ -32,7 +38,6 @@ from replog.errors import (
     FencedLeaderEpochError,
     InvalidOffsetError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
     StorageError,
     invariant,
 )
@@ -40,8 +45,16 @@ from replog.log.checkpoints import LeaderEpochCheckpointFile
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSlice, FileSystem
-from replog.log.incoming import check_producer_batch, parse_batches
+from replog.log.incoming import (
+    check_follower_batches,
+    check_producer_batch,
+    parse_batches,
+    producer_batch,
+    stamp_producer_batches,
+)
 from replog.log.loader import RecoveryReport, load_segments
+from replog.log.producer_manager import ProducerStateManager
+from replog.log.producer_state import ProducerBatch, ProducerState
 from replog.log.records import NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
@@ -52,13 +65,16 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class AppendInfo(NamedTuple):
-    """What an append wrote: offsets [first_offset, last_offset], and sizes."""
+    """What an append wrote: offsets [first_offset, last_offset], and sizes. A ``duplicate``
+    wrote nothing: it repeats an idempotent producer's batch, which is at [first_offset,
+    last_offset] with max timestamp ``max_timestamp`` (what the producer is answered)."""
 
     first_offset: int
     last_offset: int
     max_timestamp: int
     batch_count: int
     size_bytes: int
+    duplicate: bool = False
 
 
 @attrs.frozen
@@ -120,6 +136,7 @@ class Log:
     recovery_point: int
     high_watermark: int
     recovery_report: RecoveryReport
+    producers: ProducerStateManager
     _next_offset: int
     _offline_reason: str | None = None
 
@@ -153,6 +170,15 @@ class Log:
                 log_start_offset=log_start_offset,
                 had_clean_shutdown=had_clean_shutdown,
             )
+            producers = ProducerStateManager.load(
+                fs,
+                dir_path,
+                loaded.segments,
+                log_end_offset=loaded.log_end_offset,
+                trusted_offset=loaded.recovery_point,
+                now_ms=clock.wall_ms(),
+                expiration_ms=config.producer_id_expiration_ms,
+            )
         except OSError as exc:
             raise StorageError(f"cannot open log {dir_path}: {exc}", dir_path) from exc
         hw = min(max(high_watermark, loaded.log_start_offset), loaded.log_end_offset)
@@ -167,6 +193,7 @@ class Log:
             recovery_point=loaded.recovery_point,
             high_watermark=hw,
             recovery_report=loaded.report,
+            producers=producers,
             next_offset=loaded.log_end_offset,
         )
 
@@ -192,6 +219,12 @@ class Log:
     def is_offline(self) -> bool:
         """True after a storage error: the log accepts nothing until reopened."""
         return self._offline_reason is not None
+
+    @property
+    def producer_state(self) -> ProducerState:
+        """The idempotent producers' state (what a log cleaner must keep rebuildable: the last
+        batch of every producer in ``producer_state.active_producers``)."""
+        return self.producers.state
 
     def latest_epoch(self) -> int | None:
         """The newest leader epoch in the epoch cache (the last fetched epoch of a follower)."""
@@ -230,7 +263,12 @@ class Log:
         """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
         stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field.
         `FencedLeaderEpochError` if ``leader_epoch`` is below the last batch's: leader epochs
-        never fall along a log (recovery would end the log there)."""
+        never fall along a log (recovery would end the log there).
+
+        Idempotent producers' batches are checked against the producer state first: a retry of
+        a batch already written returns its offsets (``duplicate``) and writes nothing; a
+        sequence gap, an old epoch or an unknown producer raise `OutOfOrderSequenceError`,
+        `InvalidProducerEpochError`, `UnknownProducerIdError` and write nothing."""
         self._check_online()
         data = bytearray(batch)
         offset = first_offset = self._next_offset
@@ -241,22 +279,32 @@ class Log:
         last_batch_epoch = self._last_batch_epoch()
         if leader_epoch < last_batch_epoch:
             raise FencedLeaderEpochError(leader_epoch, last_batch_epoch)
-        metas = []
-        position = 0
-        while position < len(data):
-            size, last_offset_delta, max_timestamp = check_producer_batch(data, position)
-            self._check_size(size)
-            _STAMP.pack_into(data, position, offset)
-            _EPOCH.pack_into(data, position + 12, leader_epoch)
-            last = offset + last_offset_delta
-            metas.append(BatchMeta(last, max_timestamp, size))
-            offset = last + 1
-            position += size
-        if not metas:
-            raise CorruptRecordError("no record batch in the appended data")
+        metas, produced = stamp_producer_batches(data, offset, leader_epoch, self._size_limit)
+        duplicate = self._check_producers(produced)
+        if duplicate is not None:
+            return duplicate
         if self.epoch_cache.latest_epoch != leader_epoch:
             self._assign_epoch(leader_epoch, first_offset)
-        return self._append(data, metas, first_offset)
+        info = self._append(data, metas, first_offset)
+        self._apply_producers(produced)
+        return info
+
+    def _check_producers(self, produced: list[ProducerBatch]) -> AppendInfo | None:
+        """The answer to a retried idempotent batch (nothing is written), or None to append;
+        raises for a batch the producer state refuses."""
+        if not produced:
+            return None
+        duplicate = self.producers.state.check_append(produced)
+        if duplicate is None:
+            return None
+        return AppendInfo(
+            duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, 0, 0, True
+        )
+
+    def _apply_producers(self, produced: list[ProducerBatch]) -> None:
+        state = self.producers.state
+        for batch in produced:
+            state.apply(batch)
 
     def _append_one_fast(
         self, data: bytearray, offset: int, leader_epoch: int
@@ -265,13 +313,18 @@ class Log:
         the general path, fewer steps; None means "take the general path". It reads no clock:
         the segment's first batch has a timestamp, so neither the time roll nor retention looks
         at ``last_modified_ms``."""
-        size, last_offset_delta, max_timestamp = check_producer_batch(data, 0)
+        checked = check_producer_batch(data, 0)
+        size, max_timestamp = checked.size_bytes, checked.max_timestamp
         if size != len(data) or size > self._size_limit:
             return None
-        last = offset + last_offset_delta
+        last = offset + checked.last_offset_delta
         segment: LogSegment = self.segments.peekitem(-1)[1]
         if not segment.can_append_without_bookkeeping(size, max_timestamp, last):
             return None
+        produced = [producer_batch(checked, offset, last)] if checked.producer_id >= 0 else []
+        duplicate = self._check_producers(produced)
+        if duplicate is not None:
+            return duplicate
         _STAMP.pack_into(data, 0, offset)
         _EPOCH.pack_into(data, 12, leader_epoch)
         try:
@@ -279,6 +332,7 @@ class Log:
         except _IO_ERRORS as exc:
             self._fail("append", exc)
         self._next_offset = last + 1
+        self._apply_producers(produced)
         return AppendInfo(offset, last, max_timestamp, 1, size)
 
     @property
@@ -296,25 +350,9 @@ class Log:
         found = parse_batches(batches, whole=False)
         if not found:
             return None
-        expected = self._next_offset
-        last_epoch = self._last_batch_epoch()
-        metas = []
-        for _, header in found:
-            if header.base_offset != expected:
-                raise InvalidOffsetError(
-                    f"follower append at offset {header.base_offset} does not continue "
-                    f"{self.dir_path} at {expected}"
-                )
-            self._check_size(header.size_bytes)
-            epoch = header.partition_leader_epoch
-            if epoch < last_epoch:
-                raise CorruptRecordError(
-                    f"follower append at offset {expected} has leader epoch {epoch}, below "
-                    f"{last_epoch} before it in {self.dir_path}"
-                )
-            metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
-            expected = header.last_offset + 1
-            last_epoch = epoch
+        metas, produced = check_follower_batches(
+            found, self._next_offset, self._last_batch_epoch(), self._size_limit, self.dir_path
+        )
         for _, header in found:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and epoch != self.epoch_cache.latest_epoch:
@@ -322,7 +360,9 @@ class Log:
         first_position = found[0][0]
         end_position = found[-1][0] + found[-1][1].size_bytes
         view = memoryview(batches)[first_position:end_position]
-        return self._append(view, metas, found[0][1].base_offset)
+        info = self._append(view, metas, found[0][1].base_offset)
+        self._apply_producers(produced)
+        return info
 
     def _append(
         self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int
@@ -351,11 +391,6 @@ class Log:
             return NO_PARTITION_LEADER_EPOCH
         epoch = self.epoch_cache.epoch_for_offset(self._next_offset - 1)
         return NO_PARTITION_LEADER_EPOCH if epoch is None else epoch
-
-    def _check_size(self, size_bytes: int) -> None:
-        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
-        if size_bytes > limit:
-            raise RecordBatchTooLargeError(size_bytes, limit)
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         try:
@@ -386,6 +421,7 @@ class Log:
         invariant(new_base > active.base_offset, f"roll base {new_base} not after active")
         active.next_base_offset = new_base
         active.on_become_inactive()
+        self.producers.on_roll(new_base)
         segment = LogSegment.open(
             self.fs, self.dir_path, new_base, self.config, self.clock, create=True
         )
@@ -556,6 +592,7 @@ class Log:
             self._next_offset = active.read_next_offset()
             active.resize_indexes(self.config.segment_index_bytes)
             self.epoch_cache.truncate_from_end(self._next_offset)
+            self.producers.truncate_to(self.segments, self._next_offset, self.clock.wall_ms())
         except _IO_ERRORS as exc:
             self._fail("truncate", exc)
         self.log_start_offset = min(self.log_start_offset, self._next_offset)
@@ -573,6 +610,7 @@ class Log:
                 self.fs, self.dir_path, offset, self.config, self.clock, create=True
             )
             self.epoch_cache.clear_and_flush()
+            self.producers.truncate_fully(offset)
         except _IO_ERRORS as exc:
             self._fail("truncate", exc)
         self._next_offset = offset
@@ -605,6 +643,7 @@ class Log:
             self._roll(self._next_offset)  # an active segment always remains
         for segment in segments[:count]:
             self.segments.pop(segment.base_offset).delete()
+        self.producers.on_segments_deleted([segment.base_offset for segment in segments[:count]])
         new_start = self.segments.peekitem(0)[0]
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
@@ -620,6 +659,12 @@ class Log:
         then the log goes offline and `StorageError` is raised (so no clean-shutdown marker
         vouches for what may not have reached the disk)."""
         failure: OSError | StorageError | None = None
+        if self._offline_reason is None:
+            try:  # the clean-shutdown snapshot: the next open replays nothing
+                self.producers.state.advance_to(self._next_offset)
+                self.producers.take_snapshot()
+            except _IO_ERRORS as exc:
+                failure = exc
         for segment in self.segments.values():
             try:
                 if self._offline_reason is None and failure is None:
@@ -634,6 +679,11 @@ class Log:
                     pass  # the descriptor is gone either way; the first error is reported
         if failure is not None:
             self._fail("close", failure)
+
+    def remove_expired_producers(self) -> int:
+        """Drop the state of idempotent producers idle for ``producer_id_expiration_ms`` (by
+        the clock's wall time against their last batch's timestamp); returns how many."""
+        return len(self.producers.remove_expired(self.clock.wall_ms()))
 
     def abandon(self) -> None:
         """Drop file descriptors without writing anything (after a simulated crash)."""
