@@ -85,6 +85,7 @@ _POSITIVE = (
     "checkpoint_interval_ms",
     "metadata_poll_interval_ms",
     "retention_check_interval_ms",
+    "producer_id_expiration_check_interval_ms",
     "leader_imbalance_check_interval_ms",
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
@@ -137,6 +138,9 @@ class BrokerConfig:
     metadata_poll_interval_ms: int = 200
     #: how often retention deletes old segments (Kafka's log.retention.check.interval.ms)
     retention_check_interval_ms: int = 300_000
+    #: how often idle idempotent producers' state is dropped (Kafka's
+    #: producer.id.expiration.check.interval.ms; the age is ``log.producer_id_expiration_ms``)
+    producer_id_expiration_check_interval_ms: int = 600_000
     #: segment size, retention and the other settings of every log on this broker
     log: LogConfig = attrs.field(factory=LogConfig, converter=_log_config)
     #: controller policies (module docstring); topic configs override the first three

@@ -120,6 +120,7 @@ class BrokerDriver:
         self._next_heartbeat_ms = 0
         self._next_feed_ms = 0
         self._next_retention_ms = 0
+        self._next_producer_expiration_ms = 0
         self._next_replicated_flush_ms = 0
         self._stop_deadline_ms: int | None = None
         self._metadata_loaded = False
@@ -199,6 +200,9 @@ class BrokerDriver:
         self.metadata.drain()
         now_ms = self.now_ms
         self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
+        self._next_producer_expiration_ms = (
+            now_ms + self.config.producer_id_expiration_check_interval_ms
+        )
         self._next_replicated_flush_ms = now_ms + self.config.checkpoint_interval_ms
         self.fetches.reconcile(now_ms)
         self.fetches.on_tick(now_ms)
@@ -313,6 +317,11 @@ class BrokerDriver:
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + config.retention_check_interval_ms
             self.exclusive(self._apply_retention)
+        if now_ms >= self._next_producer_expiration_ms:
+            self._next_producer_expiration_ms = (
+                now_ms + config.producer_id_expiration_check_interval_ms
+            )
+            self.log_manager.remove_expired_producers()
         self.controller.on_tick(now_ms)
         self.fetches.on_tick(now_ms)
         self.requests.on_tick(now_ms)

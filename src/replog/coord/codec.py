@@ -37,6 +37,8 @@ CLASSES: dict[str, type[Any]] = {
         t.CloseReplica,
         t.AlterPartition,
         t.DamagedReplica,
+        t.AllocateProducerIds,
+        t.ProducerIdBlock,
         t.AdminRequest,
         t.BrokerChanged,
         t.TopicChanged,

@@ -303,6 +303,11 @@ class LogManager:
             raise errors[0]
         return deleted
 
+    def remove_expired_producers(self) -> int:
+        """Drop idle idempotent producers' state in every open log (Kafka's
+        producer.id.expiration.ms duty); returns how many producer ids went."""
+        return sum(log.remove_expired_producers() for log in self._open_logs())
+
     def _open_logs(self) -> Iterable[Log]:
         return [log for log in self.logs.values() if not log.is_offline]
 
