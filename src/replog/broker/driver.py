@@ -39,16 +39,19 @@ from replog.broker.effects import Effect, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
+from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.requests import AdminResult
 from replog.controller import alter_partition_payload, alter_partition_response
 from replog.coord.types import (
     AdminPayload,
     AdminRequestChanged,
+    AllocateProducerIds,
     BrokerInfo,
     ControllerInfo,
     DamagedReplica,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     TopicAssignment,
@@ -110,6 +113,7 @@ class BrokerDriver:
         self.fetches = FetchSessions(self)
         self.controller = ControllerRole(self, placement_start)
         self.requests = ClientRequests(self.outbox, _Services(self), self._submit_for_client)
+        self.producer_ids = ProducerIdManager(config.broker_id)
         self._rm: ReplicaManager | None = None
         self._flush_token: int | None = None
         self._pending_flush: list[tuple[TP, PendingFlush]] = []
@@ -482,10 +486,28 @@ class BrokerDriver:
         def completed(change: AdminRequestChanged | None, why: str) -> None:
             if change is None:
                 then(AdminResult(ErrorCode.REQUEST_TIMED_OUT, why))
+                return
+            result = AdminResult(change.outcome, change.message)
+            if isinstance(payload, AllocateProducerIds) and change.outcome is ErrorCode.NONE:
+                self._read_producer_id_block(lambda: then(result))
             else:
-                then(AdminResult(change.outcome, change.message))
+                then(result)
 
         self.metadata.submit(payload, deadline_ms, completed)
+
+    def _read_producer_id_block(self, then: Callable[[], None]) -> None:
+        """The controller allocated this broker a block of producer ids: read it from the
+        store and offer it to the manager, then ``then()`` (whatever the read gave)."""
+        broker_id, incarnation = self.broker_id, self.incarnation_epoch
+
+        def done(block: Any, error: BaseException | None) -> None:
+            if isinstance(block, ProducerIdBlock):
+                self.producer_ids.offer(block, incarnation)
+            elif error is not None:
+                _log.warning("broker %s: reading its producer ids failed: %s", broker_id, error)
+            then()
+
+        self.outbox.call("producer id block", lambda c: c.producer_id_block(broker_id), done)
 
     # ------------------------------------------------------------------ storage
 
@@ -548,8 +570,16 @@ class _Services:
         return self._driver.broker_id
 
     @property
+    def broker_epoch(self) -> int:
+        return self._driver.incarnation_epoch
+
+    @property
     def config(self) -> BrokerConfig:
         return self._driver.config
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return self._driver.producer_ids
 
     @property
     def brokers(self) -> Mapping[int, BrokerInfo]:
