@@ -16,8 +16,8 @@ from replog.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
-    UnknownProducerIdError,
 )
+from replog.log import decode_records, encode_batch, iter_batches
 from replog.log.config import LogConfig
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
@@ -29,7 +29,6 @@ from replog.log.producer_state import (
     ProducerState,
     sequence_add,
 )
-from replog.log.records import decode_records, encode_batch, iter_batches
 
 INT32_MAX = 2**31 - 1
 WALL_MS = 1_700_000_000_000
@@ -92,11 +91,14 @@ def test_an_older_epoch_is_fenced_and_a_newer_one_must_start_at_zero() -> None:
     assert entry is not None and entry.producer_epoch == 4 and len(entry.batches) == 1
 
 
-def test_an_unknown_producer_must_start_at_sequence_zero() -> None:
+def test_an_unknown_producer_may_start_at_any_sequence() -> None:
+    """Kafka since KIP-360: no state (never written, expired, cleaned away) is no error."""
     state = ProducerState()
-    with pytest.raises(UnknownProducerIdError):
-        state.check_append([batch(9, 0, 17, 0)])
-    assert state.check_append([batch(9, 0, 0, 0)]) is None
+    assert state.check_append([batch(9, 0, 17, 0)]) is None
+    state.apply(batch(9, 0, 17, 0))
+    with pytest.raises(OutOfOrderSequenceError):  # from then on the sequence must follow
+        state.check_append([batch(9, 0, 19, 1)])
+    assert state.check_append([batch(9, 0, 18, 1)]) is None
 
 
 def test_sequences_wrap_from_int32_max_to_zero() -> None:
@@ -212,7 +214,6 @@ def test_a_refused_batch_writes_nothing(tmp_path: Path, clock: ManualClock) -> N
     for data, error in [
         (idem([b"x"], 5, 1, 3), OutOfOrderSequenceError),
         (idem([b"x"], 5, 0, 1), InvalidProducerEpochError),
-        (idem([b"x"], 6, 0, 4), UnknownProducerIdError),
     ]:
         with pytest.raises(error):
             log.append_as_leader(data, 0)
@@ -363,5 +364,7 @@ def test_expiration_uses_the_wall_clock_and_the_configured_age(
     assert log.remove_expired_producers() == 0
     clock.advance(1)
     assert log.remove_expired_producers() == 1
-    with pytest.raises(UnknownProducerIdError):
-        log.append_as_leader(idem([b"b"], 1, 0, 1), 0)
+    assert log.producer_state.last_entry(1) is None
+    # Forgotten: a retry of its first batch is no longer recognised (as in Kafka).
+    retry = log.append_as_leader(idem([b"a"], 1, 0, 0, ts=WALL_MS), 0)
+    assert (retry.first_offset, retry.duplicate) == (1, False)

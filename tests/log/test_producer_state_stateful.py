@@ -31,14 +31,13 @@ from replog.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerStateError,
-    UnknownProducerIdError,
 )
+from replog.log import encode_batch
 from replog.log.config import LogConfig
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.log import Log
 from replog.log.producer_snapshot import SNAPSHOT_SUFFIX
 from replog.log.producer_state import BatchMetadata, ProducerEntry
-from replog.log.records import encode_batch
 
 CONFIG = LogConfig(segment_bytes=500, segment_index_bytes=96, index_interval_bytes=100)
 _TMP_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -100,7 +99,7 @@ def expected_outcome(
             if (meta.first_sequence, meta.last_sequence) == (first, last):
                 return meta
     if entry is None:
-        return None if first == 0 else UnknownProducerIdError
+        return None  # any sequence starts an unknown producer (KIP-360)
     if epoch < entry.producer_epoch:
         return InvalidProducerEpochError
     if epoch > entry.producer_epoch:

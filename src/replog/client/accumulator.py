@@ -25,13 +25,13 @@ import attrs
 from replog.client.errors import BufferFullError
 from replog.errors import invariant
 from replog.log.compression import Compression
+from replog.log.encoding import encode_batch
 from replog.log.records import (
     MAX_RECORD_OVERHEAD,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
-    encode_batch,
 )
 from replog.topics import TopicPartitionLike
 

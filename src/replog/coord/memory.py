@@ -48,6 +48,7 @@ from replog.coord.types import (
     PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerChangeReason,
     BrokerInfo,
     CasResult,
@@ -607,6 +608,7 @@ class MemoryCoordinator(Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
@@ -614,7 +616,7 @@ class MemoryCoordinator(Coordinator):
         with self._op(timeout_ms):
             if controller_epoch is not None:
                 self._check_controller(controller_epoch)
-            return self._admin.complete(self._write, request_id, outcome, message)
+            return self._admin.complete(self._write, request_id, outcome, message, result)
 
     # ---- producer ids ----
 

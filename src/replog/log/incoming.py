@@ -9,7 +9,6 @@ fetch (cut at the byte limit) is not an error.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import crc32c
@@ -17,7 +16,11 @@ import crc32c
 from replog.errors import CorruptRecordError, InvalidOffsetError, RecordBatchTooLargeError
 from replog.log.producer_state import ProducerBatch
 from replog.log.records import (
+    CRC_START,
+    HEADER,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAGIC,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     validate_batch,
@@ -34,6 +37,8 @@ __all__ = [
     "stamp_producer_batches",
 ]
 
+_unpack_header = HEADER_STRUCT.unpack_from
+
 
 def parse_batches(
     data: bytes | bytearray | memoryview, whole: bool
@@ -44,23 +49,17 @@ def parse_batches(
     found: list[tuple[int, BatchHeader]] = []
     position = 0
     while position < len(view):
-        if len(view) - position < 12:
+        if len(view) - position < LOG_OVERHEAD:
             if whole:
                 raise CorruptRecordError("trailing bytes after the last batch", position)
             break
-        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + 12
-        if position + size > len(view) and not whole and size >= 61:
+        size = HEADER.batch_length.read(view, position) + LOG_OVERHEAD
+        if position + size > len(view) and not whole and size >= RECORD_BATCH_OVERHEAD:
             break
         header = validate_batch(view[position : position + size])
         found.append((position, header))
         position += size
     return found
-
-
-_PRODUCER_HEADER = struct.Struct(">qiibIhiqqqhi")  # base offset .. base sequence (bytes 0-57)
-_RECORDS_COUNT = struct.Struct(">i")
-_STAMP_OFFSET = struct.Struct(">q")
-_STAMP_EPOCH = struct.Struct(">i")
 
 
 class ProducedBatch(NamedTuple):
@@ -81,18 +80,17 @@ def check_producer_batch(data: bytearray, position: int) -> ProducedBatch:
     when decoded."""
     if len(data) - position < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError("trailing bytes after the last batch", position)
-    _, length, _, magic, crc, _, delta, _, max_timestamp, producer_id, epoch, sequence = (
-        _PRODUCER_HEADER.unpack_from(data, position)
+    (_, length, _, magic, crc, _, delta, _, max_timestamp, producer_id, epoch, sequence, count) = (
+        _unpack_header(data, position)
     )
     size = length + LOG_OVERHEAD
-    if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
+    if magic != MAGIC or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
         validate_batch(data, position)  # raises with the precise reason
-    (count,) = _RECORDS_COUNT.unpack_from(data, position + 57)
     if delta < 0 or count != delta + 1:
         raise CorruptRecordError(
             f"batch at {position} has {count} records but last offset delta {delta}", position
         )
-    if crc32c.crc32c(memoryview(data)[position + 21 : position + size]) != crc:
+    if crc32c.crc32c(memoryview(data)[position + CRC_START : position + size]) != crc:
         validate_batch(data, position)
     if producer_id >= 0 and (sequence < 0 or epoch < 0):
         raise CorruptRecordError(
@@ -116,11 +114,13 @@ def producer_batch(checked: ProducedBatch, base_offset: int, last_offset: int) -
 
 
 class IncomingBatches(NamedTuple):
-    """Batches about to be appended: what the segment needs of each, and the idempotent
-    producers' ones (applied to the producer state once written)."""
+    """Batches about to be appended: what the segment needs of each, the idempotent
+    producers' ones (applied to the producer state once written), and where the last gap in
+    their offsets ends (0: none; only a leader's compacted batches have gaps)."""
 
     metas: list[BatchMeta]
     produced: list[ProducerBatch]
+    gap_end: int = 0
 
 
 def stamp_producer_batches(
@@ -137,8 +137,8 @@ def stamp_producer_batches(
         size = checked.size_bytes
         if size > size_bytes_max:
             raise RecordBatchTooLargeError(size, size_bytes_max)
-        _STAMP_OFFSET.pack_into(data, position, offset)
-        _STAMP_EPOCH.pack_into(data, position + 12, leader_epoch)
+        HEADER.base_offset.write(data, position, offset)
+        HEADER.partition_leader_epoch.write(data, position, leader_epoch)
         last = offset + checked.last_offset_delta
         metas.append(BatchMeta(last, checked.max_timestamp, size))
         if checked.producer_id >= 0:
@@ -158,13 +158,17 @@ def check_follower_batches(
     dir_path: str,
 ) -> IncomingBatches:
     """Check fetched batches continue a log ending at ``expected_offset`` whose last batch has
-    leader epoch ``last_epoch``: dense offsets (`InvalidOffsetError`), no falling epoch
-    (`CorruptRecordError`), at most ``size_bytes_max`` each."""
+    leader epoch ``last_epoch``: offsets that never go back (`InvalidOffsetError`; they may
+    skip what the leader's cleaner removed), no falling epoch (`CorruptRecordError`), at most
+    ``size_bytes_max`` each."""
     metas: list[BatchMeta] = []
     produced: list[ProducerBatch] = []
     expected = expected_offset
+    gap_end = 0
     for _, header in found:
-        if header.base_offset != expected:
+        if header.base_offset > expected:
+            gap_end = header.base_offset
+        elif header.base_offset != expected:
             raise InvalidOffsetError(
                 f"follower append at offset {header.base_offset} does not continue "
                 f"{dir_path} at {expected}"
@@ -191,4 +195,4 @@ def check_follower_batches(
             )
         expected = header.last_offset + 1
         last_epoch = epoch
-    return IncomingBatches(metas, produced)
+    return IncomingBatches(metas, produced, gap_end)

@@ -15,12 +15,10 @@ The rules a leader applies to a producer's batch, before anything is written (`c
    a **duplicate** (a retry whose first answer was lost). Nothing is written; the producer gets
    the offsets and timestamp of the original.
 2. Older epoch than the partition's: ``InvalidProducerEpochError`` (a zombie producer).
-3. Newer epoch (or a producer the partition has no state for): the batch must start at sequence
-   0, or it is ``OutOfOrderSequenceError`` (a newer epoch) / ``UnknownProducerIdError`` (no
-   state: never written here, expired, or retention removed it; current Kafka accepts any
-   sequence there, Kafka before KIP-360 answered UNKNOWN_PRODUCER_ID -- replog keeps that
-   answer, so a producer whose state is gone learns it rather than having a possible retry
-   appended as new data).
+3. Newer epoch: the batch must start at sequence 0, or it is ``OutOfOrderSequenceError``. A
+   producer the partition has no state for (never written here, expired, or retention or the
+   cleaner removed its batches) may start at any sequence, as in Kafka since KIP-360 (before
+   it, Kafka answered UNKNOWN_PRODUCER_ID; clients since then expect the write to succeed).
 4. Same epoch: the first sequence must follow the last one (``last + 1``, or 0 after 2**31-1);
    otherwise ``OutOfOrderSequenceError`` (a batch in between is missing).
 
@@ -46,7 +44,6 @@ import attrs
 from replog.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
-    UnknownProducerIdError,
     invariant,
 )
 from replog.log.records import NO_PRODUCER_ID, NO_SEQUENCE
@@ -191,11 +188,7 @@ def _check_one(entry: ProducerEntry | None, batch: ProducerBatch) -> None:
             f"{where}: epoch is older than the last seen epoch {entry.producer_epoch}", pid, epoch
         )
     if entry is None:
-        if first != 0:
-            raise UnknownProducerIdError(
-                f"{where}: no state for this producer and sequence {first} is not 0", pid, epoch
-            )
-        return
+        return  # any sequence starts a producer the partition has no state for (KIP-360)
     if epoch != entry.producer_epoch:
         if first != 0:
             raise OutOfOrderSequenceError(
@@ -234,8 +227,8 @@ class ProducerState:
     def check_append(self, batches: Sequence[ProducerBatch]) -> BatchMetadata | None:
         """Check a producer's batches (one request, in order) against the state: the retained
         batch the request repeats (rule 1: nothing may be written), None when all may be
-        appended, or raise ``InvalidProducerEpochError`` / ``OutOfOrderSequenceError`` /
-        ``UnknownProducerIdError``. Changes nothing: `apply` each batch once written."""
+        appended, or raise ``InvalidProducerEpochError`` / ``OutOfOrderSequenceError``.
+        Changes nothing: `apply` each batch once written."""
         pending: dict[int, ProducerEntry] = {}
         for batch in batches:
             if batch.producer_id == NO_PRODUCER_ID:
