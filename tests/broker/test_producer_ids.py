@@ -92,10 +92,16 @@ def test_a_transactional_id_is_refused(cluster: Cluster) -> None:
 
 
 def idempotent_produce(
-    client: Client, topic: str, values: list[bytes], pid: int, seq: int
+    client: Client, topic: str, values: list[bytes], pid: int, seq: int, timestamp_ms: int = 1_000
 ) -> m.PartitionProduceResponse:
+    """Produce one batch of producer ``pid`` (epoch 0) starting at sequence ``seq``, stamped
+    ``timestamp_ms + seq`` (a producer whose last stamp is a day old has expired)."""
     batch = encode_batch(
-        values, base_timestamp=1_000 + seq, producer_id=pid, producer_epoch=0, base_sequence=seq
+        values,
+        base_timestamp=timestamp_ms + seq,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
     )
     response = client.call(
         m.ProduceRequest(
