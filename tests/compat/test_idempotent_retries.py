@@ -1,0 +1,184 @@
+"""A real client's retry of a produce whose answer was lost is deduplicated by the broker.
+
+Between kafka-python and a one-broker replog cluster sits a proxy that swallows the answers to
+the first produce requests. The client times the request out, reconnects and sends the same
+batch again (same producer id, epoch and sequence); the broker, which wrote the batch the first
+time, answers the retry with the batch's first offsets instead of appending it again, so every
+record is in the log exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaProducer
+
+from replog import Admin, Consumer
+from replog.broker import BrokerConfig, Cluster
+
+pytestmark = pytest.mark.timeout(120)
+
+_LENGTH = struct.Struct(">i")
+_PRODUCE_API_KEY = 0
+
+
+def _frames(buffer: bytearray) -> Iterator[bytes]:
+    """Take every whole length-prefixed Kafka frame off the front of ``buffer``."""
+    while len(buffer) >= 4:
+        (size,) = _LENGTH.unpack_from(buffer)
+        if len(buffer) < 4 + size:
+            return
+        frame = bytes(buffer[: 4 + size])
+        del buffer[: 4 + size]
+        yield frame
+
+
+class LostAnswers:
+    """A TCP proxy to one broker that drops the answers to the first ``produces`` produce
+    requests it forwards (the request reaches the broker; its answer never reaches the
+    client)."""
+
+    def __init__(self, target_port: int, produces: int) -> None:
+        self.target_port = target_port
+        self.to_drop = produces
+        self.dropped: list[int] = []  # correlation ids whose answers were swallowed
+        self.connections = 0
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    def start(self, port: int) -> None:
+        self.thread.start()
+
+        async def listen() -> None:
+            self.server = await asyncio.start_server(self._on_client, "127.0.0.1", port)
+
+        asyncio.run_coroutine_threadsafe(listen(), self.loop).result(10)
+        self.port = port
+
+    def close(self) -> None:
+        async def shutdown() -> None:
+            if self.server is not None:
+                self.server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self.connections += 1
+        swallow: set[int] = set()
+        try:
+            await asyncio.gather(
+                self._requests(reader, up_writer, swallow),
+                self._answers(up_reader, writer, swallow),
+            )
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+            up_writer.close()
+
+    async def _requests(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, swallow: set[int]
+    ) -> None:
+        buffer = bytearray()
+        while data := await reader.read(1 << 16):
+            buffer += data
+            for frame in _frames(buffer):
+                api_key, _, correlation_id = struct.unpack_from(">hhi", frame, 4)
+                if api_key == _PRODUCE_API_KEY and self.to_drop > 0:
+                    self.to_drop -= 1
+                    swallow.add(correlation_id)
+                writer.write(frame)
+            await writer.drain()
+        writer.close()
+
+    async def _answers(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, swallow: set[int]
+    ) -> None:
+        buffer = bytearray()
+        while data := await reader.read(1 << 16):
+            buffer += data
+            for frame in _frames(buffer):
+                (correlation_id,) = struct.unpack_from(">i", frame, 4)
+                if correlation_id in swallow:
+                    swallow.discard(correlation_id)
+                    self.dropped.append(correlation_id)
+                    continue
+                writer.write(frame)
+            await writer.drain()
+        writer.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def proxied(tmp_path: object) -> Iterator[tuple[Cluster, LostAnswers]]:
+    """One broker that binds a port of its own and advertises the proxy's."""
+    bound, advertised = _free_port(), _free_port()
+    proxy = LostAnswers(bound, produces=2)
+    proxy.start(advertised)
+    config = BrokerConfig(
+        broker_id=1,
+        log_dirs=(f"{tmp_path}/b1",),
+        coordinator=f"memory://lost-answers-{id(proxy)}",
+        port=bound,
+        advertised_host="127.0.0.1",
+        advertised_port=advertised,
+        session_timeout_ms=2_000,
+        heartbeat_interval_ms=200,
+    )
+    cluster = Cluster([config], base_dir=str(tmp_path), owns_base_dir=False)
+    try:
+        cluster.start(1)
+        yield cluster, proxy
+    finally:
+        cluster.close()
+        proxy.close()
+
+
+def test_kafka_python_retry_of_a_lost_answer_is_written_once(
+    proxied: tuple[Cluster, LostAnswers],
+) -> None:
+    cluster, proxy = proxied
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("lost", 1, 1)
+    producer = KafkaProducer(
+        bootstrap_servers=f"127.0.0.1:{proxy.port}",
+        request_timeout_ms=1_500,
+        retry_backoff_ms=50,
+        linger_ms=0,
+    )
+    try:
+        assert producer.config["enable_idempotence"]
+        offsets = []
+        for i in range(6):  # one at a time: the first two answers are lost, then retried
+            offsets.append(producer.send("lost", b"v%d" % i, partition=0).get(timeout=30).offset)
+    finally:
+        producer.close(timeout=10)
+    assert len(proxy.dropped) == 2 and proxy.connections >= 3  # lost, reconnected, retried
+    assert offsets == list(range(6))
+    with Consumer(cluster.bootstrap, auto_reset="earliest") as consumer:
+        consumer.assign([("lost", 0)])
+        got: list[tuple[int, bytes | None]] = []
+        for _ in range(50):
+            got += [(r.offset, r.value) for r in consumer.poll(timeout_ms=100)]
+            if len(got) >= 6:
+                break
+        got += [(r.offset, r.value) for r in consumer.poll(timeout_ms=300)]
+    assert got == [(i, b"v%d" % i) for i in range(6)]
