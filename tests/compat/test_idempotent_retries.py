@@ -1,10 +1,10 @@
 """A real client's retry of a produce whose answer was lost is deduplicated by the broker.
 
-Between kafka-python and a one-broker replog cluster sits a proxy that swallows the answers to
-the first produce requests. The client times the request out, reconnects and sends the same
-batch again (same producer id, epoch and sequence); the broker, which wrote the batch the first
-time, answers the retry with the batch's first offsets instead of appending it again, so every
-record is in the log exactly once.
+Between a client (kafka-python, confluent-kafka) and a one-broker replog cluster sits a proxy
+that swallows the answers to the first two produce requests. The client times the request out,
+reconnects and sends the same batch again (same producer id, epoch and sequence); the broker,
+which wrote the batch the first time, answers the retry with the batch's first offsets instead
+of appending it again, so every record is in the log exactly once.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import struct
 import threading
 from collections.abc import Iterator
 
+import confluent_kafka
 import pytest
 from kafka import KafkaProducer
 
@@ -152,6 +153,24 @@ def proxied(tmp_path: object) -> Iterator[tuple[Cluster, LostAnswers]]:
         proxy.close()
 
 
+def read_all(cluster: Cluster, count: int) -> list[tuple[int, bytes | None]]:
+    got: list[tuple[int, bytes | None]] = []
+    with Consumer(cluster.bootstrap, auto_reset="earliest") as consumer:
+        consumer.assign([("lost", 0)])
+        for _ in range(50):
+            got += [(r.offset, r.value) for r in consumer.poll(timeout_ms=100)]
+            if len(got) >= count:
+                break
+        got += [(r.offset, r.value) for r in consumer.poll(timeout_ms=300)]
+    return got
+
+
+def check_written_once(cluster: Cluster, proxy: LostAnswers, offsets: list[int]) -> None:
+    assert len(proxy.dropped) == 2 and proxy.connections >= 3  # lost, reconnected, retried
+    assert offsets == list(range(6))
+    assert read_all(cluster, 6) == [(i, b"v%d" % i) for i in range(6)]
+
+
 def test_kafka_python_retry_of_a_lost_answer_is_written_once(
     proxied: tuple[Cluster, LostAnswers],
 ) -> None:
@@ -171,14 +190,34 @@ def test_kafka_python_retry_of_a_lost_answer_is_written_once(
             offsets.append(producer.send("lost", b"v%d" % i, partition=0).get(timeout=30).offset)
     finally:
         producer.close(timeout=10)
-    assert len(proxy.dropped) == 2 and proxy.connections >= 3  # lost, reconnected, retried
-    assert offsets == list(range(6))
-    with Consumer(cluster.bootstrap, auto_reset="earliest") as consumer:
-        consumer.assign([("lost", 0)])
-        got: list[tuple[int, bytes | None]] = []
-        for _ in range(50):
-            got += [(r.offset, r.value) for r in consumer.poll(timeout_ms=100)]
-            if len(got) >= 6:
-                break
-        got += [(r.offset, r.value) for r in consumer.poll(timeout_ms=300)]
-    assert got == [(i, b"v%d" % i) for i in range(6)]
+    check_written_once(cluster, proxy, offsets)
+
+
+def test_confluent_kafka_retry_of_a_lost_answer_is_written_once(
+    proxied: tuple[Cluster, LostAnswers],
+) -> None:
+    cluster, proxy = proxied
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("lost", 1, 1)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{proxy.port}",
+            "enable.idempotence": True,
+            "request.timeout.ms": 1_500,
+            "socket.timeout.ms": 1_500,
+            "message.timeout.ms": 30_000,
+            "retry.backoff.ms": 50,
+            "linger.ms": 0,
+        }
+    )
+    delivered: list[tuple[object, int]] = []
+    for i in range(6):
+        producer.produce(
+            "lost",
+            b"v%d" % i,
+            partition=0,
+            on_delivery=lambda error, message: delivered.append((error, message.offset())),
+        )
+        assert producer.flush(30) == 0
+    assert [error for error, _ in delivered] == [None] * 6
+    check_written_once(cluster, proxy, [offset for _, offset in delivered])
