@@ -1,10 +1,11 @@
 """A real client's retry of a produce whose answer was lost is deduplicated by the broker.
 
-Between a client (kafka-python, confluent-kafka) and a one-broker replog cluster sits a proxy
-that swallows the answers to the first two produce requests. The client times the request out,
-reconnects and sends the same batch again (same producer id, epoch and sequence); the broker,
-which wrote the batch the first time, answers the retry with the batch's first offsets instead
-of appending it again, so every record is in the log exactly once.
+Between a client (kafka-python, confluent-kafka, replog's own ``Producer``) and a one-broker
+replog cluster sits a proxy that swallows the answers to the first two produce requests. The
+client times the request out, reconnects and sends the same batch again (same producer id,
+epoch and sequence); the broker, which wrote the batch the first time, answers the retry with
+the batch's first offsets instead of appending it again, so every record is in the log exactly
+once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import confluent_kafka
 import pytest
 from kafka import KafkaProducer
 
-from replog import Admin, Consumer
+from replog import Admin, Consumer, Producer
 from replog.broker import BrokerConfig, Cluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -221,3 +222,40 @@ def test_confluent_kafka_retry_of_a_lost_answer_is_written_once(
         assert producer.flush(30) == 0
     assert [error for error, _ in delivered] == [None] * 6
     check_written_once(cluster, proxy, [offset for _, offset in delivered])
+
+
+def test_replog_producer_retry_of_a_lost_answer_is_written_once(
+    proxied: tuple[Cluster, LostAnswers],
+) -> None:
+    cluster, proxy = proxied
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("lost", 1, 1)
+    offsets = []
+    with Producer(
+        f"127.0.0.1:{proxy.port}", request_timeout_ms=1_500, retry_backoff_ms=50, linger_ms=0
+    ) as producer:
+        assert producer._producer.config.idempotent  # the default, as in Kafka's clients
+        for i in range(6):
+            offsets.append(producer.send("lost", b"v%d" % i, partition=0).result(30).offset)
+    check_written_once(cluster, proxy, offsets)
+
+
+def test_without_idempotence_a_retry_of_a_lost_answer_is_written_again(
+    proxied: tuple[Cluster, LostAnswers],
+) -> None:
+    """What the proxy does to a producer that is not idempotent: Kafka's classic duplicates
+    (the first record is in the log three times)."""
+    cluster, proxy = proxied
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("lost", 1, 1)
+    with Producer(
+        f"127.0.0.1:{proxy.port}",
+        request_timeout_ms=1_500,
+        retry_backoff_ms=50,
+        linger_ms=0,
+        enable_idempotence=False,
+    ) as producer:
+        for i in range(6):
+            producer.send("lost", b"v%d" % i, partition=0).result(30)
+    values = [v for _, v in read_all(cluster, 8)]
+    assert values == [b"v0", b"v0", b"v0", b"v1", b"v2", b"v3", b"v4", b"v5"]
