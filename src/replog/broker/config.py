@@ -93,6 +93,7 @@ _POSITIVE = (
     "checkpoint_interval_ms",
     "metadata_poll_interval_ms",
     "retention_check_interval_ms",
+    "producer_id_expiration_check_interval_ms",
     "leader_imbalance_check_interval_ms",
     "log_cleaner_dedupe_buffer_bytes",
     "log_cleaner_backoff_ms",
@@ -150,6 +151,9 @@ class BrokerConfig:
     metadata_poll_interval_ms: int = 200
     #: how often retention deletes old segments (Kafka's log.retention.check.interval.ms)
     retention_check_interval_ms: int = 300_000
+    #: how often idle idempotent producers' state is dropped (Kafka's
+    #: producer.id.expiration.check.interval.ms; the age is ``log.producer_id_expiration_ms``)
+    producer_id_expiration_check_interval_ms: int = 600_000
     #: segment size, retention and the other settings of every log on this broker
     log: LogConfig = attrs.field(factory=LogConfig, converter=_log_config)
     #: the log cleaner (module docstring)

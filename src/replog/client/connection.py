@@ -229,6 +229,7 @@ class BrokerConnection:
             try:
                 return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
             except TimeoutError:
+                future.cancel()  # abandoned: _fail must not leave an error nobody retrieves
                 error = RequestTimeoutError(
                     f"{message.API.name} to {self.host}:{self.port}: no answer in {timeout_ms} ms"
                 )

@@ -143,6 +143,24 @@ class ZkIo:
         else:
             tx.delete(self.p(op[1]), version=op[2])
 
+    def commit_unfed(self, client: Any, prepare: Callable[[], Plan[T]], deadline: float) -> T:
+        """Like ``transact`` for a write that appends no feed record: commit ``prepare()``'s
+        ops (their checks and versions guard it), planning again after a conflict."""
+        attempt = 0
+        while True:
+            plan = prepare()
+            if not plan.write:
+                return plan.result
+            tx = client.transaction()
+            for op in plan.ops:
+                self._apply(tx, op)
+            results = self.wait(tx.commit_async(), deadline)
+            if not any(isinstance(r, Exception) for r in results):
+                return plan.result
+            attempt += 1
+            if monotonic_s() >= deadline:
+                raise RequestTimeoutError(f"ZooKeeper write kept conflicting ({attempt} attempts)")
+
     def transact(self, client: Any, prepare: Callable[[int], Plan[T]], deadline: float) -> T:
         """Plan from fresh reads (``prepare(seq)`` gets the seq this write will have) and commit
         the plan with the feed head CAS and the feed node, retrying stale attempts."""

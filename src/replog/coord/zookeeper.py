@@ -45,7 +45,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from replog.clock import monotonic_s
-from replog.coord import records, rules
+from replog.coord import codec, records, rules
 from replog.coord.admin import validate_admin_request
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
@@ -63,6 +63,7 @@ from replog.coord.errors import (
 )
 from replog.coord.sessions import SessionListeners
 from replog.coord.types import (
+    PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -72,6 +73,7 @@ from replog.coord.types import (
     ControllerInfo,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionState,
     Subscription,
     TopicAssignment,
@@ -82,6 +84,7 @@ from replog.coord.zk_codec import (
     EPOCH,
     GONE,
     IDS,
+    PRODUCER_IDS,
     QUEUES,
     SEEN,
     TOPICS,
@@ -106,7 +109,7 @@ __all__ = ["ZooKeeperCoordinator"]
 
 _log = logging.getLogger(__name__)
 
-_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES)
+_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES, PRODUCER_IDS)
 
 
 class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
@@ -685,3 +688,43 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                 client=client,
                 fence=lambda: self._fence(client, epoch, deadline),
             )
+
+    # ---- producer ids ----
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``: the blocks node is set at the version
+        read, in one multi-op with the controller fence (no feed record)."""
+        deadline = self._deadline(timeout_ms)
+        io = self._io
+        with kazoo_errors():
+            client = self._controller_client(controller_epoch, deadline)
+
+            def prepare() -> Plan[ProducerIdBlock]:
+                ops = self._fence(client, controller_epoch, deadline)
+                got = io.get(client, PRODUCER_IDS, deadline)
+                if got is None:
+                    raise CoordinatorUnavailableError(f"the ZooKeeper layout lacks {PRODUCER_IDS}")
+                stored = codec.loads(got[0]) if got[0] else ()
+                block, blocks = rules.allocated_producer_ids(stored, broker_id, broker_epoch, count)
+                ops.append(("set", PRODUCER_IDS, codec.dumps_bytes(blocks), got[1].version))
+                return Plan(block, ops)
+
+            return io.commit_unfed(client, prepare, deadline)
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        deadline = self._deadline(timeout_ms)
+        with kazoo_errors():
+            got = self._io.get(self._main, PRODUCER_IDS, deadline)
+        blocks: tuple[ProducerIdBlock, ...] = codec.loads(got[0]) if got and got[0] else ()
+        return next((b for b in blocks if b.broker_id == broker_id), None)
