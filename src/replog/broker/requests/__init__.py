@@ -81,7 +81,7 @@ def failed(ctx: RequestContext, body: Any, error: BaseException) -> Outcome:
     if not isinstance(body, Request):
         return Close(f"{type(body).__name__} failed: {error}")
     try:
-        answer = error_response(body, error)
+        answer = error_response(body, error, header.api_version)
     except Exception as exc:  # no error response can be built: the client must not wait
         return Close(f"no error response for {type(body).__name__}: {exc}")
     return Close("no answer to give") if answer is None else Reply(answer)
