@@ -37,12 +37,16 @@ CLASSES: dict[str, type[Any]] = {
         t.CloseReplica,
         t.AlterPartition,
         t.DamagedReplica,
+        t.ConfigChange,
+        t.AlterConfigs,
+        t.ElectLeader,
         t.AdminRequest,
         t.BrokerChanged,
         t.TopicChanged,
         t.PartitionChanged,
         t.ControllerChanged,
         t.AdminRequestChanged,
+        t.BrokerConfigsChanged,
     )
 }
 """The attrs classes a stored value may hold, by name (the names are the stored format)."""
@@ -54,6 +58,8 @@ ENUMS: dict[str, type[enum.Enum]] = {
         t.BrokerChangeReason,
         t.TopicChangeReason,
         t.AdminRequestChangeReason,
+        t.ConfigResourceType,
+        t.ConfigOperation,
         ErrorCode,
     )
 }

@@ -185,6 +185,18 @@ class MemoryHandle(Coordinator):
         """See ``Coordinator.complete_admin_request``."""
         return self._live().complete_admin_request(*args, **kwargs)
 
+    def alter_topic_configs(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.alter_topic_configs``."""
+        return self._live().alter_topic_configs(*args, **kwargs)
+
+    def alter_broker_configs(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.alter_broker_configs``."""
+        return self._live().alter_broker_configs(*args, **kwargs)
+
+    def broker_configs(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.broker_configs``."""
+        return self._live().broker_configs(*args, **kwargs)
+
     # ---- the memory backend's test hooks ----
 
     def expire_session(self, broker_id: int) -> None:
