@@ -41,7 +41,9 @@ from replog.errors import ErrorCode
 __all__ = [
     "AddPartitionsWrite",
     "AdmitBrokerWrite",
+    "AlterBrokerConfigsWrite",
     "AlterPartitionResult",
+    "AlterTopicConfigsWrite",
     "CasPartitionWrite",
     "CompleteRequestWrite",
     "ControllerOutput",
@@ -156,6 +158,29 @@ class AdmitBrokerWrite:
     state_changes: tuple[StateChange, ...] = ()
 
 
+@attrs.frozen(kw_only=True)
+class AlterTopicConfigsWrite:
+    """``alter_topic_configs(topic, configs)``: the topic's whole new configs."""
+
+    group: int
+    cause: WriteCause
+    topic: str
+    configs: ct.TopicConfigs
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class AlterBrokerConfigsWrite:
+    """``alter_broker_configs(broker_id, configs)``: a broker's (or, ``ALL_BROKERS``, the
+    cluster-wide default's) whole new dynamic configs."""
+
+    group: int
+    cause: WriteCause
+    broker_id: int
+    configs: ct.TopicConfigs
+    state_changes: tuple[StateChange, ...] = ()
+
+
 ControllerWrite = (
     CasPartitionWrite
     | CreateTopicWrite
@@ -164,6 +189,8 @@ ControllerWrite = (
     | SubmitRequestWrite
     | CompleteRequestWrite
     | AdmitBrokerWrite
+    | AlterTopicConfigsWrite
+    | AlterBrokerConfigsWrite
 )
 
 

@@ -77,6 +77,7 @@ __all__ = [
     "encode_varlong",
     "iter_batches",
     "read_header",
+    "recompress_batches",
     "stamp_batch",
     "validate_batch",
 ]
@@ -667,6 +668,50 @@ def stamp_batch(
         raise ValueError(f"leader epoch {leader_epoch} does not fit int32")
     _STAMP_OFFSET.pack_into(buf, position, base_offset)
     _STAMP_EPOCH.pack_into(buf, position + 12, leader_epoch)
+
+
+def recompress_batches(
+    buf: Buffer,
+    codec: Compression,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """``buf`` (whole batches, as a producer sends them) with every batch's records section
+    compressed with ``codec`` (a topic's ``compression.type``). Each batch is validated first;
+    a batch already in ``codec`` and a control batch are kept byte for byte. A recompressed
+    batch keeps every header field but the codec bits of its attributes, its length and its
+    CRC (recomputed). ``CorruptRecordError`` for a damaged batch or a partial one at the end."""
+    out: list[bytes] = []
+    position, end = 0, len(buf)
+    view = memoryview(buf)
+    while position < end:
+        header, data = _records_section(buf, position, max_decompressed_bytes)
+        size = header.size_bytes
+        if header.compression == codec or header.is_control:
+            out.append(bytes(view[position : position + size]))
+        else:
+            records = compress(codec, data)
+            attributes = (header.attributes & ~_COMPRESSION_MASK) | int(codec)
+            suffix = _SUFFIX.pack(
+                attributes,
+                header.last_offset_delta,
+                header.base_timestamp,
+                header.max_timestamp,
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.records_count,
+            )
+            prefix = _PREFIX.pack(
+                header.base_offset,
+                len(records) + (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD),
+                header.partition_leader_epoch,
+                MAGIC,
+                crc32c.crc32c(records, crc32c.crc32c(suffix)),
+            )
+            out.append(b"".join((prefix, suffix, records)))
+        position += size
+    return b"".join(out)
 
 
 def decode_records(

@@ -13,7 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from replog.broker.requests import configs, fetch, metadata, offsets, produce, topics
+from replog.broker.requests import (
+    alter_configs,
+    configs,
+    fetch,
+    metadata,
+    offsets,
+    partition_admin,
+    produce,
+    topics,
+)
 from replog.broker.requests.base import (
     AdminResult,
     AwaitAdmin,
@@ -56,6 +65,8 @@ HANDLERS: dict[type[Message], Handler] = {
     **offsets.HANDLERS,
     **topics.HANDLERS,
     **configs.HANDLERS,
+    **alter_configs.HANDLERS,
+    **partition_admin.HANDLERS,
 }
 """Every served request type and its handler."""
 
