@@ -9,8 +9,10 @@ same values. Honoured:
 - ``unclean.leader.election.enable``: whether the controller may elect an out-of-sync replica;
 - log settings, each overriding the broker's ``log`` table for this topic: ``segment.bytes``,
   ``segment.ms``, ``segment.jitter.ms``, ``segment.index.bytes``, ``index.interval.bytes``,
-  ``retention.ms``, ``retention.bytes``, ``max.message.bytes``, ``file.delete.delay.ms``;
-- ``cleanup.policy``: ``delete`` only (replog does not compact);
+  ``retention.ms``, ``retention.bytes``, ``max.message.bytes``, ``file.delete.delay.ms``, and
+  the log cleaner's ``cleanup.policy`` (``delete``, ``compact`` or ``compact,delete``),
+  ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
+  ``delete.retention.ms``;
 - ``compression.type``: ``producer`` (batches stored as the producer sent them) or a codec
   (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) the leader recompresses incoming
   batches to.
@@ -28,16 +30,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from replog.errors import InvalidConfigError
-from replog.log.config import LogConfig
+from replog.log.config import LogConfig, normalize_cleanup_policy
 
 __all__ = [
     "COMPRESSION_TYPES",
     "LIST_KEYS",
-    "LOG_FIELDS",
     "SUPPORTED_KEYS",
     "TopicSettings",
     "config_type",
@@ -55,16 +57,17 @@ _LOG_KEYS = {
     "retention.bytes": "retention_bytes",
     "max.message.bytes": "max_message_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
-_OTHER_KEYS = (
-    "min.insync.replicas",
-    "unclean.leader.election.enable",
-    "cleanup.policy",
-    "compression.type",
-)
-SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_OTHER_KEYS)))
-#: topic key -> the ``LogConfig`` field it sets
-LOG_FIELDS: Mapping[str, str] = dict(_LOG_KEYS)
+#: log settings that are not integers: key -> LogConfig field
+_TEXT_LOG_KEYS = {
+    "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+}
+_OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", "compression.type")
+SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS)))
 #: ``compression.type`` values (Kafka's): ``producer`` keeps the producer's codec
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 #: keys whose value is a comma-separated list (IncrementalAlterConfigs APPEND / SUBTRACT)
@@ -78,13 +81,14 @@ class TopicSettings:
     min_insync_replicas: int | None = None
     unclean_leader_election: bool | None = None
     #: LogConfig field name -> value, for the settings the topic overrides
-    log_overrides: Mapping[str, int] = attrs.field(factory=dict)
+    log_overrides: Mapping[str, int | float | str] = attrs.field(factory=dict)
     #: one of ``COMPRESSION_TYPES``
     compression_type: str | None = None
 
     def log_config(self, base: LogConfig) -> LogConfig:
         """``base`` (the broker's log settings) with this topic's overrides."""
-        return attrs.evolve(base, **self.log_overrides) if self.log_overrides else base
+        overrides: dict[str, Any] = dict(self.log_overrides)  # each value checked when parsed
+        return attrs.evolve(base, **overrides) if overrides else base
 
 
 def parse_topic_configs(
@@ -96,7 +100,7 @@ def parse_topic_configs(
     min_isr: int | None = None
     unclean: bool | None = None
     compression: str | None = None
-    log_overrides: dict[str, int] = {}
+    log_overrides: dict[str, int | float | str] = {}
     for key, value in pairs:
         if value is None:
             continue
@@ -115,10 +119,9 @@ def parse_topic_configs(
                     f"{key} must be one of {', '.join(COMPRESSION_TYPES)}, got {value!r}"
                 )
         elif key == "cleanup.policy":
-            if value.strip().lower() != "delete":
-                raise InvalidConfigError(
-                    f"cleanup.policy {value!r} is not supported: replog only deletes old segments"
-                )
+            log_overrides["cleanup_policy"] = normalize_cleanup_policy(value)
+        elif key == "min.cleanable.dirty.ratio":
+            log_overrides["min_cleanable_dirty_ratio"] = _float(key, value)
         elif key in _LOG_KEYS:
             log_overrides[_LOG_KEYS[key]] = _int(key, value)
         else:
@@ -127,9 +130,10 @@ def parse_topic_configs(
             )
     if log_overrides:
         try:
-            LogConfig(**log_overrides)  # the same range checks as the broker's own log settings
+            checked: dict[str, Any] = log_overrides
+            LogConfig(**checked)  # the same range checks as the broker's own log settings
         except InvalidConfigError as exc:
-            name = {v: k for k, v in _LOG_KEYS.items()}
+            name = {v: k for k, v in (*_LOG_KEYS.items(), *_TEXT_LOG_KEYS.items())}
             message = str(exc)
             for field, key in name.items():
                 message = message.replace(field, key)
@@ -163,13 +167,21 @@ def _int(key: str, value: str) -> int:
         raise InvalidConfigError(f"{key} must be an integer, got {value!r}") from None
 
 
+def _float(key: str, value: str) -> float:
+    try:
+        return float(value.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a number, got {value!r}") from None
+
+
 #: Kafka's ConfigType of each key (DescribeConfigs v3+): 1 boolean, 2 string, 3 int, 5 long,
-#: 7 list
+#: 6 double, 7 list
 CONFIG_TYPES = {
     "min.insync.replicas": 3,
     "unclean.leader.election.enable": 1,
     "cleanup.policy": 7,
     "compression.type": 2,
+    "min.cleanable.dirty.ratio": 6,
     "segment.bytes": 3,
     "segment.index.bytes": 3,
     "index.interval.bytes": 3,

@@ -82,7 +82,7 @@ def test_log_settings_of_the_topic_apply_on_every_replica(cluster: Cluster) -> N
     [
         ({"message.downconversion.enable": "true"}, "unsupported topic config"),
         ({"compression.type": "brotli"}, "compression.type must be one of"),
-        ({"cleanup.policy": "compact"}, "only deletes"),
+        ({"cleanup.policy": "purge"}, "cleanup.policy must be"),
         ({"min.insync.replicas": "0"}, ">= 1"),
     ],
 )

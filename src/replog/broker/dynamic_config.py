@@ -19,7 +19,7 @@ from replog.coord.types import ALL_BROKERS, TopicConfigs
 
 __all__ = ["BROKER_CONFIG_TYPES", "BROKER_KEYS", "broker_layers", "broker_values"]
 
-_BOOLEAN, _STRING, _INT, _LONG, _LIST = 1, 2, 3, 5, 7
+_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 
 
 def _text(value: object) -> str | None:
@@ -64,7 +64,11 @@ _VALUES: dict[str, tuple[int, Callable[[BrokerConfig], object]]] = {
     "log.segment.delete.delay.ms": (_LONG, lambda c: c.log.file_delete_delay_ms),
     "min.insync.replicas": (_INT, lambda c: c.default_min_insync_replicas),
     "unclean.leader.election.enable": (_BOOLEAN, lambda c: c.unclean_leader_election_enable),
-    "log.cleanup.policy": (_LIST, lambda c: "delete"),
+    "log.cleanup.policy": (_LIST, lambda c: c.log.cleanup_policy),
+    "log.cleaner.min.cleanable.ratio": (_DOUBLE, lambda c: c.log.min_cleanable_dirty_ratio),
+    "log.cleaner.min.compaction.lag.ms": (_LONG, lambda c: c.log.min_compaction_lag_ms),
+    "log.cleaner.max.compaction.lag.ms": (_LONG, lambda c: c.log.max_compaction_lag_ms),
+    "log.cleaner.delete.retention.ms": (_LONG, lambda c: c.log.delete_retention_ms),
     "compression.type": (_STRING, lambda c: "producer"),
 }
 

@@ -10,6 +10,7 @@ from replog.coord.types import (
     AdminRequest,
     AdminRequestChanged,
     AdminRequestChangeReason,
+    AlterPartitionResult,
     BrokerChanged,
     BrokerChangeReason,
     BrokerConfigsChanged,
@@ -150,7 +151,11 @@ def partition_changed(
 
 
 def admin_completed(
-    seq: int, request: AdminRequest, outcome: ErrorCode, message: str
+    seq: int,
+    request: AdminRequest,
+    outcome: ErrorCode,
+    message: str,
+    result: AlterPartitionResult | None = None,
 ) -> list[MetadataChange]:
     """``complete_admin_request``: AdminRequestChanged(COMPLETED)."""
     return [
@@ -160,6 +165,7 @@ def admin_completed(
             request=request,
             outcome=outcome,
             message=message,
+            result=result,
         )
     ]
 

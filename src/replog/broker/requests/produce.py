@@ -33,8 +33,8 @@ from replog.config_layers import ConfigLayers, topic_settings
 from replog.coord.types import ALL_BROKERS, TopicConfigs
 from replog.errors import CorruptRecordError, ErrorCode
 from replog.isr import Acks, ProduceResult
+from replog.log.batch_rewrite import recompress_batches
 from replog.log.compression import Compression
-from replog.log.records import recompress_batches
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
