@@ -1,0 +1,284 @@
+"""The Kafka admin APIs of issue 13 against a real 3-broker cluster, driven and checked by
+independent clients (kafka-python's ``KafkaAdminClient`` / ``KafkaProducer`` /
+``KafkaConsumer`` and confluent-kafka's ``AdminClient``), each change's *effect* checked, not
+only its answer: a config change must change what the broker does, DeleteRecords must move
+what a consumer sees as the earliest offset, and so on.
+
+Metadata reaches every broker shortly after the controller commits it, so checks through
+another broker wait (briefly) for the state they expect.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from replog import Cluster
+from replog.log.compression import Compression
+from replog.log.records import read_header
+
+with warnings.catch_warnings():
+    # kafka-python loads its schemas with the deprecated importlib.resources API
+    warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from kafka.errors import KafkaError
+
+confluent_admin = pytest.importorskip("confluent_kafka.admin")
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
+]
+
+T = TypeVar("T")
+MESSAGE_TOO_LARGE = 10
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 15.0) -> T:
+    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster.local(3) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def kafka_admin(cluster: Cluster) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=20_000)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def confluent(cluster: Cluster) -> Any:
+    return confluent_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def create(kafka_admin: KafkaAdminClient, name: str, partitions: int, rf: int) -> None:
+    answer = kafka_admin.create_topics([NewTopic(name, partitions, rf)])
+    assert [(t["error_code"], t["error_message"]) for t in answer["topics"]] == [(0, None)]
+    wait_for(
+        lambda: kafka_admin.describe_topics([name])[0],
+        lambda t: t["error_code"] == 0 and all(p["leader_id"] >= 0 for p in t["partitions"]),
+    )
+
+
+def topic_configs(kafka_admin: KafkaAdminClient, name: str) -> dict[str, dict[str, Any]]:
+    resource = ConfigResource(ConfigResourceType.TOPIC, name)
+    result = kafka_admin.describe_configs([resource], config_filter="all")
+    return dict(result["topic"][name])
+
+
+def produce(cluster: Cluster, topic: str, count: int, *, partition: int = 0) -> None:
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False, linger_ms=0
+    )
+    try:
+        for i in range(count):
+            producer.send(topic, f"value-{i}".encode(), partition=partition).get(timeout=30)
+    finally:
+        producer.close()
+
+
+# ---- AlterConfigs / IncrementalAlterConfigs ----
+
+
+def test_alter_configs_replaces_a_topics_configs_and_the_brokers_apply_them(
+    cluster: Cluster, kafka_admin: KafkaAdminClient, confluent: Any
+) -> None:
+    name = "altered"
+    create(kafka_admin, name, 1, 2)
+    big = b"x" * 2_000
+    assert _produce_error(cluster, name, big) is None
+    resource = ConfigResource(
+        ConfigResourceType.TOPIC, name, {"max.message.bytes": "1000", "retention.ms": "60000"}
+    )
+    kafka_admin.alter_configs([resource], incremental=False)
+    configs = wait_for(
+        lambda: topic_configs(kafka_admin, name),
+        lambda c: c["max.message.bytes"]["value"] == "1000",
+    )
+    assert configs["max.message.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["retention.ms"]["value"] == "60000"
+    # the effect: the leader now refuses a batch over the new limit
+    assert wait_for(lambda: _produce_error(cluster, name, big), bool) == MESSAGE_TOO_LARGE
+    # AlterConfigs replaces the set: leaving max.message.bytes out restores its default
+    # (confluent-kafka sends the set as given; kafka-python adds the keys already set)
+    resource = confluent_admin.ConfigResource(
+        confluent_admin.ResourceType.TOPIC, name, set_config={"retention.ms": "60000"}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # in favour of the incremental one
+        futures = confluent.alter_configs([resource])
+    for future in futures.values():
+        future.result(timeout=30)
+    configs = wait_for(
+        lambda: topic_configs(kafka_admin, name),
+        lambda c: c["max.message.bytes"]["config_source"] != "DYNAMIC_TOPIC_CONFIG",
+    )
+    assert configs["max.message.bytes"]["value"] == "1048588"
+    assert configs["retention.ms"]["value"] == "60000"
+    wait_for(lambda: _produce_error(cluster, name, big), lambda e: e is None)
+
+
+def _produce_error(cluster: Cluster, topic: str, value: bytes) -> int | None:
+    """The error code of one acks=all send to partition 0 with no retries (None: it worked)."""
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False, retries=0
+    )
+    try:
+        producer.send(topic, value, partition=0).get(timeout=30)
+    except KafkaError as exc:
+        return int(getattr(exc, "errno", None) or -1)
+    finally:
+        producer.close()
+    return None
+
+
+def test_incremental_alter_configs_from_confluent_kafka(
+    kafka_admin: KafkaAdminClient, confluent: Any
+) -> None:
+    name = "incremental"
+    create(kafka_admin, name, 1, 3)
+    ops = confluent_admin.AlterConfigOpType
+    resource = confluent_admin.ConfigResource(
+        confluent_admin.ResourceType.TOPIC,
+        name,
+        incremental_configs=[
+            confluent_admin.ConfigEntry("retention.ms", "120000", incremental_operation=ops.SET),
+            confluent_admin.ConfigEntry(
+                "cleanup.policy", "compact", incremental_operation=ops.APPEND
+            ),
+        ],
+    )
+    for future in confluent.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    configs = wait_for(
+        lambda: topic_configs(kafka_admin, name), lambda c: c["retention.ms"]["value"] == "120000"
+    )
+    assert configs["cleanup.policy"]["value"] == "delete,compact"
+    assert configs["cleanup.policy"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    # DELETE one key: the others stay
+    resource = confluent_admin.ConfigResource(
+        confluent_admin.ResourceType.TOPIC,
+        name,
+        incremental_configs=[
+            confluent_admin.ConfigEntry("retention.ms", None, incremental_operation=ops.DELETE)
+        ],
+    )
+    for future in confluent.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    configs = wait_for(
+        lambda: topic_configs(kafka_admin, name),
+        lambda c: c["retention.ms"]["config_source"] != "DYNAMIC_TOPIC_CONFIG",
+    )
+    assert configs["cleanup.policy"]["value"] == "delete,compact"
+    # a bad value is refused naming the key, and changes nothing
+    resource = confluent_admin.ConfigResource(
+        confluent_admin.ResourceType.TOPIC,
+        name,
+        incremental_configs=[
+            confluent_admin.ConfigEntry("retention.ms", "soon", incremental_operation=ops.SET)
+        ],
+    )
+    (future,) = confluent.incremental_alter_configs([resource]).values()
+    with pytest.raises(Exception, match=r"retention\.ms"):
+        future.result(timeout=30)
+    assert topic_configs(kafka_admin, name)["cleanup.policy"]["value"] == "delete,compact"
+
+
+def test_dynamic_broker_configs_apply_to_the_topics_they_host(
+    cluster: Cluster, kafka_admin: KafkaAdminClient
+) -> None:
+    name = "broker-default"
+    create(kafka_admin, name, 1, 3)
+    big = b"x" * 2_000
+    brokers = [str(b) for b in sorted(cluster.brokers)]
+
+    def alter(operation: str, value: str | None) -> None:
+        # neither client sends the cluster-wide default (resource ""): set every broker's
+        resources = [
+            ConfigResource(ConfigResourceType.BROKER, b, {"message.max.bytes": (operation, value)})
+            for b in brokers
+        ]
+        answer = kafka_admin.alter_configs(resources, incremental=True, raise_on_unknown=False)
+        assert answer == {"broker": dict.fromkeys(brokers, "OK")}
+
+    alter("SET", "1000")
+    try:
+        configs = wait_for(
+            lambda: topic_configs(kafka_admin, name),
+            lambda c: c["max.message.bytes"]["value"] == "1000",
+        )
+        assert configs["max.message.bytes"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+        broker = ConfigResource(ConfigResourceType.BROKER, "1")
+        described = kafka_admin.describe_configs([broker], config_filter="all")
+        entry = dict(described["broker"]["1"])["message.max.bytes"]
+        assert (entry["value"], entry["config_source"]) == ("1000", "DYNAMIC_BROKER_CONFIG")
+        assert not entry["read_only"]
+        assert dict(described["broker"]["1"])["broker.id"]["read_only"]
+        # the effect: the leader refuses a batch over the broker's new limit
+        assert wait_for(lambda: _produce_error(cluster, name, big), bool) == MESSAGE_TOO_LARGE
+    finally:
+        alter("DELETE", None)
+    configs = wait_for(
+        lambda: topic_configs(kafka_admin, name),
+        lambda c: c["max.message.bytes"]["config_source"] != "DYNAMIC_BROKER_CONFIG",
+    )
+    wait_for(lambda: _produce_error(cluster, name, big), lambda e: e is None)
+
+
+def test_a_config_broker_does_not_honour_is_refused(kafka_admin: KafkaAdminClient) -> None:
+    resource = ConfigResource(ConfigResourceType.BROKER, "1", {"num.io.threads": ("SET", "4")})
+    answer = kafka_admin.alter_configs([resource], incremental=True, raise_on_unknown=False)
+    assert "num.io.threads" in answer["broker"]["1"]
+    assert "InvalidConfigurationError" in answer["broker"]["1"]
+
+
+def test_compression_type_recompresses_what_producers_send(
+    cluster: Cluster, kafka_admin: KafkaAdminClient
+) -> None:
+    name = "gzipped"
+    create(kafka_admin, name, 1, 1)
+    kafka_admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, name, {"compression.type": "gzip"})],
+        incremental=False,
+    )
+    wait_for(
+        lambda: topic_configs(kafka_admin, name),
+        lambda c: c["compression.type"]["value"] == "gzip",
+    )
+    wait_for(  # every broker has applied the change (the leader is the one that recompresses)
+        lambda: [dict(b.rm.topics[name].configs) for b in cluster.brokers.values()],
+        lambda seen: all(c.get("compression.type") == "gzip" for c in seen),
+    )
+    produce(cluster, name, 3)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=5_000)
+    try:
+        consumer.assign([TopicPartition(name, 0)])
+        consumer.seek_to_beginning()
+        values = [r.value for r in consumer]
+    finally:
+        consumer.close()
+    assert values == [b"value-0", b"value-1", b"value-2"]
+    codecs = set()
+    for broker in cluster.brokers.values():
+        log = broker.local_log(name, 0)
+        if log is not None:
+            codecs |= {read_header(batch).compression for batch in log.batches()}
+    assert codecs == {Compression.GZIP}
