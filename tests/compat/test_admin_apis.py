@@ -28,7 +28,8 @@ with warnings.catch_warnings():
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
     from kafka.errors import KafkaError
 
-confluent_admin = pytest.importorskip("confluent_kafka.admin")
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka import admin as confluent_admin
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -37,6 +38,10 @@ pytestmark = [
 
 T = TypeVar("T")
 MESSAGE_TOO_LARGE = 10
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+ELECTION_NOT_NEEDED = 84
+INVALID_REPLICA_ASSIGNMENT = 39
 
 
 def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 15.0) -> T:
@@ -282,3 +287,182 @@ def test_compression_type_recompresses_what_producers_send(
         if log is not None:
             codecs |= {read_header(batch).compression for batch in log.batches()}
     assert codecs == {Compression.GZIP}
+
+
+# ---- DeleteRecords ----
+
+
+def test_delete_records_moves_the_earliest_offset_consumers_see(
+    cluster: Cluster, kafka_admin: KafkaAdminClient, confluent: Any
+) -> None:
+    name = "trimmed"
+    create(kafka_admin, name, 1, 3)
+    produce(cluster, name, 10)
+    tp = TopicPartition(name, 0)
+    answer = kafka_admin.delete_records({tp: 4}, timeout_ms=20_000)
+    assert answer[tp]["low_watermark"] == 4
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=5_000)
+    try:
+        assert consumer.beginning_offsets([tp]) == {tp: 4}
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        assert [r.value for r in consumer] == [f"value-{i}".encode() for i in range(4, 10)]
+    finally:
+        consumer.close()
+    earliest = confluent_admin.OffsetSpec.earliest()
+    (future,) = confluent.list_offsets({_ck_tp(name, 0): earliest}).values()
+    assert future.result(timeout=30).offset == 4
+    # -1: up to the high watermark; past it: OFFSET_OUT_OF_RANGE, nothing moves
+    assert kafka_admin.delete_records({tp: -1}, timeout_ms=20_000)[tp]["low_watermark"] == 10
+    with pytest.raises(KafkaError) as error:
+        kafka_admin.delete_records({tp: 11}, timeout_ms=20_000)
+    assert error.value.errno == OFFSET_OUT_OF_RANGE
+    (future,) = confluent.list_offsets({_ck_tp(name, 0): earliest}).values()
+    assert future.result(timeout=30).offset == 10
+
+
+def _ck_tp(topic: str, partition: int) -> Any:
+    return ConfluentTopicPartition(topic, partition)
+
+
+# ---- topic auto-creation ----
+
+
+def test_producing_to_an_unknown_topic_creates_it(
+    cluster: Cluster, kafka_admin: KafkaAdminClient
+) -> None:
+    name = "auto-created"
+    assert name not in kafka_admin.list_topics()
+    produce(cluster, name, 2)
+    (topic,) = kafka_admin.describe_topics([name])
+    assert topic["error_code"] == 0
+    assert [len(p["replica_nodes"]) for p in topic["partitions"]] == [3]  # the broker defaults
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=5_000)
+    try:
+        consumer.assign([TopicPartition(name, 0)])
+        consumer.seek_to_beginning()
+        assert [r.value for r in consumer] == [b"value-0", b"value-1"]
+    finally:
+        consumer.close()
+
+
+def test_metadata_that_disallows_auto_creation_creates_nothing(
+    kafka_admin: KafkaAdminClient,
+) -> None:
+    # kafka-python's admin client sends Metadata with allow_auto_topic_creation false
+    for _ in range(3):
+        (topic,) = kafka_admin.describe_topics(["not-wanted"])
+        assert topic["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+    assert "not-wanted" not in kafka_admin.list_topics()
+
+
+# ---- DescribeCluster, DescribeLogDirs, reassignments, ElectLeaders ----
+
+
+def test_describe_cluster(cluster: Cluster, kafka_admin: KafkaAdminClient, confluent: Any) -> None:
+    described = kafka_admin.describe_cluster()  # DescribeCluster (Metadata has no is_fenced)
+    assert described["cluster_id"] == "replog"
+    assert sorted(b["broker_id"] for b in described["brokers"]) == sorted(cluster.brokers)
+    assert {b["is_fenced"] for b in described["brokers"]} == {False}
+    ports = {b["broker_id"]: b["port"] for b in described["brokers"]}
+    assert ports == {i: b.advertised_port for i, b in cluster.brokers.items()}
+    assert described["controller_id"] in cluster.brokers
+    result = confluent.describe_cluster().result(timeout=30)
+    assert result.cluster_id == "replog"
+    assert sorted(n.id for n in result.nodes) == sorted(cluster.brokers)
+    assert result.controller.id == described["controller_id"]
+
+
+def test_describe_log_dirs_lists_each_replica_with_its_size(
+    cluster: Cluster, kafka_admin: KafkaAdminClient
+) -> None:
+    name = "log-dirs"
+    create(kafka_admin, name, 2, 3)
+    produce(cluster, name, 5, partition=1)
+    answer = kafka_admin.describe_log_dirs(topic_partitions={name: [0, 1]})
+    assert sorted(a["broker"] for a in answer) == sorted(cluster.brokers)
+    for per_broker in answer:
+        (log_dir,) = per_broker["log_dirs"]
+        assert log_dir["error_code"] == 0
+        assert log_dir["log_dir"].endswith(f"broker-{per_broker['broker']}")
+        assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+        (topic,) = log_dir["topics"]
+        sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+        # acks=all: every replica holds the 5 records; partition 0 got none
+        assert sizes[0] == 0 and sizes[1] > 0
+        local = cluster.brokers[per_broker["broker"]].local_log(name, 1)
+        assert local is not None and sizes[1] == local.size_bytes
+
+
+def test_alter_partition_reassignments_moves_the_replicas(
+    cluster: Cluster, kafka_admin: KafkaAdminClient
+) -> None:
+    name = "reassigned"
+    create(kafka_admin, name, 1, 2)
+    produce(cluster, name, 3)
+    tp = TopicPartition(name, 0)
+    (partition,) = kafka_admin.describe_topics([name])[0]["partitions"]
+    (spare,) = set(cluster.brokers) - set(partition["replica_nodes"])
+    target = [spare, partition["replica_nodes"][0]]
+    assert kafka_admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    moved = wait_for(
+        lambda: kafka_admin.describe_topics([name])[0]["partitions"][0],
+        lambda p: sorted(p["replica_nodes"]) == sorted(target) and len(p["isr_nodes"]) == 2,
+        timeout_s=30,
+    )
+    assert moved["leader_id"] in target
+    wait_for(kafka_admin.list_partition_reassignments, lambda ongoing: ongoing == {})
+    local = cluster.brokers[spare].local_log(name, 0)
+    assert local is not None and local.log_end_offset == 3  # the new replica caught up
+    # a replica set naming a broker twice is refused
+    answer = kafka_admin.alter_partition_reassignments({tp: [spare, spare]})
+    assert answer[tp] is not None and answer[tp].errno == INVALID_REPLICA_ASSIGNMENT
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(
+    kafka_admin: KafkaAdminClient,
+) -> None:
+    with Cluster.local(3, auto_leader_rebalance_enable=False) as own:
+        admin = KafkaAdminClient(bootstrap_servers=own.bootstrap, request_timeout_ms=20_000)
+        try:
+            _elect_preferred(own, admin)
+        finally:
+            admin.close()
+
+
+def _elect_preferred(cluster: Cluster, admin: KafkaAdminClient) -> None:
+    name = "elected"
+    create(admin, name, 1, 3)
+    (topic,) = admin.describe_topics([name])
+    (partition,) = topic["partitions"]
+    preferred = partition["replica_nodes"][0]
+    assert partition["leader_id"] == preferred
+    # already led by its preferred replica: ELECTION_NOT_NEEDED, as Kafka answers
+    answer = admin.elect_leaders(0, {name: [0]}, raise_errors=False)
+    assert _election_errors(answer) == {(name, 0): ELECTION_NOT_NEEDED}
+    cluster.stop(preferred)
+    moved = wait_for(
+        lambda: admin.describe_topics([name])[0]["partitions"][0],
+        lambda p: p["leader_id"] not in (-1, preferred),
+    )
+    cluster.start(preferred)
+    wait_for(
+        lambda: admin.describe_topics([name])[0]["partitions"][0],
+        lambda p: preferred in p["isr_nodes"],
+        timeout_s=30,
+    )
+    assert admin.describe_topics([name])[0]["partitions"][0]["leader_id"] == moved["leader_id"]
+    answer = admin.elect_leaders(0, {name: [0]}, raise_errors=False)
+    assert _election_errors(answer) == {(name, 0): 0}
+    wait_for(
+        lambda: admin.describe_topics([name])[0]["partitions"][0]["leader_id"],
+        lambda leader: leader == preferred,
+    )
+
+
+def _election_errors(answer: Any) -> dict[tuple[str, int], int]:
+    return {
+        (topic[0], part[0]): part[1]
+        for topic in answer.replica_election_results
+        for part in topic[1]
+    }
