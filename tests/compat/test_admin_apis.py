@@ -20,6 +20,7 @@ import pytest
 from replog import Cluster
 from replog.log.compression import Compression
 from replog.log.records import read_header
+from tests.compat.test_version_sweep import exchange
 
 with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources API
@@ -27,6 +28,7 @@ with warnings.catch_warnings():
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
     from kafka.errors import KafkaError
+    from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka import admin as confluent_admin
@@ -41,6 +43,8 @@ MESSAGE_TOO_LARGE = 10
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 ELECTION_NOT_NEEDED = 84
+LEADER_NOT_AVAILABLE = 5
+INVALID_TOPIC_EXCEPTION = 17
 INVALID_REPLICA_ASSIGNMENT = 39
 
 
@@ -466,3 +470,53 @@ def _election_errors(answer: Any) -> dict[tuple[str, int], int]:
         for topic in answer.replica_election_results
         for part in topic[1]
     }
+
+
+@pytest.mark.parametrize("version", [3, 4, 12])
+def test_metadata_allowing_auto_creation_creates_the_topic(
+    cluster: Cluster, kafka_admin: KafkaAdminClient, version: int
+) -> None:
+    name = f"asked-v{version}"
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=name)], allow_auto_topic_creation=True
+    )
+    port = next(iter(cluster.brokers.values())).port
+    answer = exchange(port, request, MetadataResponse, version, cid=version)
+    (topic,) = answer.topics
+    assert (topic.name, topic.error_code) == (name, LEADER_NOT_AVAILABLE)  # retriable
+    created = wait_for(
+        lambda: kafka_admin.describe_topics([name])[0],
+        lambda t: t["error_code"] == 0 and t["partitions"][0]["leader_id"] >= 0,
+    )
+    assert len(created["partitions"]) == 1  # num.partitions
+    answer = exchange(port, request, MetadataResponse, version, cid=100 + version)
+    assert [(t.name, t.error_code) for t in answer.topics] == [(name, 0)]
+
+
+def test_a_name_that_cannot_be_a_topic_is_not_created(cluster: Cluster) -> None:
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="bad/name")],
+        allow_auto_topic_creation=True,
+    )
+    port = next(iter(cluster.brokers.values())).port
+    (topic,) = exchange(port, request, MetadataResponse, 12, cid=1).topics
+    assert topic.error_code == INVALID_TOPIC_EXCEPTION
+
+
+def test_auto_creation_switched_off_creates_nothing() -> None:
+    with Cluster.local(1, auto_create_topics_enable=False) as own:
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="stays-unknown")],
+            allow_auto_topic_creation=True,
+        )
+        port = own.brokers[1].port
+        for cid in range(3):
+            (topic,) = exchange(port, request, MetadataResponse, 12, cid=cid).topics
+            assert topic.error_code == UNKNOWN_TOPIC_OR_PARTITION
+        producer = KafkaProducer(bootstrap_servers=own.bootstrap, max_block_ms=2_000)
+        try:
+            with pytest.raises(KafkaError):
+                producer.send("stays-unknown", b"nowhere").get(timeout=10)
+        finally:
+            producer.close()
+        assert "stays-unknown" not in own.brokers[1].rm.topics
