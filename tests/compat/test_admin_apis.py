@@ -28,6 +28,7 @@ with warnings.catch_warnings():
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
     from kafka.errors import KafkaError
+    from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
@@ -520,3 +521,59 @@ def test_auto_creation_switched_off_creates_nothing() -> None:
         finally:
             producer.close()
         assert "stays-unknown" not in own.brokers[1].rm.topics
+
+
+def test_unclean_elect_leaders_elects_an_out_of_sync_replica() -> None:
+    with Cluster.local(3) as own:
+        admin = KafkaAdminClient(bootstrap_servers=own.bootstrap, request_timeout_ms=20_000)
+        try:
+            _elect_unclean(own, admin)
+        finally:
+            admin.close()
+
+
+def _elect_unclean(cluster: Cluster, admin: KafkaAdminClient) -> None:
+    name = "unclean"
+    create(admin, name, 1, 2)
+    (partition,) = admin.describe_topics([name])[0]["partitions"]
+    leader = partition["leader_id"]
+    (follower,) = set(partition["replica_nodes"]) - {leader}
+    cluster.stop(follower)
+    wait_for(
+        lambda: admin.describe_topics([name])[0]["partitions"][0]["isr_nodes"],
+        lambda isr: isr == [leader],
+    )
+    produce(cluster, name, 2)  # records the follower never gets
+    cluster.stop(leader)
+    cluster.start(follower)
+    state = wait_for(
+        lambda: admin.describe_topics([name])[0]["partitions"][0],
+        lambda p: p["leader_id"] == -1 and follower in p["replica_nodes"],
+    )
+    assert state["isr_nodes"] in ([leader], [])
+    # a preferred election cannot help; an unclean one elects the out-of-sync replica (a new
+    # client: kafka-python keeps sending to the controller it first found, maybe the stopped one)
+    fresh = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=20_000)
+    try:
+        answer = fresh.elect_leaders(1, {name: [0]}, raise_errors=False)
+    finally:
+        fresh.close()
+    assert _election_errors(answer) == {(name, 0): 0}
+    wait_for(
+        lambda: admin.describe_topics([name])[0]["partitions"][0]["leader_id"],
+        lambda now: now == follower,
+    )
+
+
+@pytest.mark.parametrize(("version", "code"), [(1, 114), (2, 114)])
+def test_describe_cluster_asking_for_controllers_is_refused(
+    cluster: Cluster, version: int, code: int
+) -> None:
+    # replog's endpoints are brokers: a broker asked for controllers (endpoint_type, v1+)
+    # answers MISMATCHED_ENDPOINT_TYPE as Kafka's do
+    request = DescribeClusterRequest(
+        include_cluster_authorized_operations=False, endpoint_type=2, include_fenced_brokers=False
+    )
+    port = next(iter(cluster.brokers.values())).port
+    answer = exchange(port, request, DescribeClusterResponse, version, cid=version)
+    assert (answer.error_code, answer.brokers) == (code, [])

@@ -133,12 +133,10 @@ def handle_describe_cluster(
 ) -> Outcome:
     """The cluster id, the active controller (-1: none) and the live brokers (v2: fenced ones
     too when asked, flagged). Brokers are the only endpoints replog has: asking for
-    controllers is MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST at v0), another type
-    UNSUPPORTED_ENDPOINT_TYPE, as Kafka answers."""
+    controllers (v1+) is MISMATCHED_ENDPOINT_TYPE, another type UNSUPPORTED_ENDPOINT_TYPE, as
+    Kafka answers."""
     if body.endpoint_type != m.ENDPOINT_TYPE_BROKERS:
-        if ctx.version == 0:
-            code = ErrorCode.INVALID_REQUEST
-        elif body.endpoint_type == 2:
+        if body.endpoint_type == 2:
             code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
         else:
             code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
