@@ -27,7 +27,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaError, OffsetOutOfRangeError
     from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
@@ -317,6 +317,16 @@ def test_delete_records_moves_the_earliest_offset_consumers_see(
     earliest = confluent_admin.OffsetSpec.earliest()
     (future,) = confluent.list_offsets({_ck_tp(name, 0): earliest}).values()
     assert future.result(timeout=30).offset == 4
+    # a consumer asking below the new log start is OFFSET_OUT_OF_RANGE
+    strict = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="none")
+    try:
+        strict.assign([tp])
+        strict.seek(tp, 1)
+        with pytest.raises(OffsetOutOfRangeError):
+            for _ in range(50):
+                strict.poll(timeout_ms=200)
+    finally:
+        strict.close()
     # -1: up to the high watermark; past it: OFFSET_OUT_OF_RANGE, nothing moves
     assert kafka_admin.delete_records({tp: -1}, timeout_ms=20_000)[tp]["low_watermark"] == 10
     with pytest.raises(KafkaError) as error:
