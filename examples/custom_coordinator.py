@@ -92,6 +92,8 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
+    TopicConfigs,
+    topic_configs,
 )
 from replog.errors import (
     ErrorCode,
@@ -142,6 +144,10 @@ CREATE TABLE IF NOT EXISTS admin (      -- queued admin requests; request_id = s
 CREATE TABLE IF NOT EXISTS producer_ids ( -- each broker's latest block of producer ids
     broker_id INTEGER PRIMARY KEY,
     block TEXT NOT NULL                 -- ProducerIdBlock
+);
+CREATE TABLE IF NOT EXISTS broker_configs (  -- dynamic broker configs; -1: the cluster default
+    broker_id INTEGER PRIMARY KEY,
+    configs TEXT NOT NULL               -- a JSON object
 );
 CREATE TABLE IF NOT EXISTS feed (       -- one row per atomic write
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -822,6 +828,60 @@ class SqliteCoordinator(Coordinator):
             self._append(cur, records.partitions_added(self._next_seq(cur), grown, first, states))
             return grown
 
+    # ---- dynamic configs ----
+
+    def alter_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.alter_topic_configs``."""
+        stored = topic_configs(configs)
+        with self._txn(timeout_ms) as cur:
+            self._check_controller(cur, controller_epoch)
+            current = self._assignment(cur, topic)
+            if current is None:
+                raise UnknownTopicError(topic)
+            cur.execute(
+                "UPDATE topics SET configs = ? WHERE name = ?", (json.dumps(dict(stored)), topic)
+            )
+            altered = attrs.evolve(current, configs=stored)
+            self._append(cur, records.topic_configs_altered(self._next_seq(cur), altered))
+            return altered
+
+    def alter_broker_configs(
+        self,
+        broker_id: int,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """See ``Coordinator.alter_broker_configs``."""
+        stored = rules.broker_configs_to_store(broker_id, configs)
+        with self._txn(timeout_ms) as cur:
+            self._check_controller(cur, controller_epoch)
+            cur.execute("DELETE FROM broker_configs WHERE broker_id = ?", (broker_id,))
+            if stored:
+                cur.execute(
+                    "INSERT INTO broker_configs VALUES (?, ?)",
+                    (broker_id, json.dumps(dict(stored))),
+                )
+            seq = self._next_seq(cur)
+            self._append(cur, records.broker_configs_altered(seq, broker_id, stored))
+
+    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
+        """See ``Coordinator.broker_configs``."""
+        with self._txn(timeout_ms, write=False) as cur:
+            return self._broker_configs(cur)
+
+    def _broker_configs(self, cur: sqlite3.Cursor) -> dict[int, TopicConfigs]:
+        rows = cur.execute("SELECT broker_id, configs FROM broker_configs ORDER BY broker_id")
+        return {b: topic_configs(json.loads(c)) for b, c in rows.fetchall()}
+
     def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
         """See ``Coordinator.list_topics``."""
         with self._txn(timeout_ms, write=False) as cur:
@@ -907,6 +967,7 @@ class SqliteCoordinator(Coordinator):
                 partitions={(t, p): _decode(s, PartitionState) for t, p, s in sorted(rows)},
                 controller=self._controller(cur),
                 controller_epoch=int(_value(cur, "SELECT controller_epoch FROM store")),
+                broker_configs=self._broker_configs(cur),
             )
 
     def subscribe(

@@ -19,9 +19,11 @@ def test_honoured_settings_are_parsed() -> None:
             "retention.ms": "60000",
             "segment.bytes": "1048576",
             "cleanup.policy": "delete",
+            "compression.type": "ZSTD",
         }
     )
     assert settings.min_insync_replicas == 2
+    assert settings.compression_type == "zstd"
     assert settings.unclean_leader_election is True
     log = settings.log_config(LogConfig(retention_bytes=5_000))
     assert (log.retention_ms, log.segment_bytes, log.retention_bytes) == (60_000, 1 << 20, 5_000)
@@ -31,7 +33,8 @@ def test_honoured_settings_are_parsed() -> None:
 @pytest.mark.parametrize(
     ("configs", "message"),
     [
-        ({"compression.type": "zstd"}, "unsupported topic config 'compression.type'"),
+        ({"message.format.version": "3.0"}, "unsupported topic config 'message.format.version'"),
+        ({"compression.type": "brotli"}, "compression.type must be one of"),
         ({"min.insync.replicas": "two"}, "min.insync.replicas must be an integer"),
         ({"min.insync.replicas": "0"}, "min.insync.replicas must be >= 1"),
         ({"unclean.leader.election.enable": "yes"}, "must be true or false"),

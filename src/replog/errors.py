@@ -117,6 +117,8 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_TOPIC_ID = 100
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
     @property
     def retriable(self) -> bool:

@@ -12,7 +12,15 @@ same values. Honoured:
   ``retention.ms``, ``retention.bytes``, ``max.message.bytes``, ``file.delete.delay.ms``, and
   the log cleaner's ``cleanup.policy`` (``delete``, ``compact`` or ``compact,delete``),
   ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
-  ``delete.retention.ms``.
+  ``delete.retention.ms``;
+- ``compression.type``: ``producer`` (batches stored as the producer sent them) or a codec
+  (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) the leader recompresses incoming
+  batches to.
+
+Configs can change after creation (AlterConfigs / IncrementalAlterConfigs): the new set is
+checked here and stored, and every broker and the controller apply it live. The broker-level
+layers a topic setting falls back on (dynamic broker configs, the cluster-wide default, the
+broker's own config) are ``replog.config_layers``.
 
 Anything else is refused with ``InvalidConfigError`` (the broker answers INVALID_CONFIG), never
 accepted and silently ignored. Pure: no IO (the controller, which is sans-IO, uses it).
@@ -20,7 +28,6 @@ accepted and silently ignored. Pure: no IO (the controller, which is sans-IO, us
 
 from __future__ import annotations
 
-import enum
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -31,11 +38,11 @@ from replog.errors import InvalidConfigError
 from replog.log.config import LogConfig, normalize_cleanup_policy
 
 __all__ = [
+    "COMPRESSION_TYPES",
+    "LIST_KEYS",
     "SUPPORTED_KEYS",
-    "ConfigSource",
-    "EffectiveConfig",
     "TopicSettings",
-    "effective_topic_configs",
+    "config_type",
     "parse_topic_configs",
     "stored_topic_settings",
 ]
@@ -54,13 +61,17 @@ _LOG_KEYS = {
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "delete.retention.ms": "delete_retention_ms",
 }
-#: log settings that are not integers: key -> (LogConfig field, parser)
+#: log settings that are not integers: key -> LogConfig field
 _TEXT_LOG_KEYS = {
     "cleanup.policy": "cleanup_policy",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
-_OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+_OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", "compression.type")
 SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS)))
+#: ``compression.type`` values (Kafka's): ``producer`` keeps the producer's codec
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: keys whose value is a comma-separated list (IncrementalAlterConfigs APPEND / SUBTRACT)
+LIST_KEYS = frozenset({"cleanup.policy"})
 
 
 @attrs.frozen(kw_only=True)
@@ -71,6 +82,8 @@ class TopicSettings:
     unclean_leader_election: bool | None = None
     #: LogConfig field name -> value, for the settings the topic overrides
     log_overrides: Mapping[str, int | float | str] = attrs.field(factory=dict)
+    #: one of ``COMPRESSION_TYPES``
+    compression_type: str | None = None
 
     def log_config(self, base: LogConfig) -> LogConfig:
         """``base`` (the broker's log settings) with this topic's overrides."""
@@ -86,6 +99,7 @@ def parse_topic_configs(
     pairs = configs.items() if isinstance(configs, Mapping) else configs
     min_isr: int | None = None
     unclean: bool | None = None
+    compression: str | None = None
     log_overrides: dict[str, int | float | str] = {}
     for key, value in pairs:
         if value is None:
@@ -98,6 +112,12 @@ def parse_topic_configs(
             if value.strip().lower() not in ("true", "false"):
                 raise InvalidConfigError(f"{key} must be true or false, got {value!r}")
             unclean = value.strip().lower() == "true"
+        elif key == "compression.type":
+            compression = value.strip().lower()
+            if compression not in COMPRESSION_TYPES:
+                raise InvalidConfigError(
+                    f"{key} must be one of {', '.join(COMPRESSION_TYPES)}, got {value!r}"
+                )
         elif key == "cleanup.policy":
             log_overrides["cleanup_policy"] = normalize_cleanup_policy(value)
         elif key == "min.cleanable.dirty.ratio":
@@ -119,7 +139,10 @@ def parse_topic_configs(
                 message = message.replace(field, key)
             raise InvalidConfigError(message) from None
     return TopicSettings(
-        min_insync_replicas=min_isr, unclean_leader_election=unclean, log_overrides=log_overrides
+        min_insync_replicas=min_isr,
+        unclean_leader_election=unclean,
+        log_overrides=log_overrides,
+        compression_type=compression,
     )
 
 
@@ -151,12 +174,13 @@ def _float(key: str, value: str) -> float:
         raise InvalidConfigError(f"{key} must be a number, got {value!r}") from None
 
 
-#: Kafka's ConfigType of each key (DescribeConfigs v3+): 1 boolean, 3 int, 5 long, 6 double,
-#: 7 list
+#: Kafka's ConfigType of each key (DescribeConfigs v3+): 1 boolean, 2 string, 3 int, 5 long,
+#: 6 double, 7 list
 CONFIG_TYPES = {
     "min.insync.replicas": 3,
     "unclean.leader.election.enable": 1,
     "cleanup.policy": 7,
+    "compression.type": 2,
     "min.cleanable.dirty.ratio": 6,
     "segment.bytes": 3,
     "segment.index.bytes": 3,
@@ -166,50 +190,6 @@ CONFIG_TYPES = {
 _LONG = 5
 
 
-class ConfigSource(enum.Enum):
-    """Where an effective value comes from."""
-
-    TOPIC = "topic"  # set on the topic
-    BROKER = "broker"  # the broker's config (its log table, its default min ISR)
-    DEFAULT = "default"  # built into replog
-
-
-@attrs.frozen
-class EffectiveConfig:
-    """A topic setting as it applies: its value and where it comes from."""
-
-    name: str
-    value: str
-    source: ConfigSource
-    config_type: int
-
-
-def effective_topic_configs(
-    stored: Mapping[str, str],
-    *,
-    log_defaults: LogConfig,
-    min_insync_replicas: int,
-    unclean_leader_election: bool = False,
-) -> list[EffectiveConfig]:
-    """Every supported key with the value that applies to a topic whose stored configs are
-    ``stored`` on a broker with these defaults, sorted by key."""
-    defaults = {
-        "min.insync.replicas": (str(min_insync_replicas), ConfigSource.BROKER),
-        "unclean.leader.election.enable": (
-            "true" if unclean_leader_election else "false",
-            ConfigSource.DEFAULT,
-        ),
-        **{
-            key: (str(getattr(log_defaults, field)), ConfigSource.BROKER)
-            for key, field in (*_LOG_KEYS.items(), *_TEXT_LOG_KEYS.items())
-        },
-    }
-    return [
-        EffectiveConfig(
-            name=key,
-            value=stored[key] if key in stored else defaults[key][0],
-            source=ConfigSource.TOPIC if key in stored else defaults[key][1],
-            config_type=CONFIG_TYPES.get(key, _LONG),
-        )
-        for key in SUPPORTED_KEYS
-    ]
+def config_type(key: str) -> int:
+    """Kafka's ConfigType id of a topic config key (DescribeConfigs v3+)."""
+    return CONFIG_TYPES.get(key, _LONG)

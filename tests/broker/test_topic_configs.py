@@ -80,7 +80,8 @@ def test_log_settings_of_the_topic_apply_on_every_replica(cluster: Cluster) -> N
 @pytest.mark.parametrize(
     ("configs", "message"),
     [
-        ({"compression.type": "zstd"}, "unsupported topic config"),
+        ({"message.downconversion.enable": "true"}, "unsupported topic config"),
+        ({"compression.type": "brotli"}, "compression.type must be one of"),
         ({"cleanup.policy": "purge"}, "cleanup.policy must be"),
         ({"min.insync.replicas": "0"}, ">= 1"),
     ],

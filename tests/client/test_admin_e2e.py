@@ -51,6 +51,8 @@ TESTED = {
     "describe_topics",
     "describe_cluster",
     "describe_configs",
+    "alter_configs",
+    "delete_records",
     "list_offsets",
     "reassign_partition",
     "elect_preferred_leaders",
@@ -267,6 +269,57 @@ def test_describe_configs_matches_kafka_python(
     assert ours == {key: entry["value"] for key, entry in theirs.items()}
     assert ours["retention.bytes"] == "1048576"
     assert theirs["retention.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+
+
+def test_alter_configs_is_what_kafka_python_describes(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"reconfigured-{mode}"
+    kafka_admin.create_topics([NewTopic(name, 1, 3, topic_configs={"retention.bytes": "1048576"})])
+    wait_for(lambda: described(kafka_admin, name), lambda t: t["error_code"] == 0)
+    admin.alter_configs(name, {"retention.ms": "120000"})
+    theirs = wait_for(
+        lambda: kafka_configs(kafka_admin, name), lambda c: c["retention.ms"]["value"] == "120000"
+    )
+    assert theirs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert theirs["retention.bytes"]["value"] == "1048576"  # keys not named keep their values
+    admin.alter_configs(name, delete_configs=["retention.bytes"])
+    theirs = wait_for(
+        lambda: kafka_configs(kafka_admin, name),
+        lambda c: c["retention.bytes"]["config_source"] != "DYNAMIC_TOPIC_CONFIG",
+    )
+    assert theirs["retention.bytes"]["value"] == "-1"
+    assert theirs["retention.ms"]["value"] == "120000"
+    with pytest.raises(BrokerResponseError) as error:
+        admin.alter_configs(name, {"message.downconversion.enable": "true"})
+    assert error.value.code == 40  # INVALID_CONFIG
+
+
+def test_delete_records_moves_what_kafka_python_sees_as_earliest(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"trimmed-{mode}"
+    kafka_create(kafka_admin, name, 1, 3)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
+    )
+    try:
+        for i in range(6):
+            producer.send(name, b"v%d" % i, partition=0).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    assert admin.delete_records({(name, 0): 4}) == {(name, 0): 4}
+    tp = TopicPartition(name, 0)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=None)
+    try:
+        assert consumer.beginning_offsets([tp]) == {tp: 4}
+    finally:
+        consumer.close()
+    assert admin.list_offsets([(name, 0)], "earliest") == {(name, 0): 4}
+    assert admin.delete_records({(name, 0): -1}) == {(name, 0): 6}
+    with pytest.raises(BrokerResponseError) as error:
+        admin.delete_records({(name, 0): 7})
+    assert error.value.code == 1  # OFFSET_OUT_OF_RANGE
 
 
 def test_list_offsets_matches_kafka_python(

@@ -29,14 +29,35 @@ with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources API
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaProducer
-    from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+    from kafka.protocol.admin.cluster import (
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+    )
+    from kafka.protocol.admin.configs import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
     from kafka.protocol.admin.topics import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.offsets import (
@@ -56,6 +77,7 @@ pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "sweep"
 PRODUCE_TOPIC = "sweep-produce"
+CONFIG_TOPIC = "sweep-configs"
 RECORDS = 5
 BASE_MS = 1_700_000_000_000
 RESOURCE_TOPIC = 2
@@ -90,6 +112,7 @@ def ctx() -> Iterator[Context]:
         with Admin(cluster.bootstrap) as admin:
             admin.create_topics(TOPIC, 1, 3, {"min.insync.replicas": "2"})
             admin.create_topics(PRODUCE_TOPIC, 1, 3)
+            admin.create_topics(CONFIG_TOPIC, 1, 3)
             for api, purpose in ((20, "delete"), (37, "grow")):
                 info = APIS[api].info
                 for version in range(info.min_version, info.max_version + 1):
@@ -360,8 +383,127 @@ def check_describe_configs(ctx: Context, version: int, response: Any) -> None:
     values = {c.name: (c.value, c.config_source) for c in result.configs}
     assert values == {
         "min.insync.replicas": ("2", 1),  # DYNAMIC_TOPIC_CONFIG
-        "retention.ms": (str(7 * 24 * 3600 * 1000), 4),  # STATIC_BROKER_CONFIG
+        # DEFAULT_CONFIG: the brokers' config leaves log.retention.ms at its built-in default
+        "retention.ms": (str(7 * 24 * 3600 * 1000), 5),
     }
+
+
+def delete_records(ctx: Context, version: int) -> Any:
+    part = DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(
+        partition_index=0, offset=0
+    )
+    topic = DeleteRecordsRequest.DeleteRecordsTopic(name=PRODUCE_TOPIC, partitions=[part])
+    return DeleteRecordsRequest(topics=[topic], timeout_ms=20_000)
+
+
+def check_delete_records(ctx: Context, version: int, response: Any) -> None:
+    (topic,) = response.topics
+    (part,) = topic.partitions
+    assert (topic.name, part.partition_index, part.error_code) == (PRODUCE_TOPIC, 0, 0)
+    assert part.low_watermark == 0  # deleting below offset 0 moves nothing
+
+
+def alter_configs(ctx: Context, version: int) -> Any:
+    config = AlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+        name="retention.ms", value=str(60_000 + version)
+    )
+    resource = AlterConfigsRequest.AlterConfigsResource(
+        resource_type=RESOURCE_TOPIC, resource_name=CONFIG_TOPIC, configs=[config]
+    )
+    return AlterConfigsRequest(resources=[resource], validate_only=False)
+
+
+def check_alter_configs(ctx: Context, version: int, response: Any) -> None:
+    (result,) = response.responses
+    assert (result.resource_name, result.error_code) == (CONFIG_TOPIC, 0)
+    with Admin(ctx.cluster.bootstrap) as admin:
+        expected = str(60_000 + version)
+        assert wait_for(
+            lambda: admin.describe_configs([CONFIG_TOPIC])[CONFIG_TOPIC]["retention.ms"] == expected
+        )
+
+
+def incremental_alter_configs(ctx: Context, version: int) -> Any:
+    config = IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+        name="segment.ms", config_operation=0, value=str(3_600_000 + version)
+    )
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=RESOURCE_TOPIC, resource_name=CONFIG_TOPIC, configs=[config]
+    )
+    return IncrementalAlterConfigsRequest(resources=[resource], validate_only=False)
+
+
+def check_incremental_alter_configs(ctx: Context, version: int, response: Any) -> None:
+    (result,) = response.responses
+    assert (result.resource_name, result.error_code) == (CONFIG_TOPIC, 0)
+    with Admin(ctx.cluster.bootstrap) as admin:
+        expected = str(3_600_000 + version)
+        assert wait_for(
+            lambda: admin.describe_configs([CONFIG_TOPIC])[CONFIG_TOPIC]["segment.ms"] == expected
+        )
+
+
+def describe_log_dirs(ctx: Context, version: int) -> Any:
+    topic = DescribeLogDirsRequest.DescribableLogDirTopic(topic=TOPIC, partitions=[0])
+    return DescribeLogDirsRequest(topics=[topic])
+
+
+def check_describe_log_dirs(ctx: Context, version: int, response: Any) -> None:
+    (log_dir,) = response.results
+    assert log_dir.error_code == 0
+    (topic,) = log_dir.topics
+    (part,) = topic.partitions
+    assert (topic.name, part.partition_index) == (TOPIC, 0)
+    assert part.partition_size > 0
+
+
+def elect_leaders(ctx: Context, version: int) -> Any:
+    topic = ElectLeadersRequest.TopicPartitions(topic=TOPIC, partitions=[0])
+    return ElectLeadersRequest(election_type=0, topic_partitions=[topic], timeout_ms=20_000)
+
+
+def check_elect_leaders(ctx: Context, version: int, response: Any) -> None:
+    (topic,) = response.replica_election_results
+    (part,) = topic.partition_result
+    # the preferred replica leads since the topic was created
+    assert (topic.topic, part.partition_id, part.error_code) == (TOPIC, 0, 84)
+
+
+def alter_partition_reassignments(ctx: Context, version: int) -> Any:
+    part = AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+        partition_index=0, replicas=None
+    )
+    topic = AlterPartitionReassignmentsRequest.ReassignableTopic(name=TOPIC, partitions=[part])
+    return AlterPartitionReassignmentsRequest(
+        timeout_ms=20_000, allow_replication_factor_change=True, topics=[topic]
+    )
+
+
+def check_alter_partition_reassignments(ctx: Context, version: int, response: Any) -> None:
+    (topic,) = response.responses
+    (part,) = topic.partitions
+    # cancelling when nothing is being reassigned
+    assert (topic.name, part.partition_index, part.error_code) == (TOPIC, 0, 85)
+
+
+def list_partition_reassignments(ctx: Context, version: int) -> Any:
+    return ListPartitionReassignmentsRequest(timeout_ms=20_000, topics=None)
+
+
+def check_list_partition_reassignments(ctx: Context, version: int, response: Any) -> None:
+    assert (response.error_code, response.topics) == (0, [])
+
+
+def describe_cluster(ctx: Context, version: int) -> Any:
+    return DescribeClusterRequest(
+        include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False
+    )
+
+
+def check_describe_cluster(ctx: Context, version: int, response: Any) -> None:
+    assert (response.error_code, response.cluster_id) == (0, "replog")
+    assert sorted(b.broker_id for b in response.brokers) == list(ctx.broker_ids)
+    assert response.controller_id in ctx.broker_ids
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0) -> bool:
@@ -393,8 +535,31 @@ SCENARIOS: dict[int, Scenario] = {
         TOPIC,
     ),
     22: (init_producer_id, InitProducerIdResponse, check_init_producer_id, None),
+    21: (delete_records, DeleteRecordsResponse, check_delete_records, PRODUCE_TOPIC),
     32: (describe_configs, DescribeConfigsResponse, check_describe_configs, None),
+    33: (alter_configs, AlterConfigsResponse, check_alter_configs, None),
+    35: (describe_log_dirs, DescribeLogDirsResponse, check_describe_log_dirs, None),
     37: (create_partitions, CreatePartitionsResponse, check_create_partitions, None),
+    43: (elect_leaders, ElectLeadersResponse, check_elect_leaders, None),
+    44: (
+        incremental_alter_configs,
+        IncrementalAlterConfigsResponse,
+        check_incremental_alter_configs,
+        None,
+    ),
+    45: (
+        alter_partition_reassignments,
+        AlterPartitionReassignmentsResponse,
+        check_alter_partition_reassignments,
+        None,
+    ),
+    46: (
+        list_partition_reassignments,
+        ListPartitionReassignmentsResponse,
+        check_list_partition_reassignments,
+        None,
+    ),
+    60: (describe_cluster, DescribeClusterResponse, check_describe_cluster, None),
 }
 
 

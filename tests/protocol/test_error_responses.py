@@ -58,7 +58,36 @@ def named_items(request: Any) -> int:
         return len(request.resources)
     if isinstance(request, m.ApiVersionsRequest | m.InitProducerIdRequest):
         return 0
+    if isinstance(request, m.AlterConfigsRequest | m.IncrementalAlterConfigsRequest):
+        return len(request.resources)
+    if isinstance(request, m.DeleteRecordsRequest | m.AlterPartitionReassignmentsRequest):
+        return sum(len(t.partitions) for t in request.topics)
+    if isinstance(request, m.ElectLeadersRequest):
+        return sum(len(t.partitions) for t in request.topic_partitions or ())
+    if isinstance(
+        request,
+        m.DescribeLogDirsRequest | m.ListPartitionReassignmentsRequest | m.DescribeClusterRequest,
+    ):
+        return 0
     return len(request.topics)  # CreateTopics, CreatePartitions
+
+
+def top_level_codes(request: Any, version: int) -> int:
+    """How many top-level error codes the error response carries at ``version``."""
+    if isinstance(request, m.FetchRequest):
+        return int(version >= 7)
+    if isinstance(request, m.DescribeLogDirsRequest):
+        return int(version >= 3)
+    if isinstance(request, m.ElectLeadersRequest):
+        return int(version >= 1)
+    top_level = (
+        m.ApiVersionsRequest,
+        m.InitProducerIdRequest,
+        m.AlterPartitionReassignmentsRequest,
+        m.ListPartitionReassignmentsRequest,
+        m.DescribeClusterRequest,
+    )
+    return int(isinstance(request, top_level))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0].__name__}-v{c[1]}" for c in CASES])
@@ -72,15 +101,12 @@ def test_the_error_response_reports_the_code_on_everything_the_request_named(
     if isinstance(request, m.ProduceRequest) and request.acks == 0:
         assert error_response(request, RuntimeError("boom")) is None
         return
-    response = error_response(request, RuntimeError("boom"))
+    response = error_response(request, RuntimeError("boom"), version)
     assert response is not None and response.API == request.API
     decoded = type(response).decode(response.encode(version), version)
     codes = error_codes(decoded, version)
     assert set(codes) <= {ErrorCode.UNKNOWN_SERVER_ERROR}
-    fetch_top_level = int(isinstance(request, m.FetchRequest) and version >= 7)
-    top_level = int(isinstance(request, m.ApiVersionsRequest | m.InitProducerIdRequest))
-    top_level += fetch_top_level
-    assert len(codes) == named_items(request) + top_level
+    assert len(codes) == named_items(request) + top_level_codes(request, version)
 
 
 def test_list_offsets_error_response_at_v3_names_each_partition() -> None:

@@ -102,6 +102,7 @@ _POSITIVE = (
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
 _BOOLEAN = (
+    "auto_create_topics_enable",
     "unclean_leader_election_enable",
     "eligible_leader_replicas_enable",
     "last_known_leader_recovery_enable",
@@ -128,8 +129,13 @@ class BrokerConfig:
     heartbeat_interval_ms: int = 500
     durability: DurabilityMode = attrs.field(default=DurabilityMode.FSYNC, converter=_durability)
     default_min_insync_replicas: int = 1
+    #: Kafka's default.replication.factor and num.partitions: topics created without them
+    #: (CreateTopics with -1, auto-created topics)
     default_replication_factor: int = 1
     default_partition_count: int = 1
+    #: Kafka's auto.create.topics.enable: a Metadata request (allowing it, v4+) or a Produce
+    #: for a topic that does not exist creates it with the defaults above
+    auto_create_topics_enable: bool = True
     replica_lag_ms_max: int = 30_000
     replica_fetch_wait_ms_max: int = 500
     replica_fetch_min_bytes: int = 1

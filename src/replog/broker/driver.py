@@ -46,6 +46,7 @@ from replog.broker.config import BrokerConfig
 from replog.broker.controller_role import ControllerRole
 from replog.broker.effects import Effect, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
+from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.producer_ids import ProducerIdManager
@@ -60,12 +61,14 @@ from replog.coord.types import (
     AlterPartitionResult,
     BrokerInfo,
     ControllerInfo,
+    CreateTopic,
     DamagedReplica,
     PartitionState,
     ProducerIdBlock,
     SessionEvent,
     SessionState,
     TopicAssignment,
+    TopicConfigs,
 )
 from replog.errors import ErrorCode, StorageError
 from replog.isr import (
@@ -145,6 +148,7 @@ class BrokerDriver:
         self._next_cleaning_ms = 0
         self._stop_deadline_ms: int | None = None
         self._metadata_loaded = False
+        self._auto_creating: set[str] = set()
 
     # ------------------------------------------------------------------ accessors
 
@@ -543,6 +547,25 @@ class BrokerDriver:
 
         self.outbox.call("producer id block", lambda c: c.producer_id_block(broker_id), done)
 
+    def create_topic_in_background(self, payload: CreateTopic) -> bool:
+        """Queue an automatic topic creation without waiting for it; False while this broker
+        has one for that topic in flight (clients retrying their metadata queue one only)."""
+        topic = payload.topic
+        if topic in self._auto_creating:
+            return False
+        self._auto_creating.add(topic)
+
+        def completed(change: AdminRequestChanged | None, why: str) -> None:
+            self._auto_creating.discard(topic)
+            if change is not None and change.outcome not in (
+                ErrorCode.NONE,
+                ErrorCode.TOPIC_ALREADY_EXISTS,
+            ):
+                _log.warning("broker %s: creating topic %r: %s", self.broker_id, topic, why)
+
+        self.metadata.submit(payload, self.now_ms + self.config.request_timeout_ms, completed)
+        return True
+
     # ------------------------------------------------------------------ storage
 
     def exclusive(self, action: Callable[[], None]) -> None:
@@ -678,3 +701,21 @@ class _Services:
         self, topic: str, partition: int, request: FetchRequest, now_ms: int
     ) -> FetchResponse:
         return self._driver.rm.fetch(topic, partition, request, now_ms)
+
+    @property
+    def broker_configs(self) -> Mapping[int, TopicConfigs]:
+        return self._driver.rm.broker_configs
+
+    def create_topic_in_background(self, payload: CreateTopic) -> bool:
+        return self._driver.create_topic_in_background(payload)
+
+    def delete_records(
+        self, topic: str, partition: int, offset: int, now_ms: int
+    ) -> tuple[ErrorCode, int]:
+        return self._driver.rm.delete_records(topic, partition, offset, now_ms)
+
+    def low_watermark(self, topic: str, partition: int) -> int:
+        return self._driver.rm.low_watermark(topic, partition)
+
+    def log_dirs(self, wanted: set[TP] | None) -> list[LogDirDescription]:
+        return describe_log_dirs(self._driver.log_manager, wanted)

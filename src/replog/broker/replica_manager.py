@@ -37,11 +37,14 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from replog.broker.replica_admin import ReplicaAdmin
 from replog.coord.types import (
+    ALL_BROKERS,
     AdminPayload,
     AlterPartition,
     AlterPartitionResult,
     BrokerChanged,
+    BrokerConfigsChanged,
     BrokerInfo,
     CloseReplica,
     ControllerChanged,
@@ -53,6 +56,7 @@ from replog.coord.types import (
     TopicAssignment,
     TopicChanged,
     TopicChangeReason,
+    TopicConfigs,
 )
 from replog.errors import (
     CorruptRecordError,
@@ -79,7 +83,6 @@ from replog.isr import (
 )
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager, TopicPartition
-from replog.topic_config import TopicSettings, stored_topic_settings
 from replog.topics import ZERO_TOPIC_ID, topic_uuid
 
 __all__ = ["ManagerReady", "ReplicaManager", "TP"]
@@ -108,7 +111,7 @@ class ManagerReady:
 
 
 @attrs.define
-class ReplicaManager:
+class ReplicaManager(ReplicaAdmin):
     """The replicas hosted by ``broker_id``; see the module docstring."""
 
     broker_id: int
@@ -126,6 +129,8 @@ class ReplicaManager:
     topics: dict[str, TopicAssignment] = attrs.field(init=False, factory=dict)
     states: dict[TP, PartitionState] = attrs.field(init=False, factory=dict)
     controller: ControllerInfo | None = attrs.field(init=False, default=None)
+    #: dynamic broker configs by broker id (``ALL_BROKERS``: the cluster-wide default)
+    broker_configs: dict[int, TopicConfigs] = attrs.field(init=False, factory=dict)
     metadata_current: bool = attrs.field(init=False, default=True)
     #: grows on every append, HW move or role change (long-polling drivers wait on it)
     data_version: int = attrs.field(init=False, default=0)
@@ -151,9 +156,11 @@ class ReplicaManager:
         replica in line."""
         self.brokers = dict(snapshot.brokers)
         self.controller = snapshot.controller
+        self.broker_configs = dict(snapshot.broker_configs)
         for topic in set(self.topics) - set(snapshot.topics):
             self._drop_topic(topic, delete=True)
         self.topics = dict(snapshot.topics)
+        self.refresh_settings(None, now_ms)
         for tp in set(self.partitions) - set(snapshot.partitions):
             self._remove_replica(tp, delete=True)
         self._delete_stray_logs(snapshot.partitions)
@@ -182,9 +189,19 @@ class ReplicaManager:
                 if change.reason is TopicChangeReason.DELETED:
                     self._drop_topic(name, delete=True, topic_id=change.assignment.topic_id)
                 else:
+                    old = self.topics.get(name)
                     self.topics[name] = change.assignment
+                    if old is not None and old.configs != change.assignment.configs:
+                        self.refresh_settings({name}, now_ms)
             elif isinstance(change, ControllerChanged):
                 self.controller = change.controller
+            elif isinstance(change, BrokerConfigsChanged):
+                if change.configs:
+                    self.broker_configs[change.broker_id] = change.configs
+                else:
+                    self.broker_configs.pop(change.broker_id, None)
+                if change.broker_id in (ALL_BROKERS, self.broker_id):
+                    self.refresh_settings(None, now_ms)
 
     def apply_partition_state(
         self, topic: str, partition: int, state: PartitionState, now_ms: int
@@ -322,9 +339,7 @@ class ReplicaManager:
             return None  # the dir is offline: this replica is not served
         if log.is_offline:
             return None  # a write or fsync failed on it: not served until a restart
-        config = self.partition_config
-        if settings.min_insync_replicas is not None:
-            config = attrs.evolve(config, min_insync_replicas=settings.min_insync_replicas)
+        config = self._partition_config(settings)
         replica = Partition(
             topic=tp[0],
             partition=tp[1],
@@ -336,11 +351,6 @@ class ReplicaManager:
         )
         self.partitions[tp] = replica
         return replica
-
-    def _topic_settings(self, topic: str) -> TopicSettings:
-        """The topic's stored configs as settings (defaults for a topic not yet known)."""
-        assignment = self.topics.get(topic)
-        return stored_topic_settings(() if assignment is None else assignment.configs)
 
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)

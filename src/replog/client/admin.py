@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from replog.client import admin_ops
 from replog.client._sync import LoopThread
 from replog.client.connection import ClusterClient, now_ms
 from replog.client.errors import BrokerResponseError, ConnectionLostError, error_for_code
@@ -362,6 +363,26 @@ class AsyncAdmin:
                 out[tp] = part.offset
         return out
 
+    async def alter_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+    ) -> None:
+        """Change ``topic``'s configs (IncrementalAlterConfigs): set ``set_configs``, return
+        ``delete_configs`` to the broker's default, keep the rest. Brokers apply the change
+        live; a key replog does not honour raises the error for INVALID_CONFIG."""
+        await admin_ops.alter_topic_configs(
+            self._client, topic, set_configs or {}, list(delete_configs)
+        )
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartitionLike, int]
+    ) -> dict[TopicPartitionLike, int]:
+        """Delete each partition's records below its offset (-1: all up to the high
+        watermark); returns each partition's new low watermark (earliest offset)."""
+        return await admin_ops.delete_records(self._client, offsets, self.request_timeout_ms)
+
     # -- through the coordinator --------------------------------------------------------------
 
     async def _coordinator_submit(
@@ -473,6 +494,21 @@ class Admin:
     ) -> dict[TopicPartitionLike, int]:
         """See ``AsyncAdmin.list_offsets``."""
         return self._loop.run(self._admin.list_offsets(list(partitions), timestamp))
+
+    def alter_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+    ) -> None:
+        """See ``AsyncAdmin.alter_configs``."""
+        self._loop.run(self._admin.alter_configs(topic, set_configs, list(delete_configs)))
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartitionLike, int]
+    ) -> dict[TopicPartitionLike, int]:
+        """See ``AsyncAdmin.delete_records``."""
+        return self._loop.run(self._admin.delete_records(dict(offsets)))
 
     def reassign_partition(
         self, topic: str, partition: int, replicas: Sequence[int] | None

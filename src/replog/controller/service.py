@@ -55,6 +55,8 @@ from replog.election.controller_writes import (
     AddPartitionsWrite,
     AdmitBrokerWrite,
     AllocateProducerIdsWrite,
+    AlterBrokerConfigsWrite,
+    AlterTopicConfigsWrite,
     CasPartitionWrite,
     CompleteRequestWrite,
     ControllerOutput,
@@ -307,6 +309,14 @@ class ControllerService:
                 self._machine().on_topic_written(assignment)
             elif isinstance(write, DeleteTopicWrite):
                 c.delete_topic(write.topic, controller_epoch=epoch, timeout_ms=t)
+            elif isinstance(write, AlterTopicConfigsWrite):
+                c.alter_topic_configs(
+                    write.topic, dict(write.configs), controller_epoch=epoch, timeout_ms=t
+                )
+            elif isinstance(write, AlterBrokerConfigsWrite):
+                c.alter_broker_configs(
+                    write.broker_id, dict(write.configs), controller_epoch=epoch, timeout_ms=t
+                )
             elif isinstance(write, SubmitRequestWrite):
                 try:
                     c.submit_admin_request(write.target, write.payload, timeout_ms=t)

@@ -19,11 +19,14 @@ from replog.coord.types import (
     AddPartitions,
     AdminPayload,
     AdminRequest,
+    AlterConfigs,
     AlterPartition,
     AlterPartitionResult,
     CloseReplica,
+    ConfigResourceType,
     CreateTopic,
     DamagedReplica,
+    ElectLeader,
     MetadataChange,
     ReassignPartition,
     StartReplica,
@@ -49,9 +52,22 @@ def validate_admin_request(target: int, payload: AdminPayload) -> None:
         raise ValueError(f"partition count {payload.partition_count} must be >= 1")
     if isinstance(payload, CreateTopic) and payload.replication_factor < 1:
         raise ValueError(f"replication factor {payload.replication_factor} must be >= 1")
-    partitioned = (ReassignPartition, StartReplica, CloseReplica, AlterPartition, DamagedReplica)
+    partitioned = (
+        ReassignPartition,
+        StartReplica,
+        CloseReplica,
+        AlterPartition,
+        DamagedReplica,
+        ElectLeader,
+    )
     if isinstance(payload, partitioned) and (payload.partition < 0):
         raise ValueError(f"partition {payload.partition} must be >= 0")
+    if isinstance(payload, AlterConfigs):
+        name = payload.resource_name
+        if payload.resource_type is ConfigResourceType.TOPIC:
+            validate_topic_name(name)
+        elif name and not (name.isascii() and name.isdigit()):
+            raise ValueError(f"broker config resource {name!r} is neither a broker id nor ''")
     for topic_name, _ in getattr(payload, "partitions", ()):
         validate_topic_name(topic_name)
 

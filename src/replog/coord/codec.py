@@ -40,12 +40,16 @@ CLASSES: dict[str, type[Any]] = {
         t.DamagedReplica,
         t.AllocateProducerIds,
         t.ProducerIdBlock,
+        t.ConfigChange,
+        t.AlterConfigs,
+        t.ElectLeader,
         t.AdminRequest,
         t.BrokerChanged,
         t.TopicChanged,
         t.PartitionChanged,
         t.ControllerChanged,
         t.AdminRequestChanged,
+        t.BrokerConfigsChanged,
     )
 }
 """The attrs classes a stored value may hold, by name (the names are the stored format)."""
@@ -57,6 +61,8 @@ ENUMS: dict[str, type[enum.Enum]] = {
         t.BrokerChangeReason,
         t.TopicChangeReason,
         t.AdminRequestChangeReason,
+        t.ConfigResourceType,
+        t.ConfigOperation,
         ErrorCode,
     )
 }

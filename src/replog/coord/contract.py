@@ -64,6 +64,7 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
+    TopicConfigs,
 )
 from replog.errors import ErrorCode
 
@@ -333,6 +334,52 @@ class Coordinator(abc.ABC):
         VERSION_MISMATCH with a state ``same_state_ignoring_epoch`` as the proposal means the
         first attempt was applied."""
 
+    # ---- dynamic configs ----
+    #
+    # Added after the first backends: the defaults below raise NotImplementedError, so a backend
+    # written before them keeps working for everything else (and fails the contract suite's
+    # config tests until it implements them). The three methods are the whole addition; the
+    # controller is their only writer.
+
+    def alter_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """Replace ``topic``'s configs with ``configs`` (all of them: a key left out is gone;
+        normalised and bounded by ``types.topic_configs``, ``ValueError`` past the bounds) and
+        return the whole new assignment. The store does not interpret them (the controller
+        checked them). Partition states and the topic id are untouched. Feed:
+        TopicChanged(CONFIGS_ALTERED) with the new assignment, written even when the configs
+        do not change. Raises ``FencedControllerError`` (checked first),
+        ``UnknownTopicError``."""
+        raise NotImplementedError(f"{type(self).__name__} does not store topic config changes")
+
+    def alter_broker_configs(
+        self,
+        broker_id: int,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Replace the dynamic configs of ``broker_id`` (``types.ALL_BROKERS``: the
+        cluster-wide default) with ``configs`` (bounded as topic configs; empty removes the
+        entry), whether or not that broker is registered; they outlive its sessions. They come
+        back from ``broker_configs`` and ``snapshot().broker_configs``. Feed:
+        BrokerConfigsChanged with the new configs. Raises ``FencedControllerError`` (checked
+        first), ``ValueError`` for a broker id below ``ALL_BROKERS`` or configs past the
+        bounds."""
+        raise NotImplementedError(f"{type(self).__name__} does not store broker configs")
+
+    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
+        """Every broker id (``ALL_BROKERS`` included) that has dynamic configs, with them,
+        sorted by id."""
+        raise NotImplementedError(f"{type(self).__name__} does not store broker configs")
+
     # ---- the change feed ----
 
     @abc.abstractmethod
@@ -351,9 +398,9 @@ class Coordinator(abc.ABC):
 
     @abc.abstractmethod
     def snapshot(self, *, timeout_ms: int | None = None) -> MetadataSnapshot:
-        """A consistent image of brokers, topics, partition states and controller, and the
-        cursor ``seq`` to follow the feed from. Records with seq >= ``snapshot.seq`` may
-        repeat what the image shows; they are idempotent."""
+        """A consistent image of brokers, topics, partition states, controller and dynamic
+        broker configs, and the cursor ``seq`` to follow the feed from. Records with
+        seq >= ``snapshot.seq`` may repeat what the image shows; they are idempotent."""
 
     @abc.abstractmethod
     def subscribe(

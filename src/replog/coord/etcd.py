@@ -15,6 +15,7 @@ Layout under ``<prefix>/`` (values are JSON from ``replog.coord.codec`` unless s
     controller                       ControllerInfo (no lease, see below)
     controller_epoch                 last controller epoch (decimal)
     admin/q/<target>/<id, 20 digits> AdminRequest;  admin/id/<id> -> its target
+    configs/brokers/<id>|<default>   dynamic broker configs (``replog.coord.etcd_configs``)
 
 Every write is one txn: it reads what it needs at one revision (a compare-less txn of ranges),
 checks the contract's rules in Python, then commits with compares on ``feed/seq``'s
@@ -50,8 +51,9 @@ polling keeps one code path with ``changes_since`` and no long-lived watch strea
 
 The handle is split by responsibility: the txn plumbing in ``replog.coord.etcd_txn``, broker
 sessions and expiry records in ``replog.coord.etcd_sessions``, the feed in
-``replog.coord.etcd_feed``, admin queues in ``replog.coord.etcd_admin``; controller, topics,
-partition states, snapshot and the background thread here.
+``replog.coord.etcd_feed``, admin queues in ``replog.coord.etcd_admin``, dynamic configs in
+``replog.coord.etcd_configs``; controller, topics, partition states, snapshot and the
+background thread here.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ from replog.coord.etcd_client import (
     op_put,
     op_range,
 )
+from replog.coord.etcd_configs import EtcdConfigsMixin, decode_broker_configs
 from replog.coord.etcd_feed import EtcdFeedMixin, FeedSubscriber
 from replog.coord.etcd_sessions import EtcdSession, EtcdSessionsMixin
 from replog.coord.etcd_txn import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
@@ -109,7 +112,7 @@ from replog.errors import InvalidConfigError, RequestTimeoutError
 __all__ = ["EtcdCoordinator"]
 
 
-class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
+class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConfigsMixin):
     """A coordinator on etcd; see the module docstring. Use ``from_url`` or pass endpoints
     (``http://host:port``) and a key prefix."""
 
@@ -467,10 +470,12 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
     def snapshot(self, *, timeout_ms: int | None = None) -> MetadataSnapshot:
         """See ``Coordinator.snapshot`` (one read at one revision)."""
         topics_p = self._k("topics/")
+        configs_p = self._broker_configs_prefix
         last, _, got = self._seq_read(
-            [*self._ctl_ops(), op_range(topics_p, prefix=True)], timeout_ms
+            [*self._ctl_ops(), op_range(topics_p, prefix=True), op_range(configs_p, prefix=True)],
+            timeout_ms,
         )
-        ctl_kvs, epoch_kvs, ids, topic_kvs = got
+        ctl_kvs, epoch_kvs, ids, topic_kvs, config_kvs = got
         metas = {
             kv.key[len(topics_p) :]: kv for kv in topic_kvs if "/" not in kv.key[len(topics_p) :]
         }
@@ -491,6 +496,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
             partitions=dict(sorted(partitions.items())),
             controller=self._active(ctl_kvs, ids)[0],
             controller_epoch=last_int(epoch_kvs),
+            broker_configs=decode_broker_configs(configs_p, config_kvs),
         )
 
     # ---- background: lease renewals, expiry records, feed push ----

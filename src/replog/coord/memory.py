@@ -63,6 +63,7 @@ from replog.coord.types import (
     Subscription,
     TopicAssignment,
     TopicConfigs,
+    topic_configs,
 )
 from replog.errors import ErrorCode
 from replog.topics import new_topic_id
@@ -120,6 +121,7 @@ class MemoryCoordinator(Coordinator):
         self._partitions: dict[tuple[str, int], PartitionState] = {}
         self._controller: ControllerInfo | None = None
         self._controller_epoch = 0
+        self._broker_configs: dict[int, TopicConfigs] = {}
         self._log = FeedLog(feed_retention_max)
         self._admin = AdminQueues(admin_queue_limit)
         self._producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
@@ -535,6 +537,51 @@ class MemoryCoordinator(Coordinator):
             seq = self._write(lambda s: records.partition_changed(s, topic, partition, stored))
             return rules.cas_ok(stored, seq)
 
+    # ---- dynamic configs ----
+
+    def alter_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.alter_topic_configs``."""
+        stored = topic_configs(configs)
+        with self._op(timeout_ms):
+            self._check_controller(controller_epoch)
+            info = self._topics.get(topic)
+            if info is None:
+                raise UnknownTopicError(topic)
+            info.configs = stored
+            result = self._assignment(topic)
+            self._write(lambda seq: records.topic_configs_altered(seq, result))
+            return result
+
+    def alter_broker_configs(
+        self,
+        broker_id: int,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """See ``Coordinator.alter_broker_configs``."""
+        stored = rules.broker_configs_to_store(broker_id, configs)
+        with self._op(timeout_ms):
+            self._check_controller(controller_epoch)
+            if stored:
+                self._broker_configs[broker_id] = stored
+            else:
+                self._broker_configs.pop(broker_id, None)
+            self._write(lambda seq: records.broker_configs_altered(seq, broker_id, stored))
+
+    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
+        """See ``Coordinator.broker_configs``."""
+        with self._op(timeout_ms):
+            return dict(sorted(self._broker_configs.items()))
+
     # ---- feed ----
 
     def changes_since(
@@ -559,6 +606,7 @@ class MemoryCoordinator(Coordinator):
                 partitions=dict(sorted(self._partitions.items())),
                 controller=self._controller,
                 controller_epoch=self._controller_epoch,
+                broker_configs=dict(sorted(self._broker_configs.items())),
             )
 
     def subscribe(

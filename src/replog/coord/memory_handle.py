@@ -193,6 +193,18 @@ class MemoryHandle(Coordinator):
         """See ``Coordinator.producer_id_block``."""
         return self._live().producer_id_block(*args, **kwargs)
 
+    def alter_topic_configs(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.alter_topic_configs``."""
+        return self._live().alter_topic_configs(*args, **kwargs)
+
+    def alter_broker_configs(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.alter_broker_configs``."""
+        return self._live().alter_broker_configs(*args, **kwargs)
+
+    def broker_configs(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.broker_configs``."""
+        return self._live().broker_configs(*args, **kwargs)
+
     # ---- the memory backend's test hooks ----
 
     def expire_session(self, broker_id: int) -> None:

@@ -13,6 +13,7 @@ from replog.coord.types import (
     AlterPartitionResult,
     BrokerChanged,
     BrokerChangeReason,
+    BrokerConfigsChanged,
     BrokerInfo,
     ControllerChanged,
     ControllerInfo,
@@ -22,18 +23,21 @@ from replog.coord.types import (
     TopicAssignment,
     TopicChanged,
     TopicChangeReason,
+    TopicConfigs,
 )
 from replog.errors import ErrorCode
 
 __all__ = [
     "admin_completed",
     "admin_submitted",
+    "broker_configs_altered",
     "broker_gone",
     "broker_registered",
     "broker_updated",
     "controller_changed",
     "partition_changed",
     "partitions_added",
+    "topic_configs_altered",
     "topic_created",
     "topic_deleted",
 ]
@@ -127,6 +131,16 @@ def partitions_added(
 def topic_deleted(seq: int, removed: TopicAssignment) -> list[MetadataChange]:
     """``delete_topic``: TopicChanged(DELETED) with the removed assignment."""
     return [TopicChanged(seq=seq, reason=TopicChangeReason.DELETED, assignment=removed)]
+
+
+def topic_configs_altered(seq: int, assignment: TopicAssignment) -> list[MetadataChange]:
+    """``alter_topic_configs``: TopicChanged(CONFIGS_ALTERED) with the whole new assignment."""
+    return [TopicChanged(seq=seq, reason=TopicChangeReason.CONFIGS_ALTERED, assignment=assignment)]
+
+
+def broker_configs_altered(seq: int, broker_id: int, configs: TopicConfigs) -> list[MetadataChange]:
+    """``alter_broker_configs``: BrokerConfigsChanged with the broker's whole new configs."""
+    return [BrokerConfigsChanged(seq=seq, broker_id=broker_id, configs=configs)]
 
 
 def partition_changed(

@@ -15,6 +15,7 @@ from replog.coord.contract import (
 )
 from replog.coord.errors import FencedControllerError, SessionExpiredError, TopicExistsError
 from replog.coord.types import (
+    ALL_BROKERS,
     BrokerInfo,
     CasResult,
     CasStatus,
@@ -30,6 +31,7 @@ from replog.topics import collision_key, validate_topic_name
 __all__ = [
     "admitted_broker",
     "allocated_producer_ids",
+    "broker_configs_to_store",
     "cas_decision",
     "cas_fenced",
     "cas_ok",
@@ -201,6 +203,14 @@ def cas_ok(stored: PartitionState, seq: int) -> CasResult:
 
 
 # ---- the feed ----
+
+
+def broker_configs_to_store(broker_id: int, configs: Mapping[str, str]) -> TopicConfigs:
+    """``alter_broker_configs``' arguments checked: the configs as stored (``ValueError`` for a
+    broker id below ``ALL_BROKERS`` or configs past the bounds)."""
+    if not isinstance(broker_id, int) or broker_id < ALL_BROKERS:
+        raise ValueError(f"broker id {broker_id!r} is neither a broker id nor ALL_BROKERS")
+    return topic_configs(configs)
 
 
 def check_feed_read(seq: int, max_changes: int) -> None:

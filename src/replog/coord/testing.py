@@ -41,6 +41,7 @@ from replog.coord.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from replog.coord.testing_configs import DynamicConfigsContract
 from replog.coord.types import (
     CONTROLLER_TARGET,
     NO_LEADER,
@@ -55,6 +56,7 @@ from replog.coord.types import (
     AlterPartitionResult,
     BrokerChanged,
     BrokerChangeReason,
+    BrokerConfigsChanged,
     BrokerInfo,
     CasStatus,
     ChangeBatch,
@@ -92,6 +94,7 @@ def replay(snapshot: MetadataSnapshot, changes: tuple[MetadataChange, ...]) -> M
     brokers = dict(snapshot.brokers)
     topics = dict(snapshot.topics)
     partitions = dict(snapshot.partitions)
+    broker_configs = dict(snapshot.broker_configs)
     controller, epoch, seq = snapshot.controller, snapshot.controller_epoch, snapshot.seq
     for change in changes:
         if change.seq < snapshot.seq:
@@ -117,6 +120,11 @@ def replay(snapshot: MetadataSnapshot, changes: tuple[MetadataChange, ...]) -> M
             case ControllerChanged(controller=c):
                 controller = c
                 epoch = max(epoch, c.controller_epoch if c is not None else 0)
+            case BrokerConfigsChanged(broker_id=broker_id, configs=configs):
+                if configs:
+                    broker_configs[broker_id] = configs
+                else:
+                    broker_configs.pop(broker_id, None)
             case _:
                 pass
     return MetadataSnapshot(
@@ -126,6 +134,7 @@ def replay(snapshot: MetadataSnapshot, changes: tuple[MetadataChange, ...]) -> M
         partitions=dict(sorted(partitions.items())),
         controller=controller,
         controller_epoch=epoch,
+        broker_configs=dict(sorted(broker_configs.items())),
     )
 
 
@@ -134,7 +143,7 @@ EMPTY = MetadataSnapshot(
 )
 
 
-class CoordinatorContract:
+class CoordinatorContract(DynamicConfigsContract):
     """The contract tests; subclass with a ``coordinator_factory`` fixture (module docstring)."""
 
     session_timeout_ms: ClassVar[int] = 6_000
@@ -902,6 +911,14 @@ class CoordinatorContract:
         )
         coord.delete_topic("b", controller_epoch=ctl.controller_epoch)
         coord.submit_admin_request(2, StartReplica(topic="a", partition=0))
+        coord.alter_topic_configs(
+            "a", {"retention.ms": "2000"}, controller_epoch=ctl.controller_epoch
+        )
+        coord.alter_broker_configs(
+            -1, {"log.retention.ms": "5"}, controller_epoch=ctl.controller_epoch
+        )
+        coord.alter_broker_configs(3, {"k": "v"}, controller_epoch=ctl.controller_epoch)
+        coord.alter_broker_configs(3, {}, controller_epoch=ctl.controller_epoch)
         return ctl
 
     def test_feed_is_ordered_and_never_splits_a_write(self, coord: Coordinator) -> None:
@@ -934,6 +951,7 @@ class CoordinatorContract:
             snap.controller,
             snap.controller_epoch,
         )
+        assert rebuilt.broker_configs == snap.broker_configs == {-1: (("log.retention.ms", "5"),)}
         assert rebuilt.seq <= snap.seq
 
     def test_catch_up_after_a_gap_goes_through_a_snapshot(self, coord: Coordinator) -> None:
@@ -1218,6 +1236,19 @@ class SecondHandleContract(CoordinatorContract):
         block = coord.allocate_producer_ids(1, 4, controller_epoch=ctl.controller_epoch)
         assert peer.producer_id_block(1) == block
         assert peer.producer_id_block(2) is None
+
+    def test_dynamic_configs_are_seen_by_another_handle(
+        self, coord: Coordinator, peer: Coordinator
+    ) -> None:
+        _, ctl = self.cluster(coord)
+        coord.create_topic("t", [[1]], controller_epoch=ctl.controller_epoch)
+        altered = coord.alter_topic_configs(
+            "t", {"retention.ms": "1"}, controller_epoch=ctl.controller_epoch
+        )
+        coord.alter_broker_configs(1, {"k": "v"}, controller_epoch=ctl.controller_epoch)
+        assert peer.get_topic("t") == altered
+        assert peer.broker_configs() == {1: (("k", "v"),)}
+        assert peer.snapshot().broker_configs == {1: (("k", "v"),)}
 
     def test_closing_a_handle_leaves_the_other_working(
         self, coord: Coordinator, peer: Coordinator

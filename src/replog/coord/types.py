@@ -21,6 +21,7 @@ from replog.errors import ErrorCode
 from replog.topics import TopicPartition
 
 __all__ = [
+    "ALL_BROKERS",
     "CONTROLLER_TARGET",
     "NO_LEADER",
     "AddPartitions",
@@ -30,20 +31,26 @@ __all__ = [
     "AdminRequestChanged",
     "AdminRequestKind",
     "AllocateProducerIds",
+    "AlterConfigs",
     "AlterPartition",
     "AlterPartitionResult",
     "BrokerChangeReason",
     "BrokerChanged",
+    "BrokerConfigsChanged",
     "BrokerInfo",
     "CasResult",
     "CasStatus",
     "ChangeBatch",
     "CloseReplica",
+    "ConfigChange",
+    "ConfigOperation",
+    "ConfigResourceType",
     "ControllerChanged",
     "ControllerInfo",
     "CreateTopic",
     "DamagedReplica",
     "DeleteTopic",
+    "ElectLeader",
     "IsrMember",
     "LeaderRecoveryState",
     "MetadataChange",
@@ -75,6 +82,9 @@ CONTROLLER_TARGET = -1
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 """Producer ids the controller hands a broker at a time (Kafka's ProducerIdsBlock size)."""
+ALL_BROKERS = -1
+"""The broker id under which dynamic broker configs hold the cluster-wide default (Kafka's
+broker resource named "")."""
 
 
 def _ints(values: Iterable[int]) -> tuple[int, ...]:
@@ -273,6 +283,8 @@ class AdminRequestKind(enum.Enum):
     ALTER_PARTITION = "alter_partition"
     DAMAGED_REPLICA = "damaged_replica"
     ALLOCATE_PRODUCER_IDS = "allocate_producer_ids"
+    ALTER_CONFIGS = "alter_configs"
+    ELECT_LEADER = "elect_leader"
 
 
 @attrs.frozen(kw_only=True)
@@ -468,6 +480,66 @@ class ProducerIdBlock:
         return self.first_id + self.size - 1
 
 
+class ConfigResourceType(enum.IntEnum):
+    """What an ``AlterConfigs`` changes (Kafka's ConfigResource.Type ids)."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class ConfigOperation(enum.IntEnum):
+    """How a ``ConfigChange`` changes its key (Kafka's AlterConfigOp.OpType ids)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@attrs.frozen(kw_only=True)
+class ConfigChange:
+    """One change to one key: SET to ``value``, DELETE (back to the default), or APPEND /
+    SUBTRACT ``value``'s comma-separated items to / from a list-valued key."""
+
+    operation: ConfigOperation = attrs.field(converter=ConfigOperation)
+    key: str
+    value: str | None = None
+
+
+def _config_changes(values: Iterable[ConfigChange]) -> tuple[ConfigChange, ...]:
+    return tuple(values)
+
+
+@attrs.frozen(kw_only=True)
+class AlterConfigs:
+    """Change the configs of a topic (``resource_name`` the topic) or the dynamic configs of a
+    broker (``resource_name`` its id in decimal, or "" for the cluster-wide default), queued for
+    ``CONTROLLER_TARGET``. ``changes`` apply in order to the stored configs; with ``replace``
+    (Kafka's AlterConfigs, not the incremental one) every key they do not SET goes back to its
+    default. The controller checks the result (``replog.topic_config``), stores it and completes
+    the request with INVALID_CONFIG naming a bad key, or UNKNOWN_TOPIC_OR_PARTITION."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.ALTER_CONFIGS
+    resource_type: ConfigResourceType = attrs.field(converter=ConfigResourceType)
+    resource_name: str
+    changes: tuple[ConfigChange, ...] = attrs.field(default=(), converter=_config_changes)
+    replace: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ElectLeader:
+    """Elect a leader for one partition, queued for ``CONTROLLER_TARGET``: the preferred replica
+    (``unclean`` False), or any live replica when the partition has no leader (``unclean``). The
+    request completes with the partition's own outcome: NONE, ELECTION_NOT_NEEDED,
+    PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE or
+    UNKNOWN_TOPIC_OR_PARTITION (Kafka's ElectLeaders answers)."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.ELECT_LEADER
+    topic: str
+    partition: int
+    unclean: bool = False
+
+
 AdminPayload = (
     CreateTopic
     | DeleteTopic
@@ -479,6 +551,8 @@ AdminPayload = (
     | AlterPartition
     | DamagedReplica
     | AllocateProducerIds
+    | AlterConfigs
+    | ElectLeader
 )
 
 
@@ -517,6 +591,7 @@ class TopicChangeReason(enum.Enum):
     CREATED = "created"
     PARTITIONS_ADDED = "partitions_added"
     DELETED = "deleted"
+    CONFIGS_ALTERED = "configs_altered"
 
 
 class AdminRequestChangeReason(enum.Enum):
@@ -539,7 +614,8 @@ class BrokerChanged:
 
 @attrs.frozen(kw_only=True)
 class TopicChanged:
-    """A topic was created, grew, or was deleted. For DELETED, ``assignment`` is the assignment
+    """A topic was created, grew, had its configs replaced, or was deleted (``assignment`` is
+    the whole new assignment, configs included). For DELETED, ``assignment`` is the assignment
     that was removed, so a follower knows which replicas to drop."""
 
     seq: int
@@ -579,8 +655,23 @@ class AdminRequestChanged:
     result: AlterPartitionResult | None = None
 
 
+@attrs.frozen(kw_only=True)
+class BrokerConfigsChanged:
+    """The dynamic configs of ``broker_id`` (``ALL_BROKERS``: the cluster-wide default) are now
+    ``configs`` (empty: it has none left)."""
+
+    seq: int
+    broker_id: int
+    configs: TopicConfigs = attrs.field(default=(), converter=topic_configs)
+
+
 MetadataChange = (
-    BrokerChanged | TopicChanged | PartitionChanged | ControllerChanged | AdminRequestChanged
+    BrokerChanged
+    | TopicChanged
+    | PartitionChanged
+    | ControllerChanged
+    | AdminRequestChanged
+    | BrokerConfigsChanged
 )
 
 
@@ -606,6 +697,8 @@ class MetadataSnapshot:
     partitions: Mapping[tuple[str, int], PartitionState]
     controller: ControllerInfo | None
     controller_epoch: int
+    #: dynamic broker configs by broker id (``ALL_BROKERS``: the cluster-wide default)
+    broker_configs: Mapping[int, TopicConfigs] = attrs.field(factory=dict)
 
 
 class CasStatus(enum.Enum):

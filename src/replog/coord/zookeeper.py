@@ -6,8 +6,8 @@ feed-visible write is one multi-op that also advances the feed head, so the chan
 persistent, contiguous log ``/replog/changes/c-<seq>`` written atomically with the change).
 
 The handle is split by responsibility: broker sessions in ``replog.coord.zk_sessions``, the
-change feed in ``replog.coord.zk_feed``, admin queues in ``replog.coord.zk_admin``; controller,
-topics and partition states here.
+change feed in ``replog.coord.zk_feed``, admin queues in ``replog.coord.zk_admin``, dynamic
+configs in ``replog.coord.zk_configs``; controller, topics and partition states here.
 
 Sessions. The handle keeps one kazoo client ("main") for reads, admin queues and the feed, and
 opens one kazoo client per registered broker: its ZooKeeper session *is* the broker's session,
@@ -100,6 +100,7 @@ from replog.coord.zk_codec import (
     encode_topic,
     state_path,
 )
+from replog.coord.zk_configs import BROKER_CONFIGS, ZkConfigsMixin, read_broker_configs
 from replog.coord.zk_feed import ZkFeed
 from replog.coord.zk_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
 from replog.coord.zk_sessions import ZkSession, ZkSessionsMixin, stop_client
@@ -109,10 +110,10 @@ __all__ = ["ZooKeeperCoordinator"]
 
 _log = logging.getLogger(__name__)
 
-_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES, PRODUCER_IDS)
+_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES, PRODUCER_IDS, BROKER_CONFIGS)
 
 
-class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
+class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, Coordinator):
     """The contract on ZooKeeper; see the module docstring. Open with ``connect`` or
     ``from_url`` (``zookeeper://host:port[,host:port]/chroot``)."""
 
@@ -613,6 +614,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                             partitions[(topic, p)] = state
                 got = io.get(c, CONTROLLER, deadline)
                 epoch, _ = decode_epoch(self._epoch_node(c, deadline)[0])
+                broker_configs = read_broker_configs(io, c, deadline)
                 after = io.get(c, HEAD, deadline)
                 if (
                     before is not None
@@ -626,6 +628,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                         partitions=dict(sorted(partitions.items())),
                         controller=None if got is None else decode_controller(got[0]),
                         controller_epoch=epoch,
+                        broker_configs=broker_configs,
                     )
 
     def subscribe(

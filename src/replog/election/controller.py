@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from replog.config_layers import ConfigLayers, topic_settings
 from replog.coord import types as ct
 from replog.election import controller_requests
 from replog.election.broker_events import (
@@ -95,7 +96,6 @@ from replog.election.state import (
 )
 from replog.election.state_change import Actor, StateChange
 from replog.errors import ErrorCode
-from replog.topic_config import stored_topic_settings
 
 __all__ = ["ControllerConfig", "ControllerMachine", "TopicPolicy", "fixed_placement_start"]
 
@@ -133,12 +133,24 @@ class ControllerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
 
-    def policy_for(self, topic: str, configs: ct.TopicConfigs = ()) -> ElectionPolicy:
-        """The election policy of ``topic``, its stored ``configs`` overriding the defaults
-        (configs were validated when the topic was created; a value that no longer parses
-        keeps the default rather than stopping elections)."""
+    def policy_for(
+        self,
+        topic: str,
+        configs: ct.TopicConfigs = (),
+        *,
+        broker_configs: Mapping[str, str] | None = None,
+        cluster_configs: Mapping[str, str] | None = None,
+    ) -> ElectionPolicy:
+        """The election policy of ``topic``: its stored ``configs`` over the dynamic configs of
+        the controller's broker and the cluster-wide dynamic default (broker keys, see
+        ``replog.config_layers``) over these defaults (configs were validated when they were
+        stored; a value that no longer parses keeps the default rather than stopping
+        elections)."""
         policy = self.topic_policies.get(topic, self.default_topic_policy)
-        settings = stored_topic_settings(configs)
+        layers = ConfigLayers(
+            topic=dict(configs), broker=broker_configs or {}, cluster=cluster_configs or {}
+        )
+        settings = topic_settings(layers)
         if settings.min_insync_replicas is not None:
             policy = attrs.evolve(policy, min_insync_replicas=settings.min_insync_replicas)
         if settings.unclean_leader_election is not None:
@@ -168,6 +180,8 @@ class ControllerMachine:
     admitted_here: set[tuple[int, int]] = attrs.Factory(set)
     #: incarnations that registered after an unclean shutdown (KIP-966)
     unclean_registrations: set[tuple[int, int]] = attrs.Factory(set)
+    #: dynamic broker configs by broker id (``ct.ALL_BROKERS``: the cluster-wide default)
+    broker_configs: dict[int, ct.TopicConfigs] = attrs.Factory(dict)
     _next_group: int = 1
 
     @classmethod
@@ -206,6 +220,7 @@ class ControllerMachine:
                 for b in snapshot.brokers.values()
                 if b.unclean_restart_pending
             },
+            broker_configs=dict(snapshot.broker_configs),
         )
 
     # ---- helpers ----------------------------------------------------------------------
@@ -221,8 +236,15 @@ class ControllerMachine:
         return group
 
     def policy(self, tp: TopicPartition) -> ElectionPolicy:
+        """``tp``'s election policy: its topic's configs over the dynamic broker configs (this
+        controller's broker's, then the cluster default) over the controller's defaults."""
         known = self.topics.get(tp.topic)
-        return self.config.policy_for(tp.topic, () if known is None else known.configs)
+        return self.config.policy_for(
+            tp.topic,
+            () if known is None else known.configs,
+            broker_configs=dict(self.broker_configs.get(self.controller_id, ())),
+            cluster_configs=dict(self.broker_configs.get(ct.ALL_BROKERS, ())),
+        )
 
     def cas_writes(
         self, tp: TopicPartition, decision: Decision, cause: WriteCause, group: int | None = None
@@ -329,7 +351,16 @@ class ControllerMachine:
             self.on_partition_state(change.topic, change.partition, change.state)
         elif isinstance(change, ct.ControllerChanged):
             self.on_controller_changed(change.controller)
+        elif isinstance(change, ct.BrokerConfigsChanged):
+            self.on_broker_configs(change.broker_id, change.configs)
         return ControllerOutput()
+
+    def on_broker_configs(self, broker_id: int, configs: ct.TopicConfigs) -> None:
+        """Adopt a broker's (or the cluster default's) new dynamic configs."""
+        if configs:
+            self.broker_configs[broker_id] = configs
+        else:
+            self.broker_configs.pop(broker_id, None)
 
     def on_controller_changed(self, controller: ct.ControllerInfo | None) -> None:
         """A later controller record that is not this term means the role is lost."""

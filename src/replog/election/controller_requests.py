@@ -1,6 +1,8 @@
 """The controller machine's admin-request handlers: create/delete topic, add partitions,
-reassign (start or cancel), preferred election, AlterPartition; plus the new-partition helpers
-(collision check, placement over the active brokers, first registrations).
+reassign (start or cancel), preferred election, AlterPartition (the config changes and
+single-partition elections of the Kafka admin APIs are in ``controller_admin``); plus the
+new-partition helpers (collision check, placement over the active brokers, first
+registrations).
 
 Each handler returns the request's writes, its effects first and its completion last, all in one
 group (see ``controller_writes``): the store's effect is durable before the request completes.
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from replog.coord import types as ct
+from replog.election import controller_admin
 from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
 from replog.election.controller_writes import (
@@ -116,6 +119,10 @@ def handle(
         return _damaged_replica(machine, request, payload, now_ms)
     if isinstance(payload, ct.AllocateProducerIds):
         return _allocate_producer_ids(machine, request, payload, now_ms)
+    if isinstance(payload, ct.AlterConfigs):
+        return controller_admin.alter_configs(machine, request, payload, now_ms)
+    if isinstance(payload, ct.ElectLeader):
+        return controller_admin.elect_leader(machine, request, payload, now_ms)
     message = f"{request.kind.value} is a broker request, not one for the controller"
     return reject(machine, request, ErrorCode.INVALID_REQUEST, message, now_ms)
 

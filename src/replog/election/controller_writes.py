@@ -35,6 +35,8 @@ __all__ = [
     "AddPartitionsWrite",
     "AdmitBrokerWrite",
     "AllocateProducerIdsWrite",
+    "AlterBrokerConfigsWrite",
+    "AlterTopicConfigsWrite",
     "CasPartitionWrite",
     "CompleteRequestWrite",
     "ControllerOutput",
@@ -163,6 +165,29 @@ class AllocateProducerIdsWrite:
     state_changes: tuple[StateChange, ...] = ()
 
 
+@attrs.frozen(kw_only=True)
+class AlterTopicConfigsWrite:
+    """``alter_topic_configs(topic, configs)``: the topic's whole new configs."""
+
+    group: int
+    cause: WriteCause
+    topic: str
+    configs: ct.TopicConfigs
+    state_changes: tuple[StateChange, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class AlterBrokerConfigsWrite:
+    """``alter_broker_configs(broker_id, configs)``: a broker's (or, ``ALL_BROKERS``, the
+    cluster-wide default's) whole new dynamic configs."""
+
+    group: int
+    cause: WriteCause
+    broker_id: int
+    configs: ct.TopicConfigs
+    state_changes: tuple[StateChange, ...] = ()
+
+
 ControllerWrite = (
     CasPartitionWrite
     | CreateTopicWrite
@@ -172,6 +197,8 @@ ControllerWrite = (
     | CompleteRequestWrite
     | AdmitBrokerWrite
     | AllocateProducerIdsWrite
+    | AlterTopicConfigsWrite
+    | AlterBrokerConfigsWrite
 )
 
 

@@ -13,7 +13,10 @@ output). The batch layout is `replog.log.records`'; this module only fills it in
   the tombstones once its time reaches the horizon;
 - an **empty batch**: a 61-byte header with no records, the original offsets, producer fields,
   epoch and max timestamp, no codec and base timestamp -1 (``writeEmptyHeader``), written when
-  the cleaner must keep a batch's offsets though none of its records.
+  the cleaner must keep a batch's offsets though none of its records;
+- a **recompressed batch** (a topic's ``compression.type`` names a codec other than the
+  producer's): every header field kept but the codec bits of the attributes, the length and
+  the CRC; the records section is the same records compressed with the topic's codec.
 """
 
 from __future__ import annotations
@@ -22,9 +25,16 @@ from collections.abc import Sequence
 
 import crc32c
 
-from replog.log.compression import compress
+from replog.errors import CorruptRecordError
+from replog.log.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    Compression,
+    compress,
+    decompress,
+)
 from replog.log.encoding import encode_varint, encode_varlong
 from replog.log.records import (
+    COMPRESSION_MASK,
     CRC_START,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -32,11 +42,20 @@ from replog.log.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    Buffer,
     RecordColumns,
     TimestampType,
+    iter_batches,
+    validate_batch,
 )
 
-__all__ = ["DELETE_HORIZON_BIT", "delete_horizon_ms", "empty_batch", "rewrite_batch"]
+__all__ = [
+    "DELETE_HORIZON_BIT",
+    "delete_horizon_ms",
+    "empty_batch",
+    "recompress_batches",
+    "rewrite_batch",
+]
 
 DELETE_HORIZON_BIT = 0x40
 """Attributes bit 6: ``base_timestamp`` holds the delete horizon (KIP-534)."""
@@ -91,6 +110,47 @@ def empty_batch(header: BatchHeader) -> bytes:
     timestamp (Kafka's ``writeEmptyHeader``)."""
     attributes = header.attributes & _FLAGS_KEPT_EMPTY
     return _pack(header, attributes, NO_TIMESTAMP, header.max_timestamp, 0, b"")
+
+
+def recompress_batches(
+    buf: Buffer,
+    codec: Compression,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """``buf`` (whole batches, as a producer sends them) with every batch's records section in
+    ``codec`` (module docstring); a batch already in ``codec`` and a control batch are kept
+    byte for byte. Each batch's CRC is checked first: ``CorruptRecordError`` for a damaged
+    batch or a partial one at the end."""
+    out: list[bytes] = []
+    view = memoryview(buf)
+    end = 0
+    for position, _ in iter_batches(buf):
+        header = validate_batch(buf, position)
+        end = position + header.size_bytes
+        if header.compression == codec or header.is_control:
+            out.append(bytes(view[position:end]))
+            continue
+        section = view[position + RECORD_BATCH_OVERHEAD : end]
+        if header.compression:
+            data = decompress(header.compression, section, max_bytes=max_decompressed_bytes)
+        else:
+            data = bytes(section)
+        records = compress(codec, data) if codec else data
+        attributes = (header.attributes & ~COMPRESSION_MASK) | int(codec)
+        out.append(
+            _pack(
+                header,
+                attributes,
+                header.base_timestamp,
+                header.max_timestamp,
+                header.records_count,
+                records,
+            )
+        )
+    if end != len(buf):
+        raise CorruptRecordError(f"{len(buf) - end} bytes after the last whole batch", end)
+    return b"".join(out)
 
 
 def _pack(

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
+
 from replog.errors import ErrorCode, ReplogError
 from replog.protocol import messages as m
 from replog.protocol.schema import Request, Response
@@ -35,14 +37,21 @@ def error_code_for(error: BaseException) -> tuple[ErrorCode, str | None]:
     return code, str(error) or None
 
 
-def error_response(request: Request, error: BaseException) -> Response | None:
+def error_response(
+    request: Request, error: BaseException, version: int | None = None
+) -> Response | None:
     """The answer to ``request`` when handling it raised ``error``; None when Kafka sends no
-    answer and closes the connection instead (Produce with acks=0)."""
+    answer and closes the connection instead (Produce with acks=0). ``version`` is the
+    request's: the one response field whose presence depends on it and that is not ignorable
+    (ElectLeaders' top-level error code, v1+) is left out below it."""
     build = _BUILDERS.get(type(request))
     if build is None:
         raise TypeError(f"no error response for {type(request).__name__}")
     code, message = error_code_for(error)
-    return build(request, int(code), message)
+    response = build(request, int(code), message)
+    if isinstance(response, m.ElectLeadersResponse) and version == 0:
+        response = attrs.evolve(response, error_code=0)
+    return response
 
 
 def _produce(request: m.ProduceRequest, code: int, message: str | None) -> Response | None:
@@ -191,6 +200,115 @@ def _init_producer_id(request: m.InitProducerIdRequest, code: int, message: str 
     return m.InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
 
 
+def _alter_configs(
+    request: m.AlterConfigsRequest | m.IncrementalAlterConfigsRequest,
+    code: int,
+    message: str | None,
+) -> Response:
+    results = [
+        m.AlterConfigsResourceResponse(
+            error_code=code,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        for resource in request.resources
+    ]
+    if isinstance(request, m.IncrementalAlterConfigsRequest):
+        return m.IncrementalAlterConfigsResponse(responses=results)
+    return m.AlterConfigsResponse(responses=results)
+
+
+def _delete_records(request: m.DeleteRecordsRequest, code: int, message: str | None) -> Response:
+    return m.DeleteRecordsResponse(
+        topics=[
+            m.DeleteRecordsTopicResult(
+                name=topic.name,
+                partitions=[
+                    m.DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index, low_watermark=-1, error_code=code
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def _describe_log_dirs(
+    request: m.DescribeLogDirsRequest, code: int, message: str | None
+) -> Response:
+    # Only v3+ carries a top-level code; below it the answer is an empty list, as in Kafka.
+    return m.DescribeLogDirsResponse(error_code=code, results=[])
+
+
+def _elect_leaders(request: m.ElectLeadersRequest, code: int, message: str | None) -> Response:
+    return m.ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=[
+            m.ReplicaElectionResult(
+                topic=topic.topic,
+                partition_result=[
+                    m.ElectionPartitionResult(
+                        partition_id=p, error_code=code, error_message=message
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topic_partitions or ()
+        ],
+    )
+
+
+def _alter_partition_reassignments(
+    request: m.AlterPartitionReassignmentsRequest, code: int, message: str | None
+) -> Response:
+    return m.AlterPartitionReassignmentsResponse(
+        error_code=code,
+        error_message=message,
+        responses=[
+            m.ReassignableTopicResponse(
+                name=topic.name,
+                partitions=[
+                    m.ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=code, error_message=message
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def _list_partition_reassignments(
+    request: m.ListPartitionReassignmentsRequest, code: int, message: str | None
+) -> Response:
+    return m.ListPartitionReassignmentsResponse(
+        error_code=code,
+        error_message=message,
+        topics=[
+            m.OngoingTopicReassignment(
+                name=topic.name,
+                partitions=[
+                    m.OngoingPartitionReassignment(partition_index=p)
+                    for p in topic.partition_indexes
+                ],
+            )
+            for topic in request.topics or ()
+        ],
+    )
+
+
+def _describe_cluster(
+    request: m.DescribeClusterRequest, code: int, message: str | None
+) -> Response:
+    return m.DescribeClusterResponse(
+        error_code=code, error_message=message, endpoint_type=request.endpoint_type
+    )
+
+
 def _entry(
     request_type: type[_R], build: Callable[[_R, int, str | None], Response | None]
 ) -> tuple[type[Request], Callable[[Any, int, str | None], Response | None]]:
@@ -210,5 +328,13 @@ _BUILDERS: dict[type[Request], Callable[[Any, int, str | None], Response | None]
         _entry(m.CreatePartitionsRequest, _create_partitions),
         _entry(m.DescribeConfigsRequest, _describe_configs),
         _entry(m.InitProducerIdRequest, _init_producer_id),
+        _entry(m.AlterConfigsRequest, _alter_configs),
+        _entry(m.IncrementalAlterConfigsRequest, _alter_configs),
+        _entry(m.DeleteRecordsRequest, _delete_records),
+        _entry(m.DescribeLogDirsRequest, _describe_log_dirs),
+        _entry(m.ElectLeadersRequest, _elect_leaders),
+        _entry(m.AlterPartitionReassignmentsRequest, _alter_partition_reassignments),
+        _entry(m.ListPartitionReassignmentsRequest, _list_partition_reassignments),
+        _entry(m.DescribeClusterRequest, _describe_cluster),
     )
 )

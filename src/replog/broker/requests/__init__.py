@@ -14,10 +14,12 @@ import logging
 from typing import Any
 
 from replog.broker.requests import (
+    alter_configs,
     configs,
     fetch,
     metadata,
     offsets,
+    partition_admin,
     produce,
     producer_ids,
     topics,
@@ -65,6 +67,8 @@ HANDLERS: dict[type[Message], Handler] = {
     **topics.HANDLERS,
     **configs.HANDLERS,
     **producer_ids.HANDLERS,
+    **alter_configs.HANDLERS,
+    **partition_admin.HANDLERS,
 }
 """Every served request type and its handler."""
 
@@ -90,7 +94,7 @@ def failed(ctx: RequestContext, body: Any, error: BaseException) -> Outcome:
     if not isinstance(body, Request):
         return Close(f"{type(body).__name__} failed: {error}")
     try:
-        answer = error_response(body, error)
+        answer = error_response(body, error, header.api_version)
     except Exception as exc:  # no error response can be built: the client must not wait
         return Close(f"no error response for {type(body).__name__}: {exc}")
     return Close("no answer to give") if answer is None else Reply(answer)

@@ -17,13 +17,16 @@ from typing import Any, Protocol
 import attrs
 
 from replog.broker.config import BrokerConfig
+from replog.broker.log_dirs import LogDirDescription
 from replog.broker.producer_ids import ProducerIdManager
 from replog.coord.types import (
     AdminPayload,
     BrokerInfo,
     ControllerInfo,
+    CreateTopic,
     PartitionState,
     TopicAssignment,
+    TopicConfigs,
 )
 from replog.errors import ErrorCode
 from replog.isr import FetchRequest, FetchResponse, Partition, ProduceResult
@@ -182,6 +185,36 @@ class RequestServices(Protocol):
         self, topic: str, partition: int, request: FetchRequest, now_ms: int
     ) -> FetchResponse:
         """Read one partition now (consumer or follower)."""
+        ...
+
+    # ---- administration (the Kafka admin APIs) ----
+
+    @property
+    def broker_configs(self) -> Mapping[int, TopicConfigs]:
+        """Dynamic broker configs in the metadata image, by broker id (``ALL_BROKERS``: the
+        cluster-wide default)."""
+        ...
+
+    def create_topic_in_background(self, payload: CreateTopic) -> bool:
+        """Queue ``payload`` for the controller without waiting for it (Kafka's automatic topic
+        creation); False, queueing nothing, while this broker has one for that topic in
+        flight."""
+        ...
+
+    def delete_records(
+        self, topic: str, partition: int, offset: int, now_ms: int
+    ) -> tuple[ErrorCode, int]:
+        """DeleteRecords as leader: move the log start up to ``offset`` (-1: the HW) and
+        persist it; (error, the leader's log start offset now, or -1)."""
+        ...
+
+    def low_watermark(self, topic: str, partition: int) -> int:
+        """The lowest log start offset of the partition's live replicas as this leader knows
+        them (-1: not the leader, or a replica's is not known yet)."""
+        ...
+
+    def log_dirs(self, wanted: set[TP] | None) -> list[LogDirDescription]:
+        """This broker's log dirs and their logs (``wanted`` partitions only, if given)."""
         ...
 
 

@@ -1,9 +1,16 @@
-"""DescribeConfigs (key 32): a topic's configs as they apply -- the topic's own (source TOPIC)
-over this broker's defaults (STATIC_BROKER for its config file's settings, DEFAULT for built-in
-ones), from ``replog.topic_config``."""
+"""DescribeConfigs (key 32): the configs of topics and brokers as they apply, each with its
+source (DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG), read-only flag and, when asked, synonyms, resolved by
+``replog.config_layers`` as Kafka resolves them.
+
+A broker resource is this broker (its id; other ids are INVALID_REQUEST, as in Kafka: a client
+asks each broker about itself) or "" (the cluster-wide dynamic default, which lists only what
+it sets).
+"""
 
 from __future__ import annotations
 
+from replog.broker.dynamic_config import BROKER_CONFIG_TYPES, BROKER_KEYS, broker_layers
 from replog.broker.requests.base import (
     Handler,
     Outcome,
@@ -11,18 +18,12 @@ from replog.broker.requests.base import (
     RequestContext,
     RequestServices,
 )
+from replog.config_layers import EffectiveConfig, describe_broker, describe_topic
 from replog.errors import ErrorCode
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
-from replog.topic_config import ConfigSource, EffectiveConfig, effective_topic_configs
 
 __all__ = ["HANDLERS", "handle_describe_configs"]
-
-_WIRE_CONFIG_SOURCE = {
-    ConfigSource.TOPIC: m.CONFIG_SOURCE_TOPIC,
-    ConfigSource.BROKER: m.CONFIG_SOURCE_STATIC_BROKER,
-    ConfigSource.DEFAULT: m.CONFIG_SOURCE_DEFAULT,
-}
 
 
 def handle_describe_configs(
@@ -51,19 +52,27 @@ def _describe(
     services: RequestServices, body: m.DescribeConfigsRequest, resource: m.DescribeConfigsResource
 ) -> m.DescribeConfigsResult:
     name = resource.resource_name
-    if resource.resource_type != m.RESOURCE_TOPIC:
-        return _failed(resource, ErrorCode.INVALID_REQUEST, "replog describes topic configs only")
-    assignment = services.topics.get(name)
-    if assignment is None:
-        return _failed(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-    wanted = None if resource.configuration_keys is None else set(resource.configuration_keys)
     config = services.config
-    entries = effective_topic_configs(
-        assignment.config_map,
-        log_defaults=config.log,
-        min_insync_replicas=config.default_min_insync_replicas,
-        unclean_leader_election=config.unclean_leader_election_enable,
-    )
+    if resource.resource_type == m.RESOURCE_TOPIC:
+        assignment = services.topics.get(name)
+        if assignment is None:
+            return _failed(
+                resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
+            )
+        layers = broker_layers(config, services.broker_configs, assignment.config_map)
+        entries = describe_topic(layers)
+    elif resource.resource_type == m.RESOURCE_BROKER:
+        if name not in ("", str(services.broker_id)):
+            message = f"broker {services.broker_id} describes itself or '', not {name!r}"
+            return _failed(resource, ErrorCode.INVALID_REQUEST, message)
+        layers = broker_layers(config, services.broker_configs)
+        entries = describe_broker(
+            layers, BROKER_KEYS, types=BROKER_CONFIG_TYPES, per_broker=bool(name)
+        )
+    else:
+        message = f"replog describes topic and broker configs, not type {resource.resource_type}"
+        return _failed(resource, ErrorCode.INVALID_REQUEST, message)
+    wanted = None if not resource.configuration_keys else set(resource.configuration_keys)
     return m.DescribeConfigsResult(
         error_code=0,
         resource_type=resource.resource_type,
@@ -77,18 +86,18 @@ def _describe(
 
 
 def _entry(entry: EffectiveConfig, synonyms: bool) -> m.DescribeConfigsResourceResult:
-    source = _WIRE_CONFIG_SOURCE[entry.source]
     return m.DescribeConfigsResourceResult(
         name=entry.name,
         value=entry.value,
-        read_only=False,
-        config_source=source,
+        read_only=entry.read_only,
+        config_source=int(entry.source),
         is_sensitive=False,
-        synonyms=(
-            [m.DescribeConfigsSynonym(name=entry.name, value=entry.value, source=source)]
-            if synonyms
-            else []
-        ),
+        synonyms=[
+            m.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+            for s in entry.synonyms
+        ]
+        if synonyms
+        else [],
         config_type=entry.config_type,
     )
 

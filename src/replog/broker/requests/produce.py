@@ -4,10 +4,17 @@ Every partition is appended at once (a partition whose append fails gets its err
 partitions that are not complete yet are waited for together (``AwaitProduces``: the partition's
 purgatory ends each one, by the HW reaching it or by its timeout). With acks=0 nothing is sent
 back, and a failure closes the connection (the client learns nothing otherwise).
+
+A topic whose ``compression.type`` (its own, else the dynamic broker default) names a codec
+gets its batches recompressed to it before the append (``producer``: stored as sent). A topic
+that does not exist is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for a name that
+could not be one) and, with automatic topic creation on, is created for the client's retry
+(``metadata.unknown_topic_error``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from replog.broker.requests.base import (
@@ -21,8 +28,13 @@ from replog.broker.requests.base import (
     RequestContext,
     RequestServices,
 )
-from replog.errors import ErrorCode
+from replog.broker.requests.metadata import unknown_topic_error
+from replog.config_layers import ConfigLayers, topic_settings
+from replog.coord.types import ALL_BROKERS, TopicConfigs
+from replog.errors import CorruptRecordError, ErrorCode
 from replog.isr import Acks, ProduceResult
+from replog.log.batch_rewrite import recompress_batches
+from replog.log.compression import Compression
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
@@ -41,13 +53,13 @@ def handle_produce(
     for topic in body.topic_data:
         for data in topic.partition_data:
             tp = (topic.name, data.index)
-            records = b"" if data.records is None else data.records
-            if isinstance(records, RecordsRef) or not records:
+            batch = _prepared(services, topic.name, data.records)
+            if isinstance(batch, ErrorCode):
                 key = (tp, -len(order) - 1)  # no request id: a key of its own
-                done[key] = ProduceResult(0, -1, ErrorCode.CORRUPT_MESSAGE)
+                done[key] = ProduceResult(0, -1, batch)
             else:
                 request_id, result = services.produce(
-                    topic.name, data.index, bytes(records), body.acks, ctx.now_ms,
+                    topic.name, data.index, batch, body.acks, ctx.now_ms,
                     timeout_ms=timeout_ms,
                 )  # fmt: skip
                 key = (tp, request_id)
@@ -63,6 +75,54 @@ def handle_produce(
     if waiting:
         return AwaitProduces(frozenset(waiting), finish)
     return finish({})
+
+
+def _prepared(services: RequestServices, topic: str, records: object) -> bytes | ErrorCode:
+    """A partition's batches as they are to be appended (in the topic's codec), or why they
+    are refused before any append: no batches or damaged ones, or an unknown topic."""
+    if (
+        isinstance(records, RecordsRef)
+        or not isinstance(records, bytes | bytearray | memoryview)
+        or not records
+    ):
+        return ErrorCode.CORRUPT_MESSAGE
+    if topic not in services.topics:
+        code = unknown_topic_error(services, topic, create=True)
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if code.retriable else code
+    try:
+        return _as_stored(services, topic, bytes(records))
+    except CorruptRecordError:
+        return ErrorCode.CORRUPT_MESSAGE
+
+
+_CODECS = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def _target_codec(
+    topic: TopicConfigs, broker: TopicConfigs, cluster: TopicConfigs
+) -> Compression | None:
+    """The codec a topic's batches are stored in (None: ``producer``, as sent)."""
+    layers = ConfigLayers(topic=dict(topic), broker=dict(broker), cluster=dict(cluster))
+    return _CODECS.get(topic_settings(layers).compression_type or "producer")
+
+
+def _as_stored(services: RequestServices, topic: str, batch: bytes) -> bytes:
+    """``batch`` in the topic's ``compression.type`` (``CorruptRecordError`` if damaged)."""
+    assignment = services.topics[topic]
+    configs = services.broker_configs
+    codec = _target_codec(
+        assignment.configs,
+        configs.get(services.broker_id, ()),
+        configs.get(ALL_BROKERS, ()),
+    )
+    return batch if codec is None else recompress_batches(batch, codec)
 
 
 def _answer(

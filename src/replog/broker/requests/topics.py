@@ -6,19 +6,16 @@ checks and queues nothing. A success carries no error message, as in Kafka."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from replog.broker.config import BrokerConfig
 from replog.broker.requests.base import (
     AdminResult,
-    AwaitAdmin,
     Handler,
     Outcome,
-    Reply,
     RequestContext,
     RequestServices,
 )
-from replog.coord.types import AddPartitions, AdminPayload, CreateTopic, DeleteTopic
+from replog.broker.requests.queueing import Checked, queue_checked
+from replog.coord.types import AddPartitions, CreateTopic, DeleteTopic
 from replog.errors import ErrorCode, InvalidConfigError, InvalidTopicError
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
@@ -32,34 +29,6 @@ __all__ = [
     "handle_create_topics",
     "handle_delete_topics",
 ]
-
-_Checked = tuple[str, AdminPayload | None, AdminResult]
-
-
-def _queue(
-    checked: Sequence[_Checked],
-    timeout_ms: int,
-    validate_only: bool,
-    build: Callable[[list[tuple[str, AdminResult]]], Message],
-) -> Outcome:
-    """Queue the payloads that passed the checks (unless ``validate_only``), then answer every
-    topic in the request's order with ``build``."""
-    queued = [(i, payload) for i, (_, payload, _) in enumerate(checked) if payload is not None]
-
-    def finish(results: Sequence[AdminResult]) -> Outcome:
-        final = [result for _, _, result in checked]
-        for (i, _), result in zip(queued, results, strict=True):
-            final[i] = result
-        answers = [(name, _quiet(r)) for (name, _, _), r in zip(checked, final, strict=True)]
-        return Reply(build(answers))
-
-    if validate_only or not queued:
-        return finish([AdminResult(ErrorCode.NONE)] * len(queued))
-    return AwaitAdmin(tuple(p for _, p in queued), timeout_ms, finish)
-
-
-def _quiet(result: AdminResult) -> AdminResult:
-    return AdminResult(result.error) if result.error is ErrorCode.NONE else result
 
 
 def create_topic_payload(config: BrokerConfig, topic: m.CreatableTopic) -> CreateTopic:
@@ -90,7 +59,7 @@ def handle_create_topics(
     ctx: RequestContext, body: m.CreateTopicsRequest, services: RequestServices
 ) -> Outcome:
     """See the module docstring."""
-    checked: list[_Checked] = []
+    checked: list[Checked[str]] = []
     for topic in body.topics:
         try:
             payload = create_topic_payload(services.config, topic)
@@ -112,7 +81,7 @@ def handle_create_topics(
             ]
         )
 
-    return _queue(checked, body.timeout_ms, body.validate_only, build)
+    return queue_checked(checked, body.timeout_ms, body.validate_only, build)
 
 
 def handle_delete_topics(
@@ -127,7 +96,7 @@ def handle_delete_topics(
             names.append(t.name)
         else:
             names.append(by_id.get(t.topic_id, ""))
-    checked: list[_Checked] = [
+    checked: list[Checked[str]] = [
         (name, DeleteTopic(topic=name), AdminResult(ErrorCode.NONE))
         if name
         else (name, None, AdminResult(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic ID"))
@@ -147,14 +116,14 @@ def handle_delete_topics(
             ]
         )
 
-    return _queue(checked, body.timeout_ms, False, build)
+    return queue_checked(checked, body.timeout_ms, False, build)
 
 
 def handle_create_partitions(
     ctx: RequestContext, body: m.CreatePartitionsRequest, services: RequestServices
 ) -> Outcome:
     """Grow topics to ``count`` partitions (the controller places them unless assigned)."""
-    checked: list[_Checked] = []
+    checked: list[Checked[str]] = []
     for topic in body.topics:
         assignment = tuple(tuple(a.broker_ids) for a in topic.assignments or ())
         payload = AddPartitions(
@@ -173,7 +142,7 @@ def handle_create_partitions(
             ],
         )
 
-    return _queue(checked, body.timeout_ms, body.validate_only, build)
+    return queue_checked(checked, body.timeout_ms, body.validate_only, build)
 
 
 HANDLERS: dict[type[Message], Handler] = {

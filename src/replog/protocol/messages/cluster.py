@@ -1,12 +1,13 @@
-"""ApiVersions (key 18) and Metadata (key 3): how a client learns what the broker speaks and where
-partitions live.
+"""ApiVersions (key 18), Metadata (key 3) and DescribeCluster (key 60): how a client learns what
+the broker speaks, where partitions live and which brokers make up the cluster.
 
-Field order, version ranges, nullability and tags follow Kafka's ApiVersionsRequest/Response.json
-and MetadataRequest/Response.json. Quirks worth knowing:
+Field order, version ranges, nullability and tags follow Kafka's ApiVersionsRequest/Response.json,
+MetadataRequest/Response.json and DescribeClusterRequest/Response.json. Quirks worth knowing:
 
 - ApiVersions responses always use response header v0 (no tagged fields), even at v3, so a client
   can read the answer to a version it does not know (see ``framing``).
 - Metadata v0: an empty topic list means "all topics"; v1+: null means all, empty means none.
+- DescribeCluster is flexible from v0; v1 adds ``endpoint_type``, v2 fenced brokers.
 """
 
 # `field(...)` is an attrs field specifier (schema.field wraps attrs.field); ruff cannot tell.
@@ -21,6 +22,7 @@ import attrs
 from replog.protocol.primitives import ZERO_UUID
 from replog.protocol.schema import (
     BOOL,
+    INT8,
     INT16,
     INT32,
     INT64,
@@ -35,10 +37,15 @@ from replog.protocol.schema import (
 
 __all__ = [
     "API_VERSIONS",
+    "DESCRIBE_CLUSTER",
+    "ENDPOINT_TYPE_BROKERS",
     "METADATA",
     "ApiVersion",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "DescribeClusterBroker",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
     "FinalizedFeatureKey",
     "MetadataRequest",
     "MetadataRequestTopic",
@@ -51,6 +58,10 @@ __all__ = [
 
 API_VERSIONS = ApiInfo(18, "ApiVersions", min_version=0, max_version=3, flexible_from=3)
 METADATA = ApiInfo(3, "Metadata", min_version=0, max_version=12, flexible_from=9)
+DESCRIBE_CLUSTER = ApiInfo(60, "DescribeCluster", min_version=0, max_version=2, flexible_from=0)
+ENDPOINT_TYPE_BROKERS = 1
+"""DescribeCluster ``endpoint_type``: brokers (2 would be controllers, which replog has none of
+apart from its brokers)."""
 
 # The bitfield value meaning "authorized operations were not requested" (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -181,3 +192,41 @@ class MetadataResponse(Response):
     controller_id: int = field(INT32, "1+", default=-1, ignorable=True)
     topics: list[MetadataResponseTopic] = field(array(MetadataResponseTopic), "0+")
     cluster_authorized_operations: int = field(INT32, "8-10", default=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+@attrs.frozen(kw_only=True)
+class DescribeClusterRequest(Request):
+    """Describe the cluster's brokers (fenced ones too with ``include_fenced_brokers``)."""
+
+    API = DESCRIBE_CLUSTER
+
+    include_cluster_authorized_operations: bool = field(BOOL, "0+")
+    endpoint_type: int = field(INT8, "1+", default=ENDPOINT_TYPE_BROKERS)
+    include_fenced_brokers: bool = field(BOOL, "2+")
+
+
+@attrs.frozen(kw_only=True)
+class DescribeClusterBroker:
+    """One broker's address (and, v2+, whether it is fenced)."""
+
+    broker_id: int = field(INT32, "0+")
+    host: str = field(STRING, "0+")
+    port: int = field(INT32, "0+")
+    rack: str | None = field(STRING, "0+", nullable="0+", default=None)
+    is_fenced: bool = field(BOOL, "2+")
+
+
+@attrs.frozen(kw_only=True)
+class DescribeClusterResponse(Response):
+    """The cluster id, the controller and the brokers."""
+
+    API = DESCRIBE_CLUSTER
+
+    throttle_time_ms: int = field(INT32, "0+")
+    error_code: int = field(INT16, "0+")
+    error_message: str | None = field(STRING, "0+", nullable="0+", default=None)
+    endpoint_type: int = field(INT8, "1+", default=ENDPOINT_TYPE_BROKERS)
+    cluster_id: str = field(STRING, "0+")
+    controller_id: int = field(INT32, "0+", default=-1)
+    brokers: list[DescribeClusterBroker] = field(array(DescribeClusterBroker), "0+")
+    cluster_authorized_operations: int = field(INT32, "0+", default=AUTHORIZED_OPERATIONS_OMITTED)

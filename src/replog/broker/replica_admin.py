@@ -1,0 +1,123 @@
+"""The administrative side of ``ReplicaManager``: the settings its replicas run with (topic
+configs over dynamic broker configs over the broker's own, ``replog.config_layers``), applied
+again when configs change, and DeleteRecords on a leader (log start moved, low watermark).
+
+``ReplicaAdmin`` is a part of ``ReplicaManager``: it uses the manager's state, declared below,
+and is not used on its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from replog.config_layers import ConfigLayers, topic_settings
+from replog.coord.types import ALL_BROKERS, BrokerInfo, TopicAssignment, TopicConfigs
+from replog.errors import ErrorCode, StorageError
+from replog.isr import Partition, PartitionConfig
+from replog.log.log import Log
+from replog.log.manager import LogManager
+from replog.topic_config import TopicSettings
+
+__all__ = ["ReplicaAdmin"]
+
+TP = tuple[str, int]
+
+
+def _as_log(replica: Partition) -> Log | None:
+    log = replica.log
+    return log if isinstance(log, Log) else None
+
+
+class ReplicaAdmin:
+    """Settings and DeleteRecords of ``ReplicaManager`` (module docstring)."""
+
+    if TYPE_CHECKING:  # the manager's state
+        broker_id: int
+        log_manager: LogManager
+        partition_config: PartitionConfig
+        partitions: dict[TP, Partition]
+        brokers: dict[int, BrokerInfo]
+        topics: dict[str, TopicAssignment]
+        broker_configs: dict[int, TopicConfigs]
+
+        def _touch(self, tp: TP) -> None: ...
+
+        def _collect(self, tp: TP, replica: Partition) -> None: ...
+
+    # ------------------------------------------------------------------ settings
+
+    def _topic_settings(self, topic: str) -> TopicSettings:
+        """The topic's settings: its stored configs over this broker's dynamic configs and the
+        cluster-wide dynamic default (``replog.config_layers``); the rest is this broker's own
+        config (the log manager's default ``LogConfig``, ``partition_config``)."""
+        assignment = self.topics.get(topic)
+        layers = ConfigLayers(
+            topic=dict(() if assignment is None else assignment.configs),
+            broker=dict(self.broker_configs.get(self.broker_id, ())),
+            cluster=dict(self.broker_configs.get(ALL_BROKERS, ())),
+        )
+        return topic_settings(layers)
+
+    def _partition_config(self, settings: TopicSettings) -> PartitionConfig:
+        config = self.partition_config
+        if settings.min_insync_replicas is not None:
+            config = attrs.evolve(config, min_insync_replicas=settings.min_insync_replicas)
+        return config
+
+    def refresh_settings(self, topics: set[str] | None, now_ms: int) -> None:
+        """Configs changed (of ``topics``; None: maybe all): hosted replicas take the new log
+        settings (retention at its next pass, segment settings at the next roll) and min ISR
+        at once; a leader whose HW the new min ISR lets move moves it."""
+        for tp, replica in sorted(self.partitions.items()):
+            if topics is not None and tp[0] not in topics:
+                continue
+            settings = self._topic_settings(tp[0])
+            log = _as_log(replica)
+            if log is not None:
+                log.config = settings.log_config(self.log_manager.default_config)
+            replica.config = self._partition_config(settings)
+            if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
+                self._touch(tp)
+            self._collect(tp, replica)
+
+    # ------------------------------------------------------------------ DeleteRecords
+
+    def delete_records(
+        self, topic: str, partition: int, offset: int, now_ms: int
+    ) -> tuple[ErrorCode, int]:
+        """Move the leader's log start up to ``offset`` (-1: the HW; past the HW:
+        OFFSET_OUT_OF_RANGE) and write the log-start checkpoint; followers follow through
+        their fetch answers. Returns (error, the leader's log start offset now)."""
+        tp = (topic, partition)
+        replica = self.partitions.get(tp)
+        log = None if replica is None else _as_log(replica)
+        if replica is None or log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        if not replica.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        target = log.high_watermark if offset == -1 else offset
+        if not 0 <= target <= log.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        try:
+            if log.maybe_increment_log_start_offset(target):
+                self.log_manager.checkpoint_log_start_offsets()
+        except StorageError:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+        self._touch(tp)
+        return ErrorCode.NONE, log.log_start_offset
+
+    def low_watermark(self, topic: str, partition: int) -> int:
+        """The lowest log start offset among the leader and its live followers (Kafka's
+        ``lowWatermarkIfLeader``); -1 when not the leader or a live follower's is unknown."""
+        replica = self.partitions.get((topic, partition))
+        log = None if replica is None else _as_log(replica)
+        if replica is None or log is None or not replica.is_leader:
+            return -1
+        low = log.log_start_offset
+        for broker_id in replica.assigned:
+            state = replica.replica_state(broker_id)
+            if broker_id != self.broker_id and broker_id in self.brokers and state is not None:
+                low = min(low, state.log_start_offset)
+        return low
