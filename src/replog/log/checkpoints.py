@@ -49,8 +49,10 @@ import attrs
 from replog.errors import InvalidTopicError, MalformedCheckpointError, StorageError
 from replog.log.epoch_cache import EpochEntry
 from replog.log.fs import FileSystem
+from replog.topics import TopicPartition, validate_topic_name
 
 __all__ = [
+    "clean_checkpoint_of",
     "CLEANER_OFFSET_CHECKPOINT_FILE",
     "CLEAN_SHUTDOWN_FILE",
     "CheckpointFile",
@@ -390,3 +392,15 @@ def _parse_marker(raw: bytes) -> int | None:
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < -1:
         return None
     return epoch
+
+
+def clean_checkpoint_of(fs: FileSystem, dir_path: str) -> CleanerOffsetCheckpoint | None:
+    """The ``cleaner-offset-checkpoint`` entry of the log in ``dir_path`` (in its parent, the
+    log dir); None if the directory is not named ``<topic>-<partition>``."""
+    path = dir_path.rstrip("/")
+    try:
+        tp = TopicPartition.parse(os.path.basename(path))
+        validate_topic_name(tp.topic)
+    except (ValueError, InvalidTopicError):
+        return None
+    return CleanerOffsetCheckpoint(fs, os.path.dirname(path) or ".", tp.topic, tp.partition)

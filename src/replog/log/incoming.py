@@ -13,7 +13,13 @@ from typing import NamedTuple
 
 import crc32c
 
-from replog.errors import CorruptRecordError, InvalidOffsetError, RecordBatchTooLargeError
+from replog.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    RecordBatchTooLargeError,
+)
+from replog.log.decoding import decode_columns
 from replog.log.producer_state import ProducerBatch
 from replog.log.records import (
     CRC_START,
@@ -28,6 +34,7 @@ from replog.log.records import (
 from replog.log.segment import BatchMeta
 
 __all__ = [
+    "require_keys",
     "IncomingBatches",
     "ProducedBatch",
     "check_follower_batches",
@@ -196,3 +203,15 @@ def check_follower_batches(
         expected = header.last_offset + 1
         last_epoch = epoch
     return IncomingBatches(metas, produced, gap_end)
+
+
+def require_keys(data: bytes | bytearray | memoryview) -> None:
+    """Refuse record batches holding a record without a key (`InvalidRecordError`): a
+    compacted log keeps the latest record of each key, so a keyless one has no place in it
+    (Kafka's LogValidator)."""
+    for position, _ in parse_batches(data, whole=True):
+        for key in decode_columns(data, position).keys:
+            if key is None:
+                raise InvalidRecordError(
+                    f"compacted topic cannot accept a record without a key (batch at {position})"
+                )

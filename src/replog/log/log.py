@@ -34,104 +34,52 @@ a time argument.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 from sortedcontainers import SortedDict
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import (
-    CorruptRecordError,
     FencedLeaderEpochError,
     InvalidOffsetError,
-    InvalidRecordError,
-    InvalidTopicError,
-    OffsetOutOfRangeError,
     StorageError,
     invariant,
 )
-from replog.log.checkpoints import CleanerOffsetCheckpoint, LeaderEpochCheckpointFile
+from replog.log.checkpoints import (
+    CleanerOffsetCheckpoint,
+)
 from replog.log.config import LogConfig
-from replog.log.decoding import decode_columns
 from replog.log.epoch_cache import LeaderEpochCache
-from replog.log.fs import REAL_FS, FileSlice, FileSystem
+from replog.log.fs import REAL_FS, FileSystem
 from replog.log.incoming import (
     check_follower_batches,
     check_producer_batch,
     parse_batches,
     producer_batch,
+    require_keys,
     stamp_producer_batches,
 )
-from replog.log.loader import RecoveryReport, load_segments
+from replog.log.loader import RecoveryReport
+from replog.log.log_opening import LEADER_EPOCH_CHECKPOINT, open_log
+from replog.log.log_reads import read_log
+from replog.log.log_values import AppendInfo, FetchSlice, PendingFlush
 from replog.log.producer_manager import ProducerStateManager
 from replog.log.producer_state import ProducerBatch, ProducerState
 from replog.log.records import HEADER, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
-from replog.topics import TopicPartition, validate_topic_name
 
 if TYPE_CHECKING:
     from replog.log.cleaner import CleaningTask
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
-
-class AppendInfo(NamedTuple):
-    """What an append wrote: offsets [first_offset, last_offset], and sizes. A ``duplicate``
-    wrote nothing: it repeats an idempotent producer's batch, which is at [first_offset,
-    last_offset] with max timestamp ``max_timestamp`` (what the producer is answered)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    batch_count: int
-    size_bytes: int
-    duplicate: bool = False
-
-
-@attrs.frozen
-class FetchSlice:
-    """The bytes a read returns, as file pieces that can be sent without copying."""
-
-    pieces: tuple[FileSlice, ...]
-    start_offset: int
-
-    @property
-    def size_bytes(self) -> int:
-        """Total bytes across the pieces."""
-        return sum(piece.size_bytes for piece in self.pieces)
-
-    def to_bytes(self) -> bytes:
-        """Materialise the slice (tests and in-process readers; the broker uses sendfile)."""
-        return b"".join(piece.read() for piece in self.pieces)
-
-
-EMPTY_SLICE_PIECES: tuple[FileSlice, ...] = ()
 # What a failed write, read or fsync raises: OSError from a segment file, StorageError from a
 # checkpoint file (the leader-epoch checkpoint wraps its OSError itself).
 _IO_ERRORS = (OSError, StorageError)
-
-
-@attrs.define(eq=False)
-class PendingFlush:
-    """A flush split in two so the fsyncs can run on a worker thread (group commit): every
-    batch appended before `Log.begin_flush` is durable once `run` returns."""
-
-    target_offset: int
-    segments: list[LogSegment]
-
-    def run(self) -> None:
-        """fsync the segments (thread-safe: touches only file descriptors). `StorageError` if
-        one fails; the caller takes the log offline (`Log.mark_offline`)."""
-        for segment in self.segments:
-            try:
-                segment.flush()
-            except OSError as exc:
-                raise StorageError(f"fsync of {segment!r} failed: {exc}", segment.dir_path) from exc
 
 
 # The leader stamps each batch's base offset and leader epoch in place (outside the CRC), with
@@ -185,60 +133,17 @@ class Log:
     ) -> Log:
         """Open (creating if needed) and recover the log in ``dir_path``. ``clock`` gives the
         wall time segment ages and time retention are measured with."""
-        config = config or LogConfig()
-        try:
-            fs.makedirs(dir_path)
-            checkpoint = LeaderEpochCheckpointFile(fs, f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}")
-            epoch_cache = LeaderEpochCache(checkpoint, checkpoint.read())
-            clean_checkpoint = _clean_checkpoint_of(fs, dir_path)
-            clean_offset = 0 if clean_checkpoint is None else clean_checkpoint.read() or 0
-            loaded = load_segments(
-                fs,
-                dir_path,
-                config,
-                epoch_cache,
-                clock=clock,
-                recovery_point=recovery_point,
-                log_start_offset=log_start_offset,
-                had_clean_shutdown=had_clean_shutdown,
-                gaps_below=clean_offset,
-            )
-            producers = ProducerStateManager.load(
-                fs,
-                dir_path,
-                loaded.segments,
-                log_end_offset=loaded.log_end_offset,
-                trusted_offset=loaded.recovery_point,
-                now_ms=clock.wall_ms(),
-                expiration_ms=config.producer_id_expiration_ms,
-            )
-        except OSError as exc:
-            raise StorageError(f"cannot open log {dir_path}: {exc}", dir_path) from exc
-        hw = min(max(high_watermark, loaded.log_start_offset), loaded.log_end_offset)
-        log = cls(
-            dir_path=dir_path,
-            config=config,
+        return open_log(
+            cls,
+            dir_path,
+            config or LogConfig(),
             fs=fs,
             clock=clock,
-            segments=loaded.segments,
-            epoch_cache=epoch_cache,
-            log_start_offset=loaded.log_start_offset,
-            recovery_point=loaded.recovery_point,
-            high_watermark=hw,
-            recovery_report=loaded.report,
-            producers=producers,
-            next_offset=loaded.log_end_offset,
-            clean_offset=clean_offset,
-            clean_checkpoint=clean_checkpoint,
-            clean_from_log_start=loaded.report.interrupted_cleaning,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            had_clean_shutdown=had_clean_shutdown,
         )
-        if clean_offset > log.log_end_offset:
-            # What the clean offset covered was lost (the entry was written before data that
-            # never became durable): new appends there are dense again.
-            log.clean_from_log_start = True
-            with log.storage_errors("cleaner checkpoint write"):
-                log.set_clean_offset(log.log_end_offset)
-        return log
 
     # -- state ------------------------------------------------------------------------------
 
@@ -530,66 +435,7 @@ class Log:
         Never serves a damaged batch (see `LogSegment.read`): the slice ends before one, and a
         read that starts at one raises `CorruptRecordError` naming the segment, the position
         and the offsets that cannot be served (``first_offset``: where a follower truncates)."""
-        self._check_online()
-        end = self._next_offset
-        if start_offset < self.log_start_offset or start_offset > end:
-            raise OffsetOutOfRangeError(start_offset, self.log_start_offset, end)
-        limit = end if max_offset is None else min(max_offset, end)
-        if start_offset >= limit:
-            return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-        index = max(self.segments.bisect_right(start_offset) - 1, 0)
-        read_from = start_offset
-        while True:
-            base = self.segments.keys()[index]
-            segment: LogSegment = self.segments[base]
-            following = self.segments.keys()[index + 1] if index + 1 < len(self.segments) else None
-            segment_end = end if following is None else following
-            try:
-                piece = self._read_segment(
-                    segment, read_from, limit, segment_end, max_bytes, min_one_batch
-                )
-            except _IO_ERRORS as exc:
-                self._fail("read", exc)
-            if piece is not None:
-                break
-            if following is None or following > self.clean_offset:
-                # A consistent segment holds every offset below the next one's base.
-                raise segment.missing_offset_error(segment_end) or CorruptRecordError(
-                    f"no batch of {segment!r} holds offset {read_from}",
-                    path=segment.path(".log"),
-                    first_offset=read_from,
-                    last_offset=segment_end - 1,
-                )
-            if following >= limit:  # the cleaner emptied the rest of what may be served
-                return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-            index, read_from = index + 1, following  # compacted away: go on in the next one
-        if piece.size_bytes == 0:
-            return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
-        return FetchSlice((piece,), start_offset)
-
-    def _read_segment(
-        self,
-        segment: LogSegment,
-        start_offset: int,
-        limit: int,
-        segment_end: int,
-        max_bytes: int,
-        min_one_batch: bool,
-    ) -> FileSlice | None:
-        """`LogSegment.read` bounded by ``limit`` (exclusive); None if no batch of the segment
-        reaches ``start_offset``."""
-        max_position = segment.size_bytes
-        if limit < segment_end:
-            bound = segment.translate_offset(limit)
-            if bound is not None:
-                max_position = bound.position
-        return segment.read(
-            start_offset,
-            max_bytes,
-            max_position,
-            min_one_batch=min_one_batch,
-            end_offset=segment_end,
-        )
+        return read_log(self, start_offset, max_bytes, max_offset, min_one_batch)
 
     def batches(self, start_offset: int | None = None) -> Iterator[bytes]:
         """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
@@ -814,27 +660,3 @@ class Log:
             f"Log({self.dir_path!r}, start={self.log_start_offset}, hw={self.high_watermark}, "
             f"leo={self._next_offset}, segments={len(self.segments)})"
         )
-
-
-def require_keys(data: bytes | bytearray | memoryview) -> None:
-    """Refuse record batches holding a record without a key (`InvalidRecordError`): a
-    compacted log keeps the latest record of each key, so a keyless one has no place in it
-    (Kafka's LogValidator)."""
-    for position, _ in parse_batches(data, whole=True):
-        for key in decode_columns(data, position).keys:
-            if key is None:
-                raise InvalidRecordError(
-                    f"compacted topic cannot accept a record without a key (batch at {position})"
-                )
-
-
-def _clean_checkpoint_of(fs: FileSystem, dir_path: str) -> CleanerOffsetCheckpoint | None:
-    """The ``cleaner-offset-checkpoint`` entry of the log in ``dir_path`` (in its parent, the
-    log dir); None if the directory is not named ``<topic>-<partition>``."""
-    path = dir_path.rstrip("/")
-    try:
-        tp = TopicPartition.parse(os.path.basename(path))
-        validate_topic_name(tp.topic)
-    except (ValueError, InvalidTopicError):
-        return None
-    return CleanerOffsetCheckpoint(fs, os.path.dirname(path) or ".", tp.topic, tp.partition)
