@@ -19,8 +19,6 @@ from replog.coord.errors import (
 from replog.coord.testing_base import ContractBase
 from replog.coord.types import (
     CONTROLLER_TARGET,
-    TOPIC_CONFIG_KEY_CHARS_MAX,
-    TOPIC_CONFIG_VALUE_CHARS_MAX,
     TOPIC_CONFIGS_BYTES_MAX,
     TOPIC_CONFIGS_MAX,
     CreateTopic,
@@ -29,6 +27,7 @@ from replog.coord.types import (
     TopicChanged,
     TopicChangeReason,
 )
+from replog.coord.values import TOPIC_CONFIG_KEY_CHARS_MAX, TOPIC_CONFIG_VALUE_CHARS_MAX
 from replog.errors import ErrorCode, InvalidTopicError
 from replog.topics import ZERO_TOPIC_ID, topic_uuid
 

@@ -11,12 +11,24 @@ qualify).
 from __future__ import annotations
 
 import enum
-import json
-from collections.abc import Callable, Iterable, Mapping
-from typing import ClassVar, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 import attrs
 
+from replog.coord.values import (
+    TOPIC_CONFIGS_BYTES_MAX,
+    TOPIC_CONFIGS_MAX,
+    IsrMember,
+    LeaderRecoveryState,
+    SessionState,
+    Subscription,
+    TopicConfigs,
+    int_tuple,
+    isr_members,
+    replica_lists,
+    topic_configs,
+)
 from replog.errors import ErrorCode
 from replog.topics import TopicPartition
 
@@ -87,78 +99,6 @@ ALL_BROKERS = -1
 broker resource named "")."""
 
 
-def _ints(values: Iterable[int]) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)
-
-
-def _replica_lists(values: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
-    return tuple(_ints(v) for v in values)
-
-
-#: limits on what a topic's configs may hold in the store (checked by ``topic_configs``)
-TOPIC_CONFIGS_MAX = 64
-TOPIC_CONFIG_KEY_CHARS_MAX = 255
-TOPIC_CONFIG_VALUE_CHARS_MAX = 4096
-#: their stored (JSON) size, so a topic write stays far below ZooKeeper's 1 MB and etcd's
-#: 1.5 MiB request limits (configs are written twice: topic record and feed record)
-TOPIC_CONFIGS_BYTES_MAX = 64 * 1024
-
-TopicConfigs = tuple[tuple[str, str], ...]
-
-
-def topic_configs(values: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> TopicConfigs:
-    """Per-topic settings as the store keeps them: (key, value) string pairs sorted by key.
-    ``ValueError`` for a non-string, a duplicate, an over-long key or value, or too many."""
-    if values is None:
-        return ()
-    pairs = list(values.items()) if isinstance(values, Mapping) else list(values)
-    if len(pairs) > TOPIC_CONFIGS_MAX:
-        raise ValueError(f"a topic may have at most {TOPIC_CONFIGS_MAX} configs, got {len(pairs)}")
-    seen: set[str] = set()
-    for pair in pairs:
-        if len(pair) != 2 or not all(isinstance(x, str) for x in pair):
-            raise ValueError(f"topic configs are (str, str) pairs, got {pair!r}")
-        key, value = pair
-        if not key or len(key) > TOPIC_CONFIG_KEY_CHARS_MAX or key in seen:
-            raise ValueError(f"bad or duplicate topic config key {key[:80]!r}")
-        if len(value) > TOPIC_CONFIG_VALUE_CHARS_MAX:
-            raise ValueError(f"topic config {key!r} is longer than {TOPIC_CONFIG_VALUE_CHARS_MAX}")
-        seen.add(key)
-    encoded = len(json.dumps(dict(pairs), separators=(",", ":")))  # as stored: \u-escaped
-    if encoded > TOPIC_CONFIGS_BYTES_MAX:
-        raise ValueError(
-            f"a topic's configs take {encoded} bytes stored; at most {TOPIC_CONFIGS_BYTES_MAX}"
-        )
-    return tuple(sorted((k, v) for k, v in pairs))
-
-
-class SessionState(enum.Enum):
-    """Liveness of one broker's session with the store.
-
-    CONNECTED: the session is live and the store reachable. SUSPENDED: the store is unreachable
-    but the session may still be alive (ZooKeeper SUSPENDED, etcd keepalives failing within the
-    lease TTL, missed heartbeat replies); it returns to CONNECTED or becomes LOST. LOST: the
-    session is over (expired, or closed by ``unregister_broker``); its registration and any
-    controller role are gone, and only a new registration (a new incarnation) comes back.
-    While SUSPENDED or LOST a broker acts on nothing that needs current metadata: as leader it
-    completes no acks=all produce.
-    """
-
-    CONNECTED = "connected"
-    SUSPENDED = "suspended"
-    LOST = "lost"
-
-
-class LeaderRecoveryState(enum.IntEnum):
-    """KIP-704: RECOVERING after an unclean election until the new leader has recovered its log.
-
-    The values are Kafka's wire numbers. A partition never goes RECOVERED -> RECOVERING except
-    through an unclean election (``replog.election`` decides; the store only keeps it)."""
-
-    RECOVERED = 0
-    RECOVERING = 1
-
-
 @attrs.frozen(kw_only=True)
 class BrokerInfo:
     """A live broker registration. ``incarnation_epoch`` is store-assigned at registration and is
@@ -212,7 +152,7 @@ class TopicAssignment:
 
     topic: str
     topic_id: str
-    replicas: tuple[tuple[int, ...], ...] = attrs.field(converter=_replica_lists)
+    replicas: tuple[tuple[int, ...], ...] = attrs.field(converter=replica_lists)
     #: per-topic settings given at creation (``min.insync.replicas``, ``retention.ms``, ...)
     configs: TopicConfigs = attrs.field(default=(), converter=topic_configs)
 
@@ -238,22 +178,22 @@ class PartitionState:
     ``removing_replicas`` while a reassignment runs (KIP-455).
     """
 
-    replicas: tuple[int, ...] = attrs.field(converter=_ints)
+    replicas: tuple[int, ...] = attrs.field(converter=int_tuple)
     leader: int
     leader_epoch: int
-    isr: tuple[int, ...] = attrs.field(converter=_ints)
+    isr: tuple[int, ...] = attrs.field(converter=int_tuple)
     partition_epoch: int = 0
-    elr: tuple[int, ...] = attrs.field(default=(), converter=_ints)
-    last_known_elr: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    elr: tuple[int, ...] = attrs.field(default=(), converter=int_tuple)
+    last_known_elr: tuple[int, ...] = attrs.field(default=(), converter=int_tuple)
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
-    adding_replicas: tuple[int, ...] = attrs.field(default=(), converter=_ints)
-    removing_replicas: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    adding_replicas: tuple[int, ...] = attrs.field(default=(), converter=int_tuple)
+    removing_replicas: tuple[int, ...] = attrs.field(default=(), converter=int_tuple)
 
     @classmethod
     def initial(cls, replicas: Iterable[int]) -> PartitionState:
         """The state of a new partition: every replica is in sync (all logs are empty), the
         preferred replica leads, both epochs are 0."""
-        reps = _ints(replicas)
+        reps = int_tuple(replicas)
         return cls(replicas=reps, leader=reps[0] if reps else NO_LEADER, leader_epoch=0, isr=reps)
 
 
@@ -296,7 +236,7 @@ class CreateTopic:
     partition_count: int
     replication_factor: int
     replica_assignment: tuple[tuple[int, ...], ...] = attrs.field(
-        default=(), converter=_replica_lists
+        default=(), converter=replica_lists
     )
     #: per-topic settings, stored with the topic (validated by the broker that took the request)
     configs: TopicConfigs = attrs.field(default=(), converter=topic_configs)
@@ -318,7 +258,7 @@ class AddPartitions:
     topic: str
     partition_count: int
     replica_assignment: tuple[tuple[int, ...], ...] = attrs.field(
-        default=(), converter=_replica_lists
+        default=(), converter=replica_lists
     )
 
 
@@ -365,26 +305,6 @@ class CloseReplica:
     topic_id: str = ""
 
 
-class IsrMember(NamedTuple):
-    """A proposed ISR member: the broker and the broker epoch the leader saw it fetch with
-    (KIP-903; -1 when unknown). A plain ``(broker_id, broker_epoch)`` pair, also in the store."""
-
-    broker_id: int
-    broker_epoch: int = -1
-
-
-def _isr_members(values: Iterable[IsrMember | tuple[int, int] | int]) -> tuple[IsrMember, ...]:
-    """ISR members from members, ``(broker_id, broker_epoch)`` pairs or bare broker ids."""
-    members = []
-    for value in values:
-        if isinstance(value, int):
-            members.append(IsrMember(value))
-        else:
-            broker_id, broker_epoch = value
-            members.append(IsrMember(int(broker_id), int(broker_epoch)))
-    return tuple(members)
-
-
 @attrs.frozen(kw_only=True)
 class AlterPartition:
     """A partition leader's ISR change proposal (KIP-497/903/704): the one AlterPartition
@@ -404,7 +324,7 @@ class AlterPartition:
     leader_id: int
     leader_epoch: int
     partition_epoch: int
-    new_isr: tuple[IsrMember, ...] = attrs.field(converter=_isr_members)
+    new_isr: tuple[IsrMember, ...] = attrs.field(converter=isr_members)
     leader_broker_epoch: int = -1
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
 
@@ -430,7 +350,7 @@ class AlterPartitionResult:
     leader: int = NO_LEADER
     leader_epoch: int = -1
     partition_epoch: int = -1
-    isr: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    isr: tuple[int, ...] = attrs.field(default=(), converter=int_tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -738,18 +658,3 @@ class CasResult:
     def ok(self) -> bool:
         """Whether the write was applied."""
         return self.status is CasStatus.OK
-
-
-@attrs.define
-class Subscription:
-    """Handle of a feed or session listener; ``close()`` stops delivery (idempotent). A batch
-    already being delivered may still arrive once after ``close()`` returns."""
-
-    _cancel: Callable[[], None]
-    closed: bool = False
-
-    def close(self) -> None:
-        """Stop delivery to this listener."""
-        if not self.closed:
-            self.closed = True
-            self._cancel()
