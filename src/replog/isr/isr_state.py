@@ -18,8 +18,11 @@ from __future__ import annotations
 import attrs
 
 from replog.coord.types import AlterPartition
+from replog.errors import ErrorCode
 
 __all__ = [
+    "ALTER_REJECTED",
+    "ALTER_STALE",
     "Assignment",
     "CommittedIsr",
     "IsrState",
@@ -116,3 +119,18 @@ class Assignment:
     def replication_factor(self) -> int:
         """Replicas that count toward the factor (the ones being added do not)."""
         return len(self.replicas) - len(self.adding)
+
+
+#: AlterPartition errors after which the leader reverts to its last committed ISR.
+ALTER_REJECTED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
+#: AlterPartition errors meaning this leader is stale: stay pending until new metadata arrives.
+ALTER_STALE = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.NEW_LEADER_ELECTED,
+    }
+)

@@ -22,8 +22,6 @@ Every role change, ISR change and truncation is reported to the state-change sin
 
 from __future__ import annotations
 
-import enum
-
 import attrs
 
 from replog.coord.types import AlterPartition, AlterPartitionResult, IsrMember
@@ -31,6 +29,8 @@ from replog.errors import ErrorCode, invariant
 from replog.isr.config import Acks, DurabilityMode, PartitionConfig
 from replog.isr.follower import FollowerAction, FollowerFetcher, FollowerOutcome
 from replog.isr.isr_state import (
+    ALTER_REJECTED,
+    ALTER_STALE,
     Assignment,
     CommittedIsr,
     IsrState,
@@ -45,35 +45,14 @@ from replog.isr.messages import (
     Ready,
 )
 from replog.isr.purgatory import DelayedProduce, Purgatory
-from replog.isr.replica import ReplicaState
+from replog.isr.replica import ReplicaRole, ReplicaState
 from replog.isr.replica_log import ReplicaLog
-from replog.state_change import Actor, StateChange, StateChangeSink, discard_state_change
+from replog.isr.state_changes import PartitionAt, acted_on, proposed
 from replog.state_change import StateChangeKind as Kind
+from replog.state_change import StateChangeSink, discard_state_change
 from replog.topics import TopicPartition
 
 __all__ = ["Partition", "ReplicaRole"]
-
-#: AlterPartition errors after which the leader reverts to its last committed ISR.
-_REJECTED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
-#: AlterPartition errors meaning this leader is stale: stay pending until new metadata arrives.
-_STALE = frozenset(
-    {
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.INVALID_UPDATE_VERSION,
-        ErrorCode.INVALID_REQUEST,
-        ErrorCode.NEW_LEADER_ELECTED,
-    }
-)
-
-
-class ReplicaRole(enum.Enum):
-    """What this replica currently does for the partition."""
-
-    OFFLINE = "offline"  # created, no role assigned yet
-    LEADER = "leader"
-    FOLLOWER = "follower"
 
 
 @attrs.define
@@ -502,13 +481,13 @@ class Partition:
             self._record(Kind.ALTER_PARTITION, f"isr={sorted(committed_isr)}", leader=True)
             self.maybe_increment_leader_hw(now_ms)
             return True
-        if code in _REJECTED:
+        if code in ALTER_REJECTED:
             self.isr_state = state.last_committed
             self._record(
                 Kind.ALTER_PARTITION, f"reverted: isr={sorted(self.isr)}", error=code, leader=True
             )
             self.maybe_increment_leader_hw(now_ms)
-        elif code in _STALE:
+        elif code in ALTER_STALE:
             self._record(Kind.ALTER_PARTITION, "waiting for metadata", error=code, leader=True)
         else:
             self._out_alter.append(request)
@@ -698,34 +677,23 @@ class Partition:
         leader: bool = False,
     ) -> None:
         """A state change this replica completed (or refused: ``error``) -- as the partition's
-        ``leader`` answering its own proposal, else as the broker acting on metadata (the
-        controller that asked is not known here: ``controller -1``)."""
-        now_ms = self.clock_ms
-        me = Actor.leader(self.broker_id) if leader else Actor.broker(self.broker_id)
-        record = StateChange(
-            kind=kind,
-            topic_partition=TopicPartition(self.topic, self.partition),
-            requester=Actor.controller(-1),
-            target=me,
-            leader_epoch=self.leader_epoch if epoch is None else epoch,
-            partition_epoch=self.partition_epoch,
-            requested_ms=now_ms,
-            detail=detail,
+        ``leader`` answering its own proposal, else as the broker acting on metadata."""
+        where = PartitionAt(
+            TopicPartition(self.topic, self.partition),
+            self.broker_id,
+            self.leader_epoch if epoch is None else epoch,
+            self.partition_epoch,
+            self.clock_ms,
         )
-        ok = error is ErrorCode.NONE
-        self.state_change_sink(record.completed(now_ms) if ok else record.rejected(now_ms, error))
+        self.state_change_sink(acted_on(where, kind, detail, error=error, as_leader=leader))
 
     def _proposed(self, detail: str) -> None:
         """An ISR change this leader proposed to the controller (REQUESTED)."""
-        self.state_change_sink(
-            StateChange(
-                kind=Kind.ALTER_PARTITION,
-                topic_partition=TopicPartition(self.topic, self.partition),
-                requester=Actor.leader(self.broker_id),
-                target=Actor.controller(-1),
-                leader_epoch=self.leader_epoch,
-                partition_epoch=self.partition_epoch,
-                requested_ms=self.clock_ms,
-                detail=detail,
-            )
+        where = PartitionAt(
+            TopicPartition(self.topic, self.partition),
+            self.broker_id,
+            self.leader_epoch,
+            self.partition_epoch,
+            self.clock_ms,
         )
+        self.state_change_sink(proposed(where, detail))

@@ -7,11 +7,13 @@ fetch: the fetch offset proves the follower has every offset below it.
 
 from __future__ import annotations
 
+import enum
+
 import attrs
 
 from replog.errors import invariant
 
-__all__ = ["UNKNOWN_OFFSET", "ReplicaState"]
+__all__ = ["UNKNOWN_OFFSET", "ReplicaRole", "ReplicaState"]
 
 #: A remote LEO / log start the leader has not learned yet (after becoming leader).
 UNKNOWN_OFFSET = -1
@@ -96,3 +98,11 @@ class ReplicaState:
         else:
             self.last_fetch_leader_log_end_offset = leader_log_end_offset
             self.last_fetch_ms = now_ms if in_sync else None
+
+
+class ReplicaRole(enum.Enum):
+    """What this replica currently does for the partition."""
+
+    OFFLINE = "offline"  # created, no role assigned yet
+    LEADER = "leader"
+    FOLLOWER = "follower"
