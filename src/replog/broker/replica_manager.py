@@ -38,15 +38,14 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from replog.broker.replica_admin import ReplicaAdmin
+from replog.broker.replica_cleanup import ReplicaCleanup, other_incarnation
 from replog.coord.types import (
     ALL_BROKERS,
-    AdminPayload,
     AlterPartition,
     AlterPartitionResult,
     BrokerChanged,
     BrokerConfigsChanged,
     BrokerInfo,
-    CloseReplica,
     ControllerChanged,
     ControllerInfo,
     MetadataChange,
@@ -61,7 +60,6 @@ from replog.coord.types import (
 from replog.errors import (
     CorruptRecordError,
     ErrorCode,
-    InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
     ProducerStateError,
@@ -91,14 +89,6 @@ _log = logging.getLogger(__name__)
 TP = tuple[str, int]
 
 
-def _other_incarnation(stored_id: str | None, topic_id: str) -> bool:
-    """Whether a log with ``stored_id`` belongs to another topic incarnation than ``topic_id``
-    (False when either is unknown: a log from before topic IDs, or no ID to compare with)."""
-    if not stored_id or topic_uuid(topic_id) == ZERO_TOPIC_ID:
-        return False
-    return topic_uuid(stored_id) != topic_uuid(topic_id)
-
-
 @attrs.frozen
 class ManagerReady:
     """What the driver must do after an input: AlterPartition writes to hand to the controller
@@ -111,7 +101,7 @@ class ManagerReady:
 
 
 @attrs.define
-class ReplicaManager(ReplicaAdmin):
+class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     """The replicas hosted by ``broker_id``; see the module docstring."""
 
     broker_id: int
@@ -323,7 +313,7 @@ class ReplicaManager(ReplicaAdmin):
         key = TopicPartition(*tp)
         try:
             stored_id = self.log_manager.topic_id(key)
-            if _other_incarnation(stored_id, topic_id):
+            if other_incarnation(stored_id, topic_id):
                 _log.warning(
                     "broker %s: deleting stray log %s of topic ID %s (the topic is now %s)",
                     self.broker_id, key, stored_id, topic_id,
@@ -366,87 +356,6 @@ class ReplicaManager(ReplicaAdmin):
             except StorageError:
                 pass
         self._touch(tp)
-
-    def _drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
-        """Forget a deleted topic; with ``delete`` its logs go too (opened or not), except logs
-        of another incarnation than ``topic_id`` (when given)."""
-        self.topics.pop(topic, None)
-        for tp in [tp for tp in self.states if tp[0] == topic]:
-            del self.states[tp]
-        for tp in [tp for tp in self.partitions if tp[0] == topic]:
-            self._remove_replica(tp, delete=delete)
-        if delete:
-            for key in self.log_manager.partitions():
-                if key.topic == topic:
-                    self._delete_if_incarnation(key, topic_id)
-
-    def _delete_if_incarnation(self, key: TopicPartition, topic_id: str) -> bool:
-        """Delete the log of ``key`` unless it belongs to another topic incarnation than
-        ``topic_id`` ("" or a log without an ID: any)."""
-        try:
-            if _other_incarnation(self.log_manager.topic_id(key), topic_id):
-                return False
-            deleted = self.log_manager.delete_log(key)
-        except StorageError:
-            return False
-        if deleted:
-            self._touch((key.topic, key.partition))
-        return deleted
-
-    def _delete_stray_logs(self, states: Mapping[TP, PartitionState]) -> None:
-        """Delete the on-disk logs a full snapshot shows are not ours: topic gone, partition
-        not assigned here, or another incarnation of the topic (Kafka's stray logs). Hosted
-        replicas were brought in line already; this catches logs not opened since start."""
-        for key in self.log_manager.partitions():
-            tp = (key.topic, key.partition)
-            if tp in self.partitions:
-                continue
-            state = states.get(tp)
-            assignment = self.topics.get(key.topic)
-            if assignment is not None and state is not None and self.broker_id in state.replicas:
-                try:
-                    stray = _other_incarnation(self.log_manager.topic_id(key), assignment.topic_id)
-                except StorageError:
-                    continue
-                if not stray:
-                    continue
-            _log.warning("broker %s: deleting stray log %s", self.broker_id, key)
-            self._delete_if_incarnation(key, "")
-
-    # ------------------------------------------------------------------ admin requests
-
-    def on_admin_request(self, payload: AdminPayload) -> None:
-        """A request the controller queued for this broker (the driver completes it after).
-        CloseReplica with ``delete``: the replica goes unless the current metadata assigns it
-        here again; a log of another topic incarnation than the request's stays. StartReplica
-        needs nothing: metadata creates replicas."""
-        if not isinstance(payload, CloseReplica):
-            return
-        tp = (payload.topic, payload.partition)
-        assignment = self.topics.get(payload.topic)
-        state = self.states.get(tp)
-        if (
-            assignment is not None
-            and state is not None
-            and self.broker_id in state.replicas
-            and not _other_incarnation(payload.topic_id, assignment.topic_id)
-        ):
-            return  # assigned here (again): keep it
-        if not payload.delete:
-            return
-        try:
-            key = TopicPartition(*tp)
-        except InvalidConfigError:
-            return
-        if tp not in self.partitions:
-            self._delete_if_incarnation(key, payload.topic_id)
-            return
-        try:  # hosted yet not assigned: the feed is behind the request
-            stored_id = self.log_manager.topic_id(key)
-        except StorageError:
-            return
-        if not _other_incarnation(stored_id, payload.topic_id):
-            self._remove_replica(tp, delete=True)
 
     def _broker_epochs(self) -> dict[int, int]:
         return {b: info.incarnation_epoch for b, info in self.brokers.items()}
