@@ -84,6 +84,10 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     return voters
 
 
+def _voter_map(voters: Mapping[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
+    return {int(v): (str(host), int(port)) for v, (host, port) in voters.items()}
+
+
 @attrs.frozen(kw_only=True)
 class ControllerConfig:
     """One voter's settings. ``voters`` maps every voter id (this one included) to the address
@@ -91,7 +95,7 @@ class ControllerConfig:
     ``snapshot_interval``: records applied between two snapshots of the state machine."""
 
     node_id: int
-    voters: Mapping[int, tuple[str, int]] = attrs.field(converter=dict)
+    voters: Mapping[int, tuple[str, int]] = attrs.field(converter=_voter_map)
     data_dir: str
     election_timeout_ms: int = 1_000
     fetch_timeout_ms: int = 2_000
