@@ -650,10 +650,6 @@ def main(
     return 1 if failures else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 class _SimTime:
     """The simulation's time as a ``replog.clock.Clock`` (the metadata logs' segment ages)."""
 
@@ -667,3 +663,7 @@ class _SimTime:
     def wall_ms(self) -> int:
         """A realistic epoch time moving with the simulation."""
         return ManualClock.DEFAULT_WALL_OFFSET_MS + self._sim.now_ms
+
+
+if __name__ == "__main__":
+    sys.exit(main())
