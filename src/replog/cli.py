@@ -8,7 +8,7 @@ Commands so far:
   (see ``replog.broker.__main__``). Exit status: 0 after a stop, 1 when it could not start, 2
   on a bad config file.
 - ``controller --node-id N --voters 1@host:port,... --data-dir D`` runs one voter of the
-  built-in metadata quorum (``replog.coord.raft_main``; brokers use ``raft://...``).
+  built-in metadata quorum (``replog.quorum.main``; brokers use ``raft://...``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_broker_arguments(broker)
     controller = commands.add_parser("controller", help="run one voter of the metadata quorum")
-    from replog.coord.raft_main import add_controller_arguments, run_controller
+    from replog.quorum.main import add_controller_arguments, run_controller
 
     add_controller_arguments(controller)
     args = parser.parse_args(argv)

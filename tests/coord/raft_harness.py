@@ -12,9 +12,9 @@ from pathlib import Path
 import attrs
 
 from replog.clock import ManualClock
-from replog.coord.raft_frontend import QuorumFrontend, Reply, Request
-from replog.coord.raft_machine import MetadataMachine
 from replog.log.fs import REAL_FS
+from replog.quorum.frontend import QuorumFrontend, Reply, Request
+from replog.quorum.machine import MetadataMachine
 from replog.raft.config import RaftConfig
 from replog.raft.node import RaftNode
 from replog.raft.states import Leader

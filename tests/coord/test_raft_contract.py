@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from replog.coord.raft_client import RaftCoordinator
-from replog.coord.raft_local import LocalQuorum
 from replog.coord.testing import CoordinatorFactory, SecondHandleContract
+from replog.quorum.client import RaftCoordinator
+from replog.quorum.local import LocalQuorum
 
 #: short timeouts: a fresh 3-voter quorum elects within about 0.2-0.4 s on loopback
 FAST = {"election_timeout_ms": 150, "fetch_timeout_ms": 600, "request_timeout_ms": 600}

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from replog.coord.errors import SessionExpiredError
-from replog.coord.raft_commands import (
+from replog.coord.types import BrokerInfo, ControllerInfo, SessionState
+from replog.quorum.commands import (
     CurrentController,
     ElectController,
     GetBroker,
     Heartbeat,
     RegisterBroker,
 )
-from replog.coord.raft_frontend import ReplyError, ReplyNotLeader, ReplyOk, ReplyUnknown
-from replog.coord.types import BrokerInfo, ControllerInfo, SessionState
+from replog.quorum.frontend import ReplyError, ReplyNotLeader, ReplyOk, ReplyUnknown
 from tests.coord.raft_harness import Quorum
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from replog.coord import raft_codec
 from replog.coord.errors import (
     BrokerIdInUseError,
     FencedControllerError,
@@ -14,7 +13,19 @@ from replog.coord.errors import (
     SessionExpiredError,
     TopicExistsError,
 )
-from replog.coord.raft_commands import (
+from replog.coord.types import (
+    BrokerChanged,
+    BrokerChangeReason,
+    CasStatus,
+    ControllerChanged,
+    MetadataSnapshot,
+    PartitionState,
+    SessionState,
+    StartReplica,
+)
+from replog.errors import CorruptRecordError
+from replog.quorum import codec as raft_codec
+from replog.quorum.commands import (
     Barrier,
     CasPartitionState,
     ChangesSince,
@@ -29,18 +40,7 @@ from replog.coord.raft_commands import (
     SubmitAdminRequest,
     TrimHistory,
 )
-from replog.coord.raft_machine import MetadataMachine
-from replog.coord.types import (
-    BrokerChanged,
-    BrokerChangeReason,
-    CasStatus,
-    ControllerChanged,
-    MetadataSnapshot,
-    PartitionState,
-    SessionState,
-    StartReplica,
-)
-from replog.errors import CorruptRecordError
+from replog.quorum.machine import MetadataMachine
 from replog.raft.entries import Entry
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from replog.coord import raft_codec, raft_wire
 from replog.coord.errors import (
     AdminQueueFullError,
     BrokerIdInUseError,
@@ -17,7 +16,6 @@ from replog.coord.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from replog.coord.raft_commands import CasPartitionState, GetSnapshot, Watch
 from replog.coord.types import (
     BrokerInfo,
     CasResult,
@@ -32,6 +30,9 @@ from replog.coord.types import (
 )
 from replog.errors import ErrorCode, InvalidTopicError, ProtocolError
 from replog.protocol.framing import FrameReader
+from replog.quorum import codec as raft_codec
+from replog.quorum import wire as raft_wire
+from replog.quorum.commands import CasPartitionState, GetSnapshot, Watch
 from replog.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

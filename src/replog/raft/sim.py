@@ -7,14 +7,14 @@ fault, and each node incarnation draws its election timeouts from its own seeded
 single thread pops ``(time_ms, seq, action)`` events from a heap. Nodes are real `RaftNode`
 drivers on real files under a `FaultInjectingFileSystem` each; an fsync takes a random disk
 delay and the node's messages wait for it, so a crash in between loses what was not durable.
-The network is ``replog.testing.net.SimNetwork``: delay, loss, duplication, reordering,
+The network is ``replog.simkit.net.SimNetwork``: delay, loss, duplication, reordering,
 symmetric and one-way partitions, clogged links.
 
 Clients (``sim_clients.py``) run read / write / compare-and-set operations on a replicated
 register (`KvStateMachine`) through the node they believe leads, and record a history: ok,
 fail (definitely not applied) or info (unknown). That is the default `Workload`; another one
 brings its own state machine, node-side request layer and clients (the metadata quorum's:
-``python -m replog.coord.raft_sim``).
+``python -m replog.quorum.sim``).
 
 A run has two phases. **Safety** (``safety_ms``): operations while faults fire: process crashes,
 power losses (unsynced writes lost, the last one maybe torn) of one, several or all nodes,
@@ -26,7 +26,7 @@ must be elected, every client must complete operations again and every node must
 
 After every event the `QuorumChecker` (``sim_checks.py``) checks the nodes that event touched
 (nothing else can have changed); at the end the client history
-must be linearizable (``replog.testing.linearizability``). The first violation stops the run;
+must be linearizable (``replog.simkit.linearizability``). The first violation stops the run;
 ``--seed S`` replays it exactly.
 """
 
@@ -58,7 +58,7 @@ from replog.raft.sim_checks import NodeView, QuorumChecker
 from replog.raft.sim_clients import ClientPool, Workload
 from replog.raft.states import Leader
 from replog.raft.storage import metadata_log_config
-from replog.testing.net import NetConfig, SimNetwork
+from replog.simkit.net import NetConfig, SimNetwork
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "WorkloadFactory", "main", "run_seed"]
 

@@ -13,7 +13,7 @@ Every call and return is stamped from one counter that follows the simulator's e
 which is the real-time order the linearizability checker needs.
 
 `ClientPool` is the simulator's default `Workload`; another workload (the metadata quorum's,
-``replog.coord.raft_sim``) brings its own state machine, request layer on the nodes and
+``replog.quorum.sim``) brings its own state machine, request layer on the nodes and
 clients through the same protocol.
 """
 
@@ -30,7 +30,7 @@ from replog.raft.kv import KvOp, KvStateMachine
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch
 from replog.raft.sim_checks import CheckedMachine
-from replog.testing.linearizability import KvOperation, LinearizabilityResult, check_kv
+from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
 
 if TYPE_CHECKING:
     from replog.raft.sim import Simulation

@@ -3,7 +3,7 @@
 Theory of operation. The server owns one `RaftNode` (the metadata log ``__cluster_metadata-0``
 under ``data_dir``, applied by a `MetadataMachine`) and the `QuorumFrontend` that serves
 coordinator calls on it, and does their IO: one listening TCP port for both voters and clients
-(``raft_wire.py``), an outgoing connection per other voter that carries this node's Raft
+(``quorum/wire.py``), an outgoing connection per other voter that carries this node's Raft
 messages, the clock, and the fsync. Everything runs on the loop's thread, so the node, the
 frontend and the machine need no locks.
 
@@ -40,9 +40,12 @@ from typing import Any, cast
 import attrs
 
 from replog.clock import SYSTEM_CLOCK, Clock
-from replog.coord import raft_wire
 from replog.coord.contract import ADMIN_QUEUE_LIMIT
-from replog.coord.raft_frontend import (
+from replog.errors import InvalidConfigError, ProtocolError, invariant
+from replog.log.fs import REAL_FS
+from replog.protocol.framing import FrameReader
+from replog.quorum import wire as raft_wire
+from replog.quorum.frontend import (
     QuorumFrontend,
     Reply,
     ReplyError,
@@ -50,10 +53,7 @@ from replog.coord.raft_frontend import (
     ReplyOk,
     ReplyUnknown,
 )
-from replog.coord.raft_machine import FEED_RETENTION_MAX, MetadataMachine
-from replog.errors import InvalidConfigError, ProtocolError, invariant
-from replog.log.fs import REAL_FS
-from replog.protocol.framing import FrameReader
+from replog.quorum.machine import FEED_RETENTION_MAX, MetadataMachine
 from replog.raft.config import RaftConfig
 from replog.raft.entries import Entry
 from replog.raft.messages import FetchRequest, Message

@@ -1,7 +1,7 @@
 """`MetadataMachine`: the coordination contract as the state machine of the metadata log.
 
 Theory of operation. Every voter of the built-in quorum applies the same committed commands
-(``raft_commands.py``) in log order, so every voter holds the same image: broker registrations
+(``quorum/commands.py``) in log order, so every voter holds the same image: broker registrations
 with their session timeouts, the controller role and its epoch, topics with their IDs, configs
 and partition states, the admin request queues, and the retained change feed. A command is
 decided *when it is applied*, against the image at that offset, with the rules every backend
@@ -18,7 +18,7 @@ voter); a voter that loads a snapshot (KIP-630) keeps no history below it -- a r
 gets ``MustResyncError`` and re-reads the image, as a KRaft broker below the log start loads
 the snapshot.
 
-Queries (``query``) read the image; ``raft_frontend.py`` decides when that is linearizable.
+Queries (``query``) read the image; ``quorum/frontend.py`` decides when that is linearizable.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from replog.coord import raft_codec, records, rules
+from replog.coord import records, rules
 from replog.coord.admin import requests_to_drop, validate_admin_request
 from replog.coord.contract import ADMIN_QUEUE_LIMIT, validate_partition_state
 from replog.coord.errors import (
@@ -37,7 +37,22 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.feed import FeedLog
-from replog.coord.raft_commands import (
+from replog.coord.types import (
+    AdminRequest,
+    BrokerChangeReason,
+    BrokerInfo,
+    CasResult,
+    ControllerInfo,
+    MetadataChange,
+    MetadataSnapshot,
+    PartitionState,
+    SessionState,
+    TopicAssignment,
+    TopicConfigs,
+)
+from replog.errors import CorruptRecordError, ProtocolError, ReplogError, invariant
+from replog.quorum import codec as raft_codec
+from replog.quorum.commands import (
     AddPartitionsWrite,
     AdmitBroker,
     Barrier,
@@ -72,20 +87,6 @@ from replog.coord.raft_commands import (
     UpdateBroker,
     Watch,
 )
-from replog.coord.types import (
-    AdminRequest,
-    BrokerChangeReason,
-    BrokerInfo,
-    CasResult,
-    ControllerInfo,
-    MetadataChange,
-    MetadataSnapshot,
-    PartitionState,
-    SessionState,
-    TopicAssignment,
-    TopicConfigs,
-)
-from replog.errors import CorruptRecordError, ProtocolError, ReplogError, invariant
 from replog.raft.entries import Entry
 
 __all__ = ["FEED_RETENTION_MAX", "MetadataMachine", "Registration"]
@@ -488,7 +489,8 @@ class MetadataMachine:
         if target is None:
             return False
         request = self._admin[target].pop(c.request_id)
-        self._write(seq, lambda s: records.admin_completed(s, request, c.outcome, c.message))
+        outcome, message, result = c.outcome, c.message, c.result
+        self._write(seq, lambda s: records.admin_completed(s, request, outcome, message, result))
         return True
 
     def _barrier(self, seq: int, c: Barrier) -> Outcome:

@@ -29,8 +29,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from replog.coord.raft_server import ControllerConfig, QuorumServer, parse_voters
 from replog.errors import InvalidConfigError
+from replog.quorum.server import ControllerConfig, QuorumServer, parse_voters
 
 __all__ = ["add_controller_arguments", "main", "run_controller"]
 
@@ -125,7 +125,7 @@ def run_controller(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m replog.coord.raft_main``: the same as ``replog controller``."""
+    """``python -m replog.quorum.main``: the same as ``replog controller``."""
     parser = argparse.ArgumentParser(prog="replog controller", description=__doc__)
     add_controller_arguments(parser)
     return run_controller(parser.parse_args(argv))

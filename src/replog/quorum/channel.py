@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from replog.clock import SYSTEM_CLOCK, Clock
-from replog.coord import raft_wire
 from replog.coord.errors import CoordinatorClosedError, CoordinatorUnavailableError
 from replog.errors import ProtocolError
 from replog.protocol.framing import FrameReader
+from replog.quorum import wire as raft_wire
 
 __all__ = ["QuorumChannel", "parse_addresses"]
 

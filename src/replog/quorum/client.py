@@ -3,7 +3,7 @@ metadata quorum (``replog controller`` processes, or ``LocalQuorum`` in-process)
 
 Theory of operation. Every contract call becomes one request to the quorum leader through a
 `QuorumChannel`: a write is a command of the metadata log, acknowledged once committed and
-applied; a read is answered by the leader after a read barrier (``raft_frontend.py``). The
+applied; a read is answered by the leader after a read barrier (``quorum/frontend.py``). The
 contract's rules are applied by the voters' `MetadataMachine`; this handle checks the arguments
 first (so bad input raises before any round trip, as with the other backends) and keeps what
 is per handle:
@@ -36,7 +36,6 @@ from typing import Any
 import attrs
 
 from replog.clock import SYSTEM_CLOCK, Clock
-from replog.coord import raft_commands as rc
 from replog.coord import rules
 from replog.coord.admin import validate_admin_request
 from replog.coord.contract import (
@@ -53,11 +52,11 @@ from replog.coord.errors import (
     MustResyncError,
     SessionExpiredError,
 )
-from replog.coord.raft_channel import QuorumChannel, parse_addresses
 from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerInfo,
     CasResult,
     ChangeBatch,
@@ -70,6 +69,8 @@ from replog.coord.types import (
     TopicAssignment,
 )
 from replog.errors import ErrorCode, InvalidConfigError
+from replog.quorum import commands as rc
+from replog.quorum.channel import QuorumChannel, parse_addresses
 from replog.topics import new_topic_id
 
 __all__ = ["RaftCoordinator"]
@@ -546,6 +547,7 @@ class RaftCoordinator(Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
@@ -556,6 +558,7 @@ class RaftCoordinator(Coordinator):
             outcome=outcome,
             message=message,
             controller_epoch=controller_epoch,
+            result=result,
         )
         done: bool = self._write(command, timeout_ms)
         return done

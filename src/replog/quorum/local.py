@@ -22,8 +22,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from replog.clock import SYSTEM_CLOCK, Clock
-from replog.coord.raft_server import ControllerConfig, QuorumServer
 from replog.errors import RequestTimeoutError
+from replog.quorum.server import ControllerConfig, QuorumServer
 
 __all__ = ["LocalQuorum", "QuorumThread"]
 

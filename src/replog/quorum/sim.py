@@ -1,5 +1,5 @@
 """The metadata quorum under the Raft simulator's faults:
-``python -m replog.coord.raft_sim --seeds N [--seed S] [--verbose]``.
+``python -m replog.quorum.sim --seeds N [--seed S] [--verbose]``.
 
 Theory of operation. This is a `Workload` for ``replog.raft.sim``: the same seeded clusters,
 network, disks and faults (crashes, power losses, partitions, clogged links, resignations,
@@ -19,7 +19,7 @@ Every read and CAS goes into a history (ok; fail when it definitely had no effec
 or a fenced controller epoch; info when the outcome is unknown), and each partition is a
 register whose value is ``(partition_epoch, leader_epoch)`` (the leader epoch of every proposal
 is drawn from one growing counter, so no two writes are equal). At the end the history must be
-linearizable (``replog.testing.linearizability``). The simulator's own checker meanwhile
+linearizable (``replog.simkit.linearizability``). The simulator's own checker meanwhile
 compares every node's image with a reference `MetadataMachine` at every applied offset, and
 every snapshot written, loaded or installed with the reference at its offset.
 """
@@ -39,7 +39,8 @@ from replog.coord.errors import (
     SessionExpiredError,
     TopicExistsError,
 )
-from replog.coord.raft_commands import (
+from replog.coord.types import BrokerInfo, CasResult, CasStatus, ControllerInfo, PartitionState
+from replog.quorum.commands import (
     CasPartitionState,
     CreateTopicWrite,
     CurrentController,
@@ -48,7 +49,7 @@ from replog.coord.raft_commands import (
     Heartbeat,
     RegisterBroker,
 )
-from replog.coord.raft_frontend import (
+from replog.quorum.frontend import (
     QuorumFrontend,
     Reply,
     ReplyError,
@@ -57,14 +58,13 @@ from replog.coord.raft_frontend import (
     ReplyUnknown,
     Request,
 )
-from replog.coord.raft_machine import MetadataMachine
-from replog.coord.types import BrokerInfo, CasResult, CasStatus, ControllerInfo, PartitionState
+from replog.quorum.machine import MetadataMachine
 from replog.raft.entries import Entry
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch
 from replog.raft.sim import main as sim_main
 from replog.raft.sim_checks import CheckedMachine
-from replog.testing.linearizability import KvOperation, LinearizabilityResult, check_kv
+from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
 
 if TYPE_CHECKING:
     from replog.raft.sim import Simulation
@@ -516,8 +516,8 @@ class MetadataWorkload:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m replog.coord.raft_sim``: the simulator's options, this workload."""
-    return sim_main(argv, workload=MetadataWorkload, module="replog.coord.raft_sim")
+    """``python -m replog.quorum.sim``: the simulator's options, this workload."""
+    return sim_main(argv, workload=MetadataWorkload, module="replog.quorum.sim")
 
 
 if __name__ == "__main__":

@@ -40,9 +40,11 @@ from typing import Protocol, cast
 
 import attrs
 
-from replog.coord import raft_codec
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.raft_commands import (
+from replog.coord.types import ChangeBatch, SessionState
+from replog.errors import ErrorCode, RecordBatchTooLargeError
+from replog.quorum import codec as raft_codec
+from replog.quorum.commands import (
     COMMANDS,
     QUERIES,
     Barrier,
@@ -52,9 +54,7 @@ from replog.coord.raft_commands import (
     Query,
     Watch,
 )
-from replog.coord.raft_machine import MetadataMachine
-from replog.coord.types import ChangeBatch, SessionState
-from replog.errors import ErrorCode, RecordBatchTooLargeError
+from replog.quorum.machine import MetadataMachine
 from replog.raft.core import RaftCore
 from replog.raft.entries import Entry
 from replog.raft.messages import NO_LEADER

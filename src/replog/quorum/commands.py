@@ -3,7 +3,7 @@ queries of the metadata image, and the replies.
 
 Every write of the coordination contract is one **command**, proposed by the quorum leader as
 one data record of the metadata log (``__cluster_metadata-0``) and applied, in log order, by
-the pure `MetadataMachine` (``raft_machine.py``) on every voter. A command carries everything
+the pure `MetadataMachine` (``quorum/machine.py``) on every voter. A command carries everything
 its effect depends on -- the arguments of the call, and whatever the caller decided that is not
 a function of the state (a new topic's ID, the broker whose session the leader's clock says has
 expired) -- so applying the log gives the same state everywhere. What a command *does* is
@@ -13,10 +13,10 @@ of a command's records is its log offset (so a broker's incarnation epoch is the
 registration, like KRaft's broker epoch).
 
 Reads are **queries**, answered from the applied image of the leader after a read barrier
-(``raft_frontend.py``); ``Heartbeat`` and ``Watch`` are queries too (heartbeats are not logged,
+(``quorum/frontend.py``); ``Heartbeat`` and ``Watch`` are queries too (heartbeats are not logged,
 as in KRaft: only the expiry the leader decides from missed heartbeats is).
 
-The encoding (JSON, ``raft_codec.py``) names these classes, so their names and field names are
+The encoding (JSON, ``quorum/codec.py``) names these classes, so their names and field names are
 the stored format of the metadata log and its snapshots.
 """
 
@@ -27,6 +27,7 @@ import attrs
 from replog.coord.types import (
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerInfo,
     ControllerInfo,
     PartitionState,
@@ -206,12 +207,13 @@ class CompleteAdminRequest:
     outcome: ErrorCode
     message: str
     controller_epoch: int | None
+    result: AlterPartitionResult | None = None
 
 
 @attrs.frozen
 class Barrier:
     """A record with no effect: the read barrier a leader commits when no write would
-    (``raft_frontend.py``)."""
+    (``quorum/frontend.py``)."""
 
 
 Command = (

@@ -37,9 +37,9 @@ from typing import Any
 
 import attrs
 
-from replog.coord import raft_codec
 from replog.errors import ErrorCode, ProtocolError
 from replog.protocol.primitives import Reader, Writer
+from replog.quorum import codec as raft_codec
 from replog.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,

@@ -26,7 +26,6 @@ from typing import Any
 import attrs
 
 from replog.coord import codec
-from replog.coord import raft_commands as rc
 from replog.coord import types as t
 from replog.coord.errors import (
     AdminQueueFullError,
@@ -41,6 +40,7 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.errors import InvalidTopicError, ProtocolError, RecordBatchTooLargeError
+from replog.quorum import commands as rc
 
 __all__ = [
     "CLASSES",
