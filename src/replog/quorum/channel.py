@@ -212,6 +212,13 @@ class QuorumChannel:
             if reply.body is None or redirects > 1:  # no leader known, or a stale hint
                 self._pause_ms(min(_NO_LEADER_PAUSE_MS, remaining_ms))
 
+    @property
+    def leader(self) -> tuple[str, int] | None:
+        """The voter this channel currently takes for the leader (the one that answered the
+        last call, or a redirect's hint); None until a call found one."""
+        with self._lock:
+            return self._leader
+
     def _target(self) -> tuple[str, int]:
         with self._lock:
             if self._closed:
