@@ -66,6 +66,9 @@ __all__ = ["ControllerConfig", "QuorumServer", "parse_voters"]
 _log = logging.getLogger("replog.coord.raft")
 _PEER_QUEUE_MAX = 1024
 _RECONNECT_MS = 100
+#: how long a stopping leader waits for its EndQuorumEpoch to reach the sockets
+_RESIGN_DRAIN_MS = 500
+_DRAIN_POLL_MS = 5
 _READ_BYTES = 1 << 16
 _NEVER = 1 << 62
 
@@ -150,6 +153,14 @@ class _PeerLink:
             self.dropped += 1
         self._queue.append(data)
         self._wakeup.set()
+
+    async def drain(self, timeout_ms: int, clock: Clock) -> bool:
+        """Wait until every queued message was handed to the socket (or ``timeout_ms``
+        passed); whether the queue emptied."""
+        deadline_ms = clock.monotonic_ms() + timeout_ms
+        while self._queue and clock.monotonic_ms() < deadline_ms:
+            await asyncio.sleep(_DRAIN_POLL_MS / 1000)
+        return not self._queue
 
     async def close(self) -> None:
         """Stop the link."""
@@ -467,7 +478,18 @@ class QuorumServer:
         self._loop.create_task(self._shutdown(flush=False))
 
     async def stop(self) -> None:
-        """Stop serving and close the log cleanly."""
+        """Stop serving and close the log cleanly. A leader resigns first (E8): its
+        EndQuorumEpoch lets the others elect a successor at once instead of after their fetch
+        timeout."""
+        if (
+            not self.stopped.is_set()
+            and self.failed is None
+            and self.node.resign(self._clock.monotonic_ms())
+        ):
+            _log.info("quorum node %s resigns before stopping", self.config.node_id)
+            self._pump()
+            for link in self._links.values():
+                await link.drain(_RESIGN_DRAIN_MS, self._clock)
         await self._shutdown(flush=True)
 
     async def crash(self) -> None:
