@@ -12,8 +12,8 @@ Once the voter listens, one JSON line goes to stdout (for a parent process)::
 
     {"event": "serving", "node_id": 1, "host": "127.0.0.1", "port": 9093, "pid": 4242}
 
-SIGTERM or SIGINT stops it cleanly (the log flushed and closed; a leader's quorum elects
-another within its election timeout) and prints ``{"event": "stopped", ...}``. Exit status: 0
+SIGTERM or SIGINT stops it cleanly (a leader resigns first, so the others elect a successor at
+once; then the log is flushed and closed) and prints ``{"event": "stopped", ...}``. Exit status: 0
 after a stop, 1 when it could not start or its storage failed, 2 on bad arguments.
 """
 
