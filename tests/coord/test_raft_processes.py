@@ -8,17 +8,11 @@ module started, stopped by its PID."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
@@ -26,7 +20,7 @@ from kafka.admin import NewTopic
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.quorum import commands as rc
 from replog.quorum.channel import QuorumChannel
-from tests.faults.harness import REPO_ROOT, ProcessCluster, _read_line
+from tests.faults.harness import ProcessCluster, QuorumProcesses
 
 #: quick elections so a case fits in seconds (the CLI defaults are 1 s / 2 s)
 VOTER_ARGS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "1000"]
@@ -44,119 +38,29 @@ BROKER_SETTINGS = {
 TOPIC = "quorum-failover"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@attrs.define
-class Voter:
-    """One ``replog controller`` process."""
-
-    node_id: int
-    port: int
-    base_dir: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
-
-    @property
-    def log_path(self) -> Path:
-        return self.base_dir / f"voter-{self.node_id}.log"
-
-    def spawn(self, voters: str) -> None:
-        replog = Path(sys.executable).parent / "replog"
-        path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
-        args = [str(replog), "controller", "--node-id", str(self.node_id), "--voters", voters]
-        args += ["--data-dir", str(self.base_dir / f"voter-{self.node_id}"), *VOTER_ARGS]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                args,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"},
-            )
-
-    def wait_serving(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        line = _read_line(self.proc.stdout, time.monotonic() + 30)
-        info = json.loads(line) if line.startswith("{") else {}
-        assert info.get("event") == "serving", f"voter {self.node_id}: {line!r}\n{self.tail()}"
-        assert info["port"] == self.port
-
-    def stop(self, signum: signal.Signals) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signum)
-            self.proc.wait(20)
-
-    def terminate(self) -> int | None:
-        proc = self.proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        return proc.returncode
-
-    def tail(self) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-30:])
-        except OSError:
-            return ""
-
-
-@attrs.define
-class Quorum:
-    voters: dict[int, Voter]
-
-    @property
-    def url(self) -> str:
-        return "raft://" + ",".join(f"127.0.0.1:{v.port}" for v in self.voters.values())
-
-    def leader(self, timeout_s: float = 30.0) -> int:
-        """The voter answering as leader (a committed read through it), waiting for one."""
-        alive = [v.address for v in self.voters.values() if v.proc and v.proc.poll() is None]
-        channel = QuorumChannel(alive)
-        try:
-            channel.call(rc.CurrentController(), timeout_ms=int(timeout_s * 1000), idempotent=True)
-            address = channel.leader
-        finally:
-            channel.close()
-        return next(i for i, v in self.voters.items() if v.address == address)
-
-    def close(self) -> None:
-        for voter in self.voters.values():
-            voter.terminate()
+def leader_voter(quorum: QuorumProcesses, timeout_s: float = 30.0) -> int:
+    """The voter answering as leader (a committed read through it), waiting for one."""
+    alive = [v.address for v in quorum.voters.values() if v.running]
+    channel = QuorumChannel(alive)
+    try:
+        channel.call(rc.CurrentController(), timeout_ms=int(timeout_s * 1000), idempotent=True)
+        address = channel.leader
+    finally:
+        channel.close()
+    return next(i for i, v in quorum.voters.items() if v.address == address)
 
 
 @pytest.fixture
-def quorum(tmp_path: Path) -> Iterator[Quorum]:
-    voters = {i: Voter(i, _free_port(), tmp_path) for i in (1, 2, 3)}
-    spec = ",".join(f"{i}@127.0.0.1:{v.port}" for i, v in voters.items())
-    q = Quorum(voters)
+def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
+    q = QuorumProcesses.start(tmp_path / "quorum", 3, VOTER_ARGS)
     try:
-        for voter in voters.values():
-            voter.spawn(spec)
-        for voter in voters.values():
-            voter.wait_serving()
         yield q
     finally:
         q.close()
 
 
 @pytest.fixture
-def cluster(quorum: Quorum, tmp_path: Path) -> Iterator[ProcessCluster]:
+def cluster(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[ProcessCluster]:
     brokers = ProcessCluster.create(tmp_path / "brokers", quorum.url, 3, settings=BROKER_SETTINGS)
     brokers.start()
     try:
@@ -180,7 +84,7 @@ def _produce(producer: KafkaProducer, value: bytes, timeout_s: float) -> float:
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 def test_produce_survives_the_loss_of_the_quorum_leader(
-    quorum: Quorum, cluster: ProcessCluster, signum: signal.Signals
+    quorum: QuorumProcesses, cluster: ProcessCluster, signum: signal.Signals
 ) -> None:
     """SIGKILL: the followers stand after their fetch timeout; SIGTERM: the leader resigns
     first and a successor is elected at once."""
@@ -198,10 +102,10 @@ def test_produce_survives_the_loss_of_the_quorum_leader(
     )
     try:
         _produce(producer, b"before", timeout_s=30)
-        leader = quorum.leader()
+        leader = leader_voter(quorum)
         quorum.voters[leader].stop(signum)
         signalled = time.monotonic()
-        new_leader = quorum.leader()
+        new_leader = leader_voter(quorum)
         elected_s = time.monotonic() - signalled
         assert new_leader != leader
         for i in range(20):
