@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.coord import connect, registry
 from replog.coord.testing import CoordinatorFactory, SecondHandleContract
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
@@ -50,3 +51,15 @@ class TestRaftCoordinatorThreeVoters(SecondHandleContract):
     @pytest.fixture
     def peer_factory(self, coordinator_factory: CoordinatorFactory) -> CoordinatorFactory:
         return coordinator_factory
+
+
+def test_connect_finds_the_backend_by_its_entry_point(quorum_1: LocalQuorum) -> None:
+    """``raft://`` is the ``raft`` entry point of ``replog.coordinators`` (what a broker's
+    ``coordinator`` setting goes through)."""
+    assert "raft" in registry.known_schemes()
+    coordinator = connect(quorum_1.url)
+    try:
+        assert isinstance(coordinator, RaftCoordinator)
+        assert coordinator.list_topics() == []
+    finally:
+        coordinator.close()
