@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import InvalidReplicationFactorError
 
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.quorum import commands as rc
@@ -69,6 +70,25 @@ def cluster(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[ProcessCluster]
         brokers.close()
 
 
+def _create_topic(cluster: ProcessCluster, timeout_s: float = 10.0) -> None:
+    """RF 3, min ISR 2. A broker serves once it saw its own admission, which can be a moment
+    before the controller's image counts it: INVALID_REPLICATION_FACTOR is retried."""
+    deadline = time.monotonic() + timeout_s
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
+    try:
+        while True:
+            try:
+                topic = NewTopic(TOPIC, 1, 3, topic_configs={"min.insync.replicas": "2"})
+                admin.create_topics([topic])
+                return
+            except InvalidReplicationFactorError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+    finally:
+        admin.close()
+
+
 def _produce(producer: KafkaProducer, value: bytes, timeout_s: float) -> float:
     """Send until acknowledged (retrying what the cluster refuses meanwhile); seconds taken."""
     start = time.monotonic()
@@ -88,11 +108,7 @@ def test_produce_survives_the_loss_of_the_quorum_leader(
 ) -> None:
     """SIGKILL: the followers stand after their fetch timeout; SIGTERM: the leader resigns
     first and a successor is elected at once."""
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
-    try:
-        admin.create_topics([NewTopic(TOPIC, 1, 3, topic_configs={"min.insync.replicas": "2"})])
-    finally:
-        admin.close()
+    _create_topic(cluster)
     producer = KafkaProducer(
         bootstrap_servers=cluster.bootstrap,
         acks="all",
