@@ -87,6 +87,7 @@ from replog.coord.types import (
     MetadataChange,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     Subscription,
@@ -137,6 +138,10 @@ CREATE TABLE IF NOT EXISTS admin (      -- queued admin requests; request_id = s
     request_id INTEGER PRIMARY KEY,
     target INTEGER NOT NULL,
     request TEXT NOT NULL               -- AdminRequest
+);
+CREATE TABLE IF NOT EXISTS producer_ids ( -- each broker's latest block of producer ids
+    broker_id INTEGER PRIMARY KEY,
+    block TEXT NOT NULL                 -- ProducerIdBlock
 );
 CREATE TABLE IF NOT EXISTS feed (       -- one row per atomic write
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -981,6 +986,34 @@ class SqliteCoordinator(Coordinator):
                 cur, records.admin_completed(self._next_seq(cur), request, outcome, message, result)
             )
             return True
+
+    # ---- producer ids ----
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = 1000,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``."""
+        with self._txn(timeout_ms) as cur:
+            self._check_controller(cur, controller_epoch)
+            stored = _load_all(cur, ProducerIdBlock, "SELECT block FROM producer_ids")
+            block, _ = rules.allocated_producer_ids(stored, broker_id, broker_epoch, count)
+            sql = "INSERT OR REPLACE INTO producer_ids VALUES (?, ?)"
+            cur.execute(sql, (broker_id, codec.dumps(block)))
+            return block
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        with self._txn(timeout_ms, write=False) as cur:
+            sql = "SELECT block FROM producer_ids WHERE broker_id = ?"
+            return _load(cur, ProducerIdBlock, sql, broker_id)
 
 
 def main() -> int:

@@ -37,4 +37,19 @@ def test_import_contracts_are_kept() -> None:
     )
     report = done.stdout + done.stderr
     assert done.returncode == 0, report
-    assert "Contracts: 3 kept, 0 broken." in report, report
+    assert "Contracts: 4 kept, 0 broken." in report, report
+
+
+def test_the_import_graph_has_no_cycles() -> None:
+    """No module reaches itself through imports (lazy ones inside functions included; imports
+    under ``TYPE_CHECKING`` excluded). Uses grimp, import-linter's graph builder."""
+    import grimp
+
+    graph = grimp.build_graph("replog", exclude_type_checking_imports=True)
+    cycles = []
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported != module and graph.chain_exists(imported, module):
+                chain = graph.find_shortest_chain(importer=imported, imported=module)
+                cycles.append(" -> ".join([module, *(chain or ())]))
+    assert not cycles, cycles

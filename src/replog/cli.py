@@ -9,6 +9,8 @@ Commands so far:
   on a bad config file.
 - ``controller --node-id N --voters 1@host:port,... --data-dir D`` runs one voter of the
   built-in metadata quorum (``replog.quorum.main``; brokers use ``raft://...``).
+- the operator tools of ``replog.tools`` (``topics``, ...), which manage a running cluster
+  through the Kafka protocol. Exit status: 0 done, 1 the operation failed, 2 usage error.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from replog.quorum.main import add_controller_arguments, run_controller
 
     add_controller_arguments(controller)
+    from replog.tools import register_tools
+
+    tools = register_tools(commands)
     args = parser.parse_args(argv)
+    if args.command in tools:
+        return tools[args.command](args)
 
     if args.command == "broker":
         return run_broker(args.config, log_level=args.log_level)

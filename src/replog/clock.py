@@ -15,7 +15,16 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock", "monotonic_ms", "wall_ms"]
+__all__ = [
+    "SYSTEM_CLOCK",
+    "Clock",
+    "ManualClock",
+    "SystemClock",
+    "monotonic_ms",
+    "monotonic_s",
+    "sleep_s",
+    "wall_ms",
+]
 
 
 @runtime_checkable
@@ -58,6 +67,19 @@ def monotonic_ms() -> int:
 def wall_ms() -> int:
     """``SYSTEM_CLOCK.wall_ms()``, as a plain function."""
     return SYSTEM_CLOCK.wall_ms()
+
+
+def monotonic_s() -> float:
+    """The system's monotonic time in (fractional) seconds: for deadlines of the blocking
+    calls of threads that talk to external services (ZooKeeper, etcd, Spark executors), whose
+    timeouts are given in seconds. Pure machines never use it; they receive ``now_ms``."""
+    return time.monotonic()
+
+
+def sleep_s(seconds: float) -> None:
+    """Block the calling thread for ``seconds`` of real time (retry back-off of the blocking
+    coordination clients; never in the broker's event loop or a pure machine)."""
+    time.sleep(seconds)
 
 
 class ManualClock:

@@ -16,11 +16,13 @@ from typing import NoReturn
 
 __all__ = [
     "CorruptIndexError",
+    "CorruptProducerSnapshotError",
     "CorruptRecordError",
     "ErrorCode",
     "FencedLeaderEpochError",
     "InvalidConfigError",
     "InvalidOffsetError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTopicError",
     "InvariantError",
@@ -28,12 +30,15 @@ __all__ = [
     "NotEnoughReplicasError",
     "NotLeaderError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
     "ProtocolError",
     "RecordBatchTooLargeError",
     "ReplogError",
     "RequestTimeoutError",
     "RetriableError",
     "StorageError",
+    "UnknownProducerIdError",
     "invariant",
     "unreachable",
 ]
@@ -80,8 +85,13 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
+    UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
     NON_EMPTY_GROUP = 68
     FETCH_SESSION_ID_NOT_FOUND = 70
@@ -102,6 +112,7 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    PRODUCER_FENCED = 90
     INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
     INELIGIBLE_REPLICA = 107
@@ -260,6 +271,48 @@ class OffsetOutOfRangeError(ReplogError):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+
+
+class CorruptProducerSnapshotError(ReplogError):
+    """A producer-state ``.snapshot`` file is short, has an unknown version or a CRC that does
+    not match: the log drops it and rebuilds the producer state from the log instead."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class ProducerStateError(ReplogError):
+    """An idempotent producer's batch does not fit the partition's producer state (the leader
+    refuses it and writes nothing). ``producer_id`` and ``producer_epoch`` name the batch's
+    producer."""
+
+    def __init__(self, message: str, producer_id: int, producer_epoch: int) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """The batch's first sequence does not follow the producer's last one (a gap: a batch in
+    between was lost), or a new epoch does not start at sequence 0."""
+
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """The batch's producer epoch is older than the one the partition has seen (a zombie)."""
+
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class UnknownProducerIdError(ProducerStateError):
+    """The partition has no state for the producer (never written, expired, or its batches
+    were all deleted) and the batch does not start a sequence at 0."""
+
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
 
 
 class ProtocolError(ReplogError):

@@ -15,6 +15,7 @@ VERSIONS = {
     m.METADATA.api_key: 12,
     m.LIST_OFFSETS.api_key: 7,
     m.API_VERSIONS.api_key: 3,
+    m.INIT_PRODUCER_ID.api_key: 4,
 }
 
 

@@ -48,6 +48,7 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
     from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
     from kafka.record import MemoryRecords
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -331,6 +332,17 @@ def check_create_partitions(ctx: Context, version: int, response: Any) -> None:
         assert len(admin.describe_topics([result.name])[result.name].partitions) == 3
 
 
+def init_producer_id(ctx: Context, version: int) -> Any:
+    return InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+    )
+
+
+def check_init_producer_id(ctx: Context, version: int, response: Any) -> None:
+    assert (response.error_code, response.producer_epoch) == (0, 0)
+    assert response.producer_id >= 0
+
+
 def describe_configs(ctx: Context, version: int) -> Any:
     resource = DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=RESOURCE_TOPIC,
@@ -380,6 +392,7 @@ SCENARIOS: dict[int, Scenario] = {
         check_offset_for_leader_epoch,
         TOPIC,
     ),
+    22: (init_producer_id, InitProducerIdResponse, check_init_producer_id, None),
     32: (describe_configs, DescribeConfigsResponse, check_describe_configs, None),
     37: (create_partitions, CreatePartitionsResponse, check_create_partitions, None),
 }

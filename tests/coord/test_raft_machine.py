@@ -20,12 +20,14 @@ from replog.coord.types import (
     ControllerChanged,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionState,
     StartReplica,
 )
 from replog.errors import CorruptRecordError
 from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
+    AllocateProducerIdsWrite,
     Barrier,
     CasPartitionState,
     ChangesSince,
@@ -34,6 +36,7 @@ from replog.quorum.commands import (
     ElectController,
     ExpireSession,
     FeedHead,
+    GetProducerIdBlock,
     GetSnapshot,
     Heartbeat,
     RegisterBroker,
@@ -198,3 +201,31 @@ def test_a_corrupt_record_or_snapshot_is_an_error() -> None:
     with pytest.raises(CorruptRecordError):
         before.restore([b"[]"])
     assert before.state() == state, "a bad snapshot changes nothing"
+
+
+def test_producer_id_blocks_never_overlap_across_a_snapshot() -> None:
+    """The next free producer id lives in the image, so a voter restored from a snapshot hands
+    out the same next block as one that applied the whole log (no id twice)."""
+    log = busy_log()
+
+    def allocate(broker_id: int, count: int, controller_epoch: int = 1) -> AllocateProducerIdsWrite:
+        return AllocateProducerIdsWrite(
+            broker_id=broker_id,
+            broker_epoch=broker_id,
+            count=count,
+            controller_epoch=controller_epoch,
+        )
+
+    first = log.apply(allocate(2, 10))
+    assert first == ProducerIdBlock(broker_id=2, broker_epoch=2, first_id=0, size=10)
+    fenced = log.apply(allocate(3, 10, controller_epoch=0))
+    assert isinstance(fenced, FencedControllerError)
+    copy = MetadataMachine()
+    copy.restore(log.machine.snapshot())
+    assert copy.query(GetProducerIdBlock(2)) == first
+    follow = Log(copy)
+    follow.offset = log.offset
+    command = allocate(3, 5)
+    after = [machine_log.apply(command) for machine_log in (log, follow)]
+    assert after[0] == after[1] == ProducerIdBlock(broker_id=3, broker_epoch=3, first_id=10, size=5)
+    assert copy.state() == log.machine.state()

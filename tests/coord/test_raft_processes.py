@@ -112,7 +112,6 @@ def test_produce_survives_the_loss_of_the_quorum_leader(
     producer = KafkaProducer(
         bootstrap_servers=cluster.bootstrap,
         acks="all",
-        enable_idempotence=False,  # replog does not implement InitProducerId
         retries=5,
         request_timeout_ms=5_000,
     )

@@ -113,7 +113,8 @@ def wait_until(
 @attrs.define
 class BackgroundProducer:
     """Sends numbered records round-robin over the partitions from a thread, at most
-    ``window`` unacknowledged at a time, and records each acknowledgement."""
+    ``window`` unacknowledged at a time, and records each acknowledgement. The producer is
+    idempotent (replog's default with acks=all)."""
 
     bootstrap: str
     window: int = 20
@@ -202,7 +203,8 @@ def consume_all(
 
 def check_acked_records_consumed(cluster: ProcessCluster, producer: BackgroundProducer) -> None:
     """Every acknowledged record is consumed, in offset order per partition, at the offset its
-    acknowledgement named, with its value."""
+    acknowledgement named, with its value; and no value is in the log twice (the producer is
+    idempotent, replog's default, so a retry after a lost answer is not appended again)."""
     assert producer.acked, "nothing was acknowledged at all"
     end_offsets = {p: 0 for p in range(PARTITIONS)}
     for partition, offset, _ in producer.acked:
@@ -224,6 +226,15 @@ def check_acked_records_consumed(cluster: ProcessCluster, producer: BackgroundPr
         problems.append(f"{len(missing)} acknowledged records not consumed, first {missing[:5]}")
     if wrong:
         problems.append(f"{len(wrong)} offsets hold another value, first {wrong[:5]}")
+    seen: dict[bytes | None, tuple[int, int]] = {}
+    twice = []
+    for p, records in got.items():
+        for o, v in records:
+            if v in seen:
+                twice.append((v, seen[v], (p, o)))
+            seen[v] = (p, o)
+    if twice:
+        problems.append(f"{len(twice)} values written twice, first {twice[:5]}")
     assert not problems, (
         f"{len(producer.acked)} acked, {producer.failed} failed, consumed "
         f"{ {p: len(r) for p, r in got.items()} }, ends {end_offsets}: " + "; ".join(problems)

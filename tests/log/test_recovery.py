@@ -383,6 +383,7 @@ def test_stray_files_and_orphan_indexes_are_removed_at_open(fs: FaultInjectingFi
             f"{0:020d}.log",
             f"{0:020d}.index",
             f"{0:020d}.timeindex",
+            f"{4:020d}.snapshot",  # the producer-state snapshot a clean close writes
             LEADER_EPOCH_CHECKPOINT,
         ]
     )

@@ -7,8 +7,9 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
+from replog.protocol.fields import WireType
 from replog.protocol.messages import APIS, ApiSpec
-from replog.protocol.schema import ArrayOf, FieldSpec, Message, Scalar, WireType
+from replog.protocol.schema import ArrayOf, FieldSpec, Message, Scalar
 
 _INT_BITS = {Scalar.INT8: 8, Scalar.INT16: 16, Scalar.INT32: 32, Scalar.INT64: 64}
 

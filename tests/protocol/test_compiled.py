@@ -1,5 +1,5 @@
-"""The compiled codec (``schema._compiled_encoder`` / ``_compiled_decoder``) against the reference
-interpreter it replaces (``schema._slow_encode_struct`` / ``_slow_decode_struct``): same bytes,
+"""The compiled codec (``compiled._compiled_encoder`` / ``_compiled_decoder``) against the reference
+interpreter it replaces (``interpreter._slow_encode_struct`` / ``_slow_decode_struct``): same bytes,
 same decoded messages, for random messages of every API at every served version."""
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replog.protocol import Message, Reader, RecordsRef, Writer
+from replog.protocol.compiled import _compiled_decoder, _compiled_encoder
+from replog.protocol.interpreter import _slow_decode_struct, _slow_encode_struct
 from replog.protocol.messages import FetchResponse, FetchResponsePartition, FetchResponseTopic
-from replog.protocol.schema import (
-    _compiled_decoder,
-    _compiled_encoder,
-    _slow_decode_struct,
-    _slow_encode_struct,
-)
 
 from .strategies import all_versions, case_id, message_strategy
 

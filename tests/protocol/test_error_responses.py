@@ -56,7 +56,7 @@ def named_items(request: Any) -> int:
         return len(request.topic_names) + len(request.topics)
     if isinstance(request, m.DescribeConfigsRequest):
         return len(request.resources)
-    if isinstance(request, m.ApiVersionsRequest):
+    if isinstance(request, m.ApiVersionsRequest | m.InitProducerIdRequest):
         return 0
     return len(request.topics)  # CreateTopics, CreatePartitions
 
@@ -78,7 +78,8 @@ def test_the_error_response_reports_the_code_on_everything_the_request_named(
     codes = error_codes(decoded, version)
     assert set(codes) <= {ErrorCode.UNKNOWN_SERVER_ERROR}
     fetch_top_level = int(isinstance(request, m.FetchRequest) and version >= 7)
-    top_level = int(isinstance(request, m.ApiVersionsRequest)) + fetch_top_level
+    top_level = int(isinstance(request, m.ApiVersionsRequest | m.InitProducerIdRequest))
+    top_level += fetch_top_level
     assert len(codes) == named_items(request) + top_level
 
 

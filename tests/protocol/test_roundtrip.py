@@ -61,6 +61,7 @@ def test_served_versions_are_the_advertised_ones() -> None:
         18: (0, 3),  # ApiVersions
         19: (2, 7),  # CreateTopics
         20: (1, 6),  # DeleteTopics
+        22: (0, 5),  # InitProducerId
         23: (2, 4),  # OffsetForLeaderEpoch
         32: (1, 4),  # DescribeConfigs
         37: (0, 3),  # CreatePartitions

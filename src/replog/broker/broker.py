@@ -39,6 +39,7 @@ from replog.broker.effects import (
     Subscribe,
 )
 from replog.broker.links import BrokerLink
+from replog.broker.metrics import BrokerMetrics, gauge_values
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.server import CloseConnection, Response, Server
 from replog.clock import SYSTEM_CLOCK, Clock
@@ -50,6 +51,8 @@ from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
+from replog.state_change import StateChange, StateChangeSink
+from replog.state_change_log import StateChangeLog
 
 __all__ = ["Broker", "BrokerState"]
 
@@ -65,6 +68,18 @@ def _run_flushes(pending: tuple[tuple[TP, PendingFlush], ...]) -> list[tuple[TP,
         except (OSError, StorageError) as exc:
             failures.append((tp, f"fsync failed: {exc}"))
     return failures
+
+
+def _fan_out(sinks: list[StateChangeSink]) -> StateChangeSink:
+    """One sink handing every record to each of ``sinks``."""
+    if len(sinks) == 1:
+        return sinks[0]
+
+    def sink(change: StateChange) -> None:
+        for each in sinks:
+            each(change)
+
+    return sink
 
 
 class Broker:
@@ -95,6 +110,10 @@ class Broker:
         self._subscriptions: list[Subscription] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._halting = False
+        self._state_change_log: StateChangeLog | None = None
+        self._metrics: BrokerMetrics | None = None
+        #: the bound Prometheus port (None: metrics off or not started)
+        self.metrics_port: int | None = None
 
     # ------------------------------------------------------------------ accessors
 
@@ -165,7 +184,23 @@ class Broker:
         self._halting = False
         config = self.config
         log_manager = LogManager.open(list(config.log_dirs), config=config.log, clock=self.clock)
-        driver = BrokerDriver(config, log_manager)
+        self._state_change_log = StateChangeLog.open(
+            config.log_dirs[0],
+            bytes_max=config.state_change_log_bytes_max,
+            backups=config.state_change_log_backups,
+            clock=self.clock,
+        )
+        sinks: list[StateChangeSink] = [self._state_change_log.write]
+        metrics = None
+        if config.metrics_port is not None:
+            metrics = self._metrics = self._start_metrics(config.metrics_port)
+            sinks.append(metrics.on_state_change)
+        driver = BrokerDriver(
+            config,
+            log_manager,
+            state_change_sink=_fan_out(sinks),
+            state_listener=None if metrics is None else metrics.on_partition_state,
+        )
         self.driver = driver
         try:
             # Bind now (registration needs the port); accept only once ONLINE.
@@ -182,6 +217,15 @@ class Broker:
             await self._halt()
             driver.abandon()
             raise
+
+    def _start_metrics(self, port: int) -> BrokerMetrics:
+        """Serve this broker's Prometheus metrics (``replog.broker.metrics``) on ``port``."""
+        metrics = BrokerMetrics.create(self.broker_id)
+        loop = asyncio.get_running_loop()
+        self.metrics_port = metrics.serve(
+            self.config.host, port, loop, lambda: gauge_values(self.driver)
+        )
+        return metrics
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown (move leaders away, bounded by ``controlled_shutdown_timeout_ms``),
@@ -238,6 +282,11 @@ class Broker:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._tasks.difference_update(tasks)
+        if self._state_change_log is not None:
+            self._state_change_log.close()
+        metrics, self._metrics = self._metrics, None
+        if metrics is not None:
+            await asyncio.to_thread(metrics.close)
 
     # ------------------------------------------------------------------ carrying out effects
 
@@ -376,12 +425,15 @@ class Broker:
             raise CloseConnection("broker stopping")
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._answers[conn_id] = future
-        driver.on_request(conn_id, header, body, self.now_ms())
+        received_ms = self.now_ms()
+        driver.on_request(conn_id, header, body, received_ms)
         self._carry_out()
         try:
             return await future
         finally:
             self._answers.pop(conn_id, None)
+            if self._metrics is not None:
+                self._metrics.on_request(header.api_key, self.now_ms() - received_ms)
 
     def _connection_closed(self, conn_id: int) -> None:
         self._answers.pop(conn_id, None)

@@ -93,9 +93,12 @@ _POSITIVE = (
     "checkpoint_interval_ms",
     "metadata_poll_interval_ms",
     "retention_check_interval_ms",
+    "producer_id_expiration_check_interval_ms",
     "leader_imbalance_check_interval_ms",
     "log_cleaner_dedupe_buffer_bytes",
     "log_cleaner_backoff_ms",
+    "state_change_log_bytes_max",
+    "state_change_log_backups",
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
 _BOOLEAN = (
@@ -148,6 +151,9 @@ class BrokerConfig:
     metadata_poll_interval_ms: int = 200
     #: how often retention deletes old segments (Kafka's log.retention.check.interval.ms)
     retention_check_interval_ms: int = 300_000
+    #: how often idle idempotent producers' state is dropped (Kafka's
+    #: producer.id.expiration.check.interval.ms; the age is ``log.producer_id_expiration_ms``)
+    producer_id_expiration_check_interval_ms: int = 600_000
     #: segment size, retention and the other settings of every log on this broker
     log: LogConfig = attrs.field(factory=LogConfig, converter=_log_config)
     #: the log cleaner (module docstring)
@@ -162,6 +168,11 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
+    #: ``state-change.log`` in the first log dir: rotated at this size, this many old files kept
+    state_change_log_bytes_max: int = 10 * 1024 * 1024
+    state_change_log_backups: int = 5
+    #: serve Prometheus metrics on this port (0: a free one; None: off; ``replog.broker.metrics``)
+    metrics_port: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.broker_id, int) or self.broker_id < 0:
@@ -196,6 +207,12 @@ class BrokerConfig:
             )
         if self.port > 65535:
             raise InvalidConfigError(f"port must be <= 65535, got {self.port}")
+        metrics_port = self.metrics_port
+        if metrics_port is not None and (
+            not isinstance(metrics_port, int) or isinstance(metrics_port, bool)
+            or not 0 <= metrics_port <= 65535
+        ):  # fmt: skip
+            raise InvalidConfigError(f"metrics_port must be 0..65535 or None, got {metrics_port!r}")
         if self.advertised_port is not None and not 0 < self.advertised_port <= 65535:
             raise InvalidConfigError(
                 f"advertised_port must be 1..65535, got {self.advertised_port}"

@@ -124,6 +124,8 @@ class ControllerRole:
         driver.outbox.call("controller poll", lambda c: service.poll(now_ms), done)
 
     def _keep(self, records: list[StateChange]) -> None:
+        for record in records:
+            self._driver.state_change_sink(record)
         self._state_changes.extend(records)
         overflow = len(self._state_changes) - STATE_CHANGES_MAX
         if overflow > 0:

@@ -48,18 +48,21 @@ from replog.broker.effects import Effect, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
+from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.requests import AdminResult
 from replog.controller import alter_partition_result
 from replog.coord.types import (
     AdminPayload,
     AdminRequestChanged,
+    AllocateProducerIds,
     AlterPartition,
     AlterPartitionResult,
     BrokerInfo,
     ControllerInfo,
     DamagedReplica,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     TopicAssignment,
@@ -78,6 +81,7 @@ from replog.log.log_cleaner import CleaningResult
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
+from replog.state_change import StateChangeSink, discard_state_change
 
 __all__ = ["BrokerDriver", "BrokerState"]
 
@@ -106,8 +110,11 @@ class BrokerDriver:
         *,
         placement_start: Callable[[int], tuple[int, int]] | None = None,
         state_listener: Callable[[TP, PartitionState], None] | None = None,
+        state_change_sink: StateChangeSink = discard_state_change,
     ) -> None:
         self.config = config
+        #: where the replicas and the controller role hand their state-change records
+        self.state_change_sink = state_change_sink
         self._state_listener = state_listener
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -121,6 +128,7 @@ class BrokerDriver:
         self.fetches = FetchSessions(self)
         self.controller = ControllerRole(self, placement_start)
         self.requests = ClientRequests(self.outbox, _Services(self), self._submit_for_client)
+        self.producer_ids = ProducerIdManager(config.broker_id)
         self._rm: ReplicaManager | None = None
         self._flush_token: int | None = None
         self._pending_flush: list[tuple[TP, PendingFlush]] = []
@@ -131,6 +139,7 @@ class BrokerDriver:
         self._next_heartbeat_ms = 0
         self._next_feed_ms = 0
         self._next_retention_ms = 0
+        self._next_producer_expiration_ms = 0
         self._next_replicated_flush_ms = 0
         self._cleaning: CleaningTask | None = None
         self._next_cleaning_ms = 0
@@ -205,6 +214,7 @@ class BrokerDriver:
             config.partition_config(),
             broker_epoch=self.incarnation_epoch,
             checkpoint_interval_ms=config.checkpoint_interval_ms,
+            state_change_sink=self.state_change_sink,
             state_listener=self._state_listener,
         )
         self.outbox.emit(Subscribe(self.broker_id, self.incarnation_epoch))
@@ -217,6 +227,9 @@ class BrokerDriver:
         self.metadata.drain()
         now_ms = self.now_ms
         self._next_retention_ms = now_ms + self.config.retention_check_interval_ms
+        self._next_producer_expiration_ms = (
+            now_ms + self.config.producer_id_expiration_check_interval_ms
+        )
         self._next_replicated_flush_ms = now_ms + self.config.checkpoint_interval_ms
         self.fetches.reconcile(now_ms)
         self.fetches.on_tick(now_ms)
@@ -336,6 +349,11 @@ class BrokerDriver:
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + config.retention_check_interval_ms
             self.exclusive(self._apply_retention)
+        if now_ms >= self._next_producer_expiration_ms:
+            self._next_producer_expiration_ms = (
+                now_ms + config.producer_id_expiration_check_interval_ms
+            )
+            self.log_manager.remove_expired_producers()
         self._maybe_start_cleaning(now_ms)
         self.controller.on_tick(now_ms)
         self.fetches.on_tick(now_ms)
@@ -502,10 +520,28 @@ class BrokerDriver:
         def completed(change: AdminRequestChanged | None, why: str) -> None:
             if change is None:
                 then(AdminResult(ErrorCode.REQUEST_TIMED_OUT, why))
+                return
+            result = AdminResult(change.outcome, change.message)
+            if isinstance(payload, AllocateProducerIds) and change.outcome is ErrorCode.NONE:
+                self._read_producer_id_block(lambda: then(result))
             else:
-                then(AdminResult(change.outcome, change.message))
+                then(result)
 
         self.metadata.submit(payload, deadline_ms, completed)
+
+    def _read_producer_id_block(self, then: Callable[[], None]) -> None:
+        """The controller allocated this broker a block of producer ids: read it from the
+        store and offer it to the manager, then ``then()`` (whatever the read gave)."""
+        broker_id, incarnation = self.broker_id, self.incarnation_epoch
+
+        def done(block: Any, error: BaseException | None) -> None:
+            if isinstance(block, ProducerIdBlock):
+                self.producer_ids.offer(block, incarnation)
+            elif error is not None:
+                _log.warning("broker %s: reading its producer ids failed: %s", broker_id, error)
+            then()
+
+        self.outbox.call("producer id block", lambda c: c.producer_id_block(broker_id), done)
 
     # ------------------------------------------------------------------ storage
 
@@ -600,8 +636,16 @@ class _Services:
         return self._driver.broker_id
 
     @property
+    def broker_epoch(self) -> int:
+        return self._driver.incarnation_epoch
+
+    @property
     def config(self) -> BrokerConfig:
         return self._driver.config
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return self._driver.producer_ids
 
     @property
     def brokers(self) -> Mapping[int, BrokerInfo]:

@@ -60,6 +60,7 @@ from replog.errors import (
     InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
+    ProducerStateError,
     RecordBatchTooLargeError,
     StorageError,
 )
@@ -515,6 +516,8 @@ class ReplicaManager:
             result = ProduceResult(request_id, -1, ErrorCode.INVALID_RECORD)
         except (CorruptRecordError, InvalidOffsetError):
             result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
+        except ProducerStateError as exc:  # an idempotent producer's gap, old epoch, ...
+            result = ProduceResult(request_id, -1, exc.code)
         except StorageError:
             result = ProduceResult(request_id, -1, ErrorCode.KAFKA_STORAGE_ERROR)
         self._touch(tp)

@@ -6,6 +6,10 @@ own); otherwise a new batch starts. A batch is *ready* when it is full (size lim
 newer batch follows it), when it has waited ``linger_ms``, or while a flush or close is under way
 -- and, for a batch being retried, once its backoff has passed.
 
+An idempotent producer stamps each batch with its producer id, epoch and first sequence when it
+is first sent (``ProducerBatch.producer_id`` ...); a retried batch keeps them, and goes back into
+its queue in sequence order, ahead of batches never sent.
+
 Memory is bounded: the estimated bytes of every record accepted and not yet completed stay
 under ``buffer_bytes_max``; ``append`` raises ``BufferFullError`` instead of growing.
 """
@@ -22,7 +26,13 @@ from replog.client.errors import BufferFullError
 from replog.errors import invariant
 from replog.log.compression import Compression
 from replog.log.encoding import encode_batch
-from replog.log.records import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+from replog.log.records import (
+    MAX_RECORD_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+)
 from replog.topics import TopicPartitionLike
 
 __all__ = ["PendingRecord", "ProducerBatch", "RecordAccumulator", "TopicPartitionLike"]
@@ -66,11 +76,27 @@ class ProducerBatch:
     size_bytes: int = RECORD_BATCH_OVERHEAD
     attempts: int = 0
     retry_at_ms: int = 0
+    #: an idempotent producer's identity for the batch, fixed at its first send (retries
+    #: reuse it); NO_SEQUENCE: not assigned (never sent, or reassigned after an epoch bump)
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
 
     @property
     def tp(self) -> TopicPartitionLike:
         """(topic, partition)."""
         return (self.topic, self.partition)
+
+    @property
+    def has_sequence(self) -> bool:
+        """Whether an idempotent producer has stamped the batch with a sequence."""
+        return self.base_sequence != NO_SEQUENCE
+
+    def set_sequence(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Stamp the batch for an idempotent producer (NO_SEQUENCE: clear the stamp)."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
 
     def encode(self, compression: Compression = Compression.NONE) -> bytes:
         """The record batch v2 bytes (base offset 0: the leader assigns offsets)."""
@@ -81,6 +107,9 @@ class ProducerBatch:
             timestamps=[r.timestamp_ms for r in self.records],
             base_timestamp=min(r.timestamp_ms for r in self.records),
             compression=compression,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
         )
 
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
@@ -172,10 +201,29 @@ class RecordAccumulator:
         return batch
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
-        """Put a batch back at the head of its queue, to be retried at ``retry_at_ms``."""
+        """Put a batch back at the head of its queue, to be retried at ``retry_at_ms``; a
+        batch with a sequence goes after the queued ones with lower sequences."""
         batch.attempts += 1
         batch.retry_at_ms = retry_at_ms
-        self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+        queue = self._queues.setdefault(batch.tp, deque())
+        position = 0
+        if batch.has_sequence:
+            while (
+                position < len(queue)
+                and queue[position].has_sequence
+                and queue[position].base_sequence < batch.base_sequence
+            ):
+                position += 1
+        queue.insert(position, batch)
+
+    def queued(self, tp: TopicPartitionLike) -> list[ProducerBatch]:
+        """The partition's queued batches, in sending order."""
+        return list(self._queues.get(tp, ()))
+
+    def head(self, tp: TopicPartitionLike) -> ProducerBatch | None:
+        """The partition's next batch to send, or None."""
+        queue = self._queues.get(tp)
+        return queue[0] if queue else None
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is finished (acknowledged or failed): free its bytes."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -28,6 +27,7 @@ import attrs
 
 from replog.client.errors import ClientClosedError, ConnectionLostError
 from replog.client.metadata import MetadataCache
+from replog.clock import monotonic_ms
 from replog.errors import ErrorCode, InvalidConfigError, ProtocolError, RequestTimeoutError
 from replog.protocol import APIS, FrameReader, RequestHeader, decode_response, encode_request
 from replog.protocol.messages import (
@@ -57,7 +57,7 @@ _CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 def now_ms() -> int:
     """Monotonic milliseconds (the clients' clock for linger, backoff and metadata age)."""
-    return time.monotonic_ns() // 1_000_000
+    return monotonic_ms()
 
 
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[tuple[str, int]]:
@@ -229,6 +229,7 @@ class BrokerConnection:
             try:
                 return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
             except TimeoutError:
+                future.cancel()  # abandoned: _fail must not leave an error nobody retrieves
                 error = RequestTimeoutError(
                     f"{message.API.name} to {self.host}:{self.port}: no answer in {timeout_ms} ms"
                 )

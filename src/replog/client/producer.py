@@ -13,11 +13,19 @@ Delivery rules:
   timeouts), at most ``retries`` times per batch, ``retry_backoff_ms`` apart; NOT_LEADER,
   FENCED/UNKNOWN_LEADER_EPOCH and a lost connection first refresh metadata. Anything else fails
   the batch's futures at once.
+- **Idempotence** (``enable_idempotence``, on by default as in current Kafka clients): the
+  producer gets a producer id from the cluster (InitProducerId) and stamps each batch with it and
+  a sequence number; a retry reuses them, so a Produce whose answer was lost (dropped connection,
+  timeout, leader change) is answered by the leader with the original offsets instead of being
+  appended again, and a partition's records land in the order they were sent. It needs acks=all,
+  ``retries`` >= 1 and ``in_flight_per_partition_max`` <= 5; left unset, idempotence is off when
+  those settings say otherwise (as Kafka's clients do), set to True it makes them an error. See
+  ``idempotence`` for the recovery from a lost batch (an epoch bump).
 - Ordering: by default one batch per partition is in flight (``in_flight_per_partition_max=1``),
   so a retried batch is resent before anything that follows it and order is kept. With a higher
-  limit a retry can land after a later batch.
-- **Duplicates**: replog's producer is not idempotent. If a Produce was appended but its answer
-  was lost (connection dropped, timeout), the retry appends the records again: Kafka's classic
+  limit a retry can land after a later batch -- unless the producer is idempotent, when a retry
+  goes alone and the leader refuses a batch that skips a sequence.
+- Without idempotence a retry after a lost answer appends the records again: Kafka's classic
   at-least-once delivery. Set ``retries=0`` for at-most-once.
 - Memory: at most ``buffer_bytes_max`` of records wait in the producer; beyond that ``send``
   raises ``BufferFullError`` at once (Kafka would block for max.block.ms).
@@ -30,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +59,9 @@ from replog.client.errors import (
     error_for_code,
     is_retriable,
 )
+from replog.client.idempotence import IN_FLIGHT_MAX, IdempotenceState
 from replog.client.partitioner import DefaultPartitioner
+from replog.clock import wall_ms
 from replog.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -63,6 +72,8 @@ from replog.errors import (
 )
 from replog.log.compression import Compression
 from replog.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     PartitionProduceData,
     ProduceRequest,
     ProduceResponse,
@@ -97,6 +108,25 @@ class ProducerConfig:
     in_flight_per_partition_max: int = 1
     compression: Compression = Compression.NONE
     client_id: str = "replog-producer"
+    #: None: on unless acks, retries or in_flight_per_partition_max rule it out (module doc)
+    enable_idempotence: bool | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether batches carry a producer id and sequence numbers."""
+        if self.enable_idempotence is not None:
+            return self.enable_idempotence
+        return not self._idempotence_conflicts()
+
+    def _idempotence_conflicts(self) -> list[str]:
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append("acks must be 'all'")
+        if self.retries < 1:
+            conflicts.append("retries must be >= 1")
+        if self.in_flight_per_partition_max > IN_FLIGHT_MAX:
+            conflicts.append(f"in_flight_per_partition_max must be <= {IN_FLIGHT_MAX}")
+        return conflicts
 
     def __attrs_post_init__(self) -> None:
         for name in ("linger_ms", "retries", "retry_backoff_ms"):
@@ -107,6 +137,9 @@ class ProducerConfig:
                 raise InvalidConfigError(f"{name} must be >= 1")
         if self.request_timeout_ms < 1:
             raise InvalidConfigError("request_timeout_ms must be >= 1")
+        conflicts = self._idempotence_conflicts()
+        if self.enable_idempotence and conflicts:
+            raise InvalidConfigError("enable_idempotence: " + "; ".join(conflicts))
 
 
 def classify(error: BaseException) -> bool:
@@ -133,6 +166,8 @@ class AsyncProducer:
         self._wakeup = asyncio.Event()
         self._closing = False
         self._sender: asyncio.Task[None] | None = None
+        self._idempotence = IdempotenceState() if config.idempotent else None
+        self._fatal: ReplogError | None = None
 
     @classmethod
     async def start(cls, bootstrap: str | Sequence[str], **config: Any) -> AsyncProducer:
@@ -180,6 +215,8 @@ class AsyncProducer:
         Raises at once for a closed producer, a full buffer or an unknown topic."""
         if self._closing:
             raise ClientClosedError("producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
         if partition is None:
             count = await self._partition_count(topic)
             partition = self._partitioner.partition(topic, key, count)
@@ -190,7 +227,7 @@ class AsyncProducer:
             key=key,
             value=value,
             headers=tuple(headers or ()),
-            timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            timestamp_ms=wall_ms() if timestamp_ms is None else timestamp_ms,
             future=future,
         )
         batch = self._accumulator.append((topic, partition), record, now_ms())
@@ -262,17 +299,38 @@ class AsyncProducer:
                 await asyncio.sleep(0)  # let sends and answers in between sends
             try:
                 await self._drain_ready()
-            except (ConnectionLostError, RequestTimeoutError, ProtocolError):
+            except (RetriableError, ProtocolError):
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            except ReplogError as exc:  # InitProducerId refused: nothing can be sent
+                self._fatal = exc
+                self._accumulator.fail_all(exc)
+
+    async def _init_producer_id(self, idempotence: IdempotenceState) -> None:
+        """Ask a broker for a producer id and epoch (an idempotent producer, no transactional
+        id); a retriable refusal raises a ``RetriableError`` (the sender backs off)."""
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=2**31 - 1)
+        response = await self._client.send_any(
+            request, InitProducerIdResponse, timeout_ms=self.config.request_timeout_ms
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise error_for_code(response.error_code, "InitProducerId")
+        idempotence.set_producer_id(response.producer_id, response.producer_epoch)
+
+    def _may_send(self, tp: TopicPartitionLike) -> bool:
+        in_flight = self._in_flight.get(tp, 0)
+        if in_flight >= self.config.in_flight_per_partition_max:
+            return False
+        head = self._accumulator.head(tp)
+        idempotence = self._idempotence
+        return head is not None and (idempotence is None or idempotence.may_send(head, in_flight))
 
     async def _drain_ready(self) -> None:
-        ready = [
-            tp
-            for tp in self._accumulator.ready(now_ms())
-            if self._in_flight.get(tp, 0) < self.config.in_flight_per_partition_max
-        ]
+        ready = [tp for tp in self._accumulator.ready(now_ms()) if self._may_send(tp)]
         if not ready:
             return
+        idempotence = self._idempotence
+        if idempotence is not None and not idempotence.has_producer_id:
+            await self._init_producer_id(idempotence)
         metadata = await self._client.refresh_metadata_if_needed()
         by_leader: dict[int, list[ProducerBatch]] = {}
         leaderless = False
@@ -281,6 +339,10 @@ class AsyncProducer:
             if leader is None:
                 leaderless = True
                 continue
+            head = self._accumulator.head(tp)
+            in_flight = self._in_flight.get(tp, 0)
+            if idempotence is not None and (head is None or not idempotence.stamp(head, in_flight)):
+                continue  # old-epoch batches of the partition are still unresolved
             batch = self._accumulator.pop(tp)
             self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
             self._in_flight_batches.add(batch)
@@ -359,17 +421,35 @@ class AsyncProducer:
         if self._in_flight[batch.tp] == 0:
             del self._in_flight[batch.tp]
         self._in_flight_batches.discard(batch)
+        idempotence = self._idempotence
         if error is None:
             batch.complete(base_offset, append_ms)
             self._accumulator.release(batch)
-        elif classify(error) and batch.attempts < self.config.retries and not self._closing:
+            if idempotence is not None:
+                idempotence.on_acked(batch)
+        elif self._may_retry(batch, error):
             if is_retriable(getattr(error, "error_code", ErrorCode.NETWORK_EXCEPTION)):
                 self._client.metadata.mark_stale()
             self._accumulator.reenqueue(batch, now_ms() + self.config.retry_backoff_ms)
         else:
             batch.fail(error)
             self._accumulator.release(batch)
+            if idempotence is not None:
+                idempotence.on_failed(batch)
         self._wakeup.set()
+
+    def _may_retry(self, batch: ProducerBatch, error: BaseException) -> bool:
+        """Whether a failed attempt is retried (an idempotent producer's sequence errors are
+        judged by ``IdempotenceState.on_error``, which may bump the epoch)."""
+        if batch.attempts >= self.config.retries or self._closing:
+            return False
+        code = getattr(error, "error_code", None)
+        if self._idempotence is not None and batch.has_sequence and code is not None:
+            try:
+                return self._idempotence.on_error(batch, ErrorCode(code))
+            except ValueError:
+                return False
+        return classify(error)
 
 
 class Producer:

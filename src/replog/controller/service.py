@@ -54,6 +54,7 @@ from replog.election.controller import ControllerConfig, ControllerMachine
 from replog.election.controller_writes import (
     AddPartitionsWrite,
     AdmitBrokerWrite,
+    AllocateProducerIdsWrite,
     CasPartitionWrite,
     CompleteRequestWrite,
     ControllerOutput,
@@ -321,6 +322,14 @@ class ControllerService:
                     self._machine().retry_admission(*incarnation)
                     return False  # a write of it did not happen: processed again next tick
                 c.admit_broker(*incarnation, controller_epoch=epoch, timeout_ms=t)
+            elif isinstance(write, AllocateProducerIdsWrite):
+                c.allocate_producer_ids(
+                    write.broker_id,
+                    write.broker_epoch,
+                    count=write.count,
+                    controller_epoch=epoch,
+                    timeout_ms=t,
+                )
             elif isinstance(write, CompleteRequestWrite):
                 c.complete_admin_request(
                     write.request_id,

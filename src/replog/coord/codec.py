@@ -38,6 +38,8 @@ CLASSES: dict[str, type[Any]] = {
         t.AlterPartition,
         t.AlterPartitionResult,
         t.DamagedReplica,
+        t.AllocateProducerIds,
+        t.ProducerIdBlock,
         t.AdminRequest,
         t.BrokerChanged,
         t.TopicChanged,

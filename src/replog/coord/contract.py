@@ -48,6 +48,7 @@ import attrs
 from replog.coord.errors import InvalidPartitionStateError, InvalidReplicaAssignmentError
 from replog.coord.types import (
     NO_LEADER,
+    PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -58,6 +59,7 @@ from replog.coord.types import (
     LeaderRecoveryState,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     Subscription,
@@ -410,6 +412,32 @@ class Coordinator(abc.ABC):
         request is not queued) and nothing is written: the request stays queued and no feed
         record is appended. Without it (None, for callers that are not the controller, such as
         a broker completing its own requests) the completion is not fenced."""
+
+    # ---- producer ids ----
+
+    @abc.abstractmethod
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """The controller hands the next ``count`` producer ids to broker ``broker_id``
+        (incarnation ``broker_epoch``; not checked here -- the controller checks it): the
+        store keeps the next free id durably, so blocks never overlap, whoever the controller
+        is and across restarts of the store's clients. The block becomes the broker's latest
+        (``producer_id_block``). Ids start at 0. Fenced like every controller write: if
+        ``controller_epoch`` is not the active controller's, ``FencedControllerError`` and
+        nothing is allocated. No feed record. ``ValueError`` for ``count`` < 1."""
+
+    @abc.abstractmethod
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """The block last allocated to ``broker_id`` (None: none yet)."""
 
 
 @runtime_checkable

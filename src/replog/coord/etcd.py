@@ -61,12 +61,12 @@ import functools
 import itertools
 import json
 import threading
-import time
 import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from replog.clock import monotonic_s
 from replog.coord import codec, records, rules
 from replog.coord.contract import ADMIN_QUEUE_LIMIT, DEFAULT_TIMEOUT_MS, validate_partition_state
 from replog.coord.dispatch import Dispatcher
@@ -92,11 +92,13 @@ from replog.coord.etcd_sessions import EtcdSession, EtcdSessionsMixin
 from replog.coord.etcd_txn import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
 from replog.coord.sessions import SessionListeners
 from replog.coord.types import (
+    PRODUCER_ID_BLOCK_SIZE,
     CasResult,
     ControllerInfo,
     MetadataChange,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionState,
     TopicAssignment,
     TopicConfigs,
@@ -510,11 +512,48 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin):
                 return
             with contextlib.suppress(CoordinatorClosedError):
                 self._renew_due()
-                if time.monotonic() >= next_reap:
-                    next_reap = time.monotonic() + self._reap_s
+                if monotonic_s() >= next_reap:
+                    next_reap = monotonic_s() + self._reap_s
                     with contextlib.suppress(CoordinatorUnavailableError, RequestTimeoutError):
                         self._reap(self._bg_timeout_ms)
                 self._push_feed()
+
+    # ---- producer ids ----
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``: the ``producer_ids`` key is put at the
+        mod revision read, guarded by the controller fence (no feed record)."""
+        key = self._k("producer_ids")
+        budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = monotonic_s() + budget / 1000
+        while True:
+            got = self._read([*self._ctl_ops(), op_range(key)], timeout_ms)
+            compares = self._guard(controller_epoch, got[:3])
+            stored = codec.loads(got[3][0].value) if got[3] else ()
+            block, blocks = rules.allocated_producer_ids(stored, broker_id, broker_epoch, count)
+            compares.append(cmp_mod(key, mod_rev(got[3])))
+            ops = [op_put(key, codec.dumps(blocks))]
+            left_ms = max(1, int((deadline - monotonic_s()) * 1000))
+            if self._client.txn(compares, ops, timeout_ms=left_ms).succeeded:
+                return block
+            if monotonic_s() > deadline:
+                raise RequestTimeoutError(f"etcd write kept conflicting for {budget} ms")
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        got = self._read([op_range(self._k("producer_ids"))], timeout_ms)
+        blocks: tuple[ProducerIdBlock, ...] = codec.loads(got[0][0].value) if got[0] else ()
+        return next((b for b in blocks if b.broker_id == broker_id), None)
 
     # ---- lifecycle ----
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Callable
 
 import attrs
 
+from replog.clock import monotonic_s
 from replog.coord import codec, rules
 from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
@@ -90,7 +90,7 @@ class EtcdFeedMixin(EtcdTxnBase):
         """See ``Coordinator.trim_history``."""
         key = self._k("feed/trimmed")
         budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + budget / 1000
+        deadline = monotonic_s() + budget / 1000
         while True:
             last, _, (trimmed,) = self._seq_read([op_range(key)], timeout_ms)
             boundary = max(last_int(trimmed), min(before_seq, last + 1))
@@ -106,7 +106,7 @@ class EtcdFeedMixin(EtcdTxnBase):
                 [cmp_mod(key, mod_rev(trimmed))], ops, timeout_ms=timeout_ms
             ).succeeded:
                 return boundary
-            if time.monotonic() > deadline:
+            if monotonic_s() > deadline:
                 raise RequestTimeoutError(
                     f"trimming the etcd feed kept conflicting for {budget} ms"
                 )

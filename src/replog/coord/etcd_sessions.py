@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import time
 from collections.abc import Callable
 
 import attrs
 
+from replog.clock import monotonic_s
 from replog.coord import codec, records, rules
 from replog.coord.errors import (
     BrokerIdInUseError,
@@ -160,9 +160,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 self._client.lease_revoke(lease_id, timeout_ms=self._bg_timeout_ms)
             raise
         with self._lock:
-            session = EtcdSession(
-                broker, lease_id, ttl_s, next_renewal_s=time.monotonic() + ttl_s / 3
-            )
+            session = EtcdSession(broker, lease_id, ttl_s, next_renewal_s=monotonic_s() + ttl_s / 3)
             self._sessions[broker_id] = session
             self._notify(session)
         self._dispatcher.run()
@@ -326,7 +324,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         return reaped
 
     def _renew_due(self) -> None:
-        now = time.monotonic()
+        now = monotonic_s()
         with self._lock:
             due = [
                 s
@@ -340,14 +338,14 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 with self._lock:
                     if not session.hook_suspended:
                         self._emit(session, SessionState.SUSPENDED)
-                    session.next_renewal_s = time.monotonic() + 0.1
+                    session.next_renewal_s = monotonic_s() + 0.1
                 self._dispatcher.run()
                 continue
             if ttl is None:
                 self._lose(session.broker.broker_id, session.broker.incarnation_epoch)
                 continue
             with self._lock:
-                session.next_renewal_s = time.monotonic() + session.ttl_s / 3
+                session.next_renewal_s = monotonic_s() + session.ttl_s / 3
                 if not session.hook_suspended:
                     self._emit(session, SessionState.CONNECTED)
             self._dispatcher.run()

@@ -7,12 +7,12 @@ the coordinator itself): the handle's state, declared here, and the read/commit 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import attrs
 
+from replog.clock import monotonic_s
 from replog.coord import codec
 from replog.coord.contract import Coordinator
 from replog.coord.dispatch import Dispatcher
@@ -118,7 +118,7 @@ class EtcdTxnBase(Coordinator):
     def _run(self, timeout_ms: int | None, attempt: Callable[[], Plan[T] | Done[T] | Retry]) -> T:
         """Plan and commit until a commit succeeds, a plan needs no write, or time runs out."""
         budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + budget / 1000
+        deadline = monotonic_s() + budget / 1000
         while True:
             self._check_open()
             attempt_plan = attempt()
@@ -136,11 +136,11 @@ class EtcdTxnBase(Coordinator):
                     cmp_mod(self._k("feed/seq"), attempt_plan.seq_mod),
                     *attempt_plan.compares,
                 ]
-                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                left_ms = max(1, int((deadline - monotonic_s()) * 1000))
                 if self._client.txn(compares, ops, timeout_ms=left_ms).succeeded:
                     self._wake.set()
                     return attempt_plan.result(seq)
-            if time.monotonic() > deadline:
+            if monotonic_s() > deadline:
                 raise RequestTimeoutError(f"etcd write kept conflicting for {budget} ms")
 
     if TYPE_CHECKING:  # provided by EtcdCoordinator; declared here for the type checker

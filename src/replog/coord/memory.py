@@ -45,6 +45,7 @@ from replog.coord.errors import (
 from replog.coord.feed import FeedLog, ManualClock, TimedLock, monotonic_ms
 from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
+    PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -56,6 +57,7 @@ from replog.coord.types import (
     MetadataChange,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     Subscription,
@@ -120,6 +122,7 @@ class MemoryCoordinator(Coordinator):
         self._controller_epoch = 0
         self._log = FeedLog(feed_retention_max)
         self._admin = AdminQueues(admin_queue_limit)
+        self._producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
         self._tokens = itertools.count(1)
         self._feed_subs: dict[int, _FeedSubscriber] = {}
         self._session_listeners = SessionListeners()
@@ -614,3 +617,29 @@ class MemoryCoordinator(Coordinator):
             if controller_epoch is not None:
                 self._check_controller(controller_epoch)
             return self._admin.complete(self._write, request_id, outcome, message, result)
+
+    # ---- producer ids ----
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``."""
+        with self._op(timeout_ms):
+            self._check_controller(controller_epoch)
+            block, self._producer_id_blocks = rules.allocated_producer_ids(
+                self._producer_id_blocks, broker_id, broker_epoch, count
+            )
+            return block
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        with self._op(timeout_ms):
+            return next((b for b in self._producer_id_blocks if b.broker_id == broker_id), None)

@@ -185,6 +185,14 @@ class MemoryHandle(Coordinator):
         """See ``Coordinator.complete_admin_request``."""
         return self._live().complete_admin_request(*args, **kwargs)
 
+    def allocate_producer_ids(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.allocate_producer_ids``."""
+        return self._live().allocate_producer_ids(*args, **kwargs)
+
+    def producer_id_block(self, *args: Any, **kwargs: Any) -> Any:
+        """See ``Coordinator.producer_id_block``."""
+        return self._live().producer_id_block(*args, **kwargs)
+
     # ---- the memory backend's test hooks ----
 
     def expire_session(self, broker_id: int) -> None:

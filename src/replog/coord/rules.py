@@ -20,6 +20,7 @@ from replog.coord.types import (
     CasStatus,
     ControllerInfo,
     PartitionState,
+    ProducerIdBlock,
     TopicAssignment,
     TopicConfigs,
     topic_configs,
@@ -28,6 +29,7 @@ from replog.topics import collision_key, validate_topic_name
 
 __all__ = [
     "admitted_broker",
+    "allocated_producer_ids",
     "cas_decision",
     "cas_fenced",
     "cas_ok",
@@ -205,3 +207,23 @@ def check_feed_read(seq: int, max_changes: int) -> None:
     """``changes_since``'s argument check (``ValueError``)."""
     if seq < 0 or max_changes < 1:
         raise ValueError(f"bad seq {seq} or max_changes {max_changes}")
+
+
+# ---- producer ids ----
+
+
+def allocated_producer_ids(
+    blocks: Iterable[ProducerIdBlock], broker_id: int, broker_epoch: int, count: int
+) -> tuple[ProducerIdBlock, tuple[ProducerIdBlock, ...]]:
+    """``allocate_producer_ids``'s decision from the stored blocks (each broker's latest, which
+    include the newest block of all, so the next free id is past every one of them): the new
+    block, and the blocks to store (``ValueError`` for a count below 1)."""
+    if count < 1:
+        raise ValueError(f"a producer id block needs at least one id, not {count}")
+    stored = tuple(blocks)
+    first = max((b.last_id + 1 for b in stored), default=0)
+    block = ProducerIdBlock(
+        broker_id=broker_id, broker_epoch=broker_epoch, first_id=first, size=count
+    )
+    kept = tuple(b for b in stored if b.broker_id != broker_id)
+    return block, tuple(sorted((*kept, block), key=lambda b: b.broker_id))

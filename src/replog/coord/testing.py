@@ -21,13 +21,13 @@ backend delivers before the writing call returns.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import attrs
 import pytest
 
+from replog.clock import monotonic_s, sleep_s
 from replog.coord.contract import Coordinator, SessionFaults, same_state_ignoring_epoch
 from replog.coord.errors import (
     BrokerIdInUseError,
@@ -44,6 +44,7 @@ from replog.coord.errors import (
 from replog.coord.types import (
     CONTROLLER_TARGET,
     NO_LEADER,
+    PRODUCER_ID_BLOCK_SIZE,
     TOPIC_CONFIG_KEY_CHARS_MAX,
     TOPIC_CONFIG_VALUE_CHARS_MAX,
     TOPIC_CONFIGS_BYTES_MAX,
@@ -68,6 +69,7 @@ from replog.coord.types import (
     MetadataSnapshot,
     PartitionChanged,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     StartReplica,
@@ -157,11 +159,11 @@ class CoordinatorContract:
 
     def eventually(self, predicate: Callable[[], bool], what: str) -> None:
         """Wait (bounded) until ``predicate()`` holds; listeners may be asynchronous."""
-        deadline = time.monotonic() + self.settle_timeout_s
+        deadline = monotonic_s() + self.settle_timeout_s
         while not predicate():
-            if time.monotonic() > deadline:
+            if monotonic_s() > deadline:
                 pytest.fail(f"timed out waiting for: {what}")
-            time.sleep(0.005)
+            sleep_s(0.005)
 
     def register(self, coord: Coordinator, broker_id: int, rack: str | None = None) -> BrokerInfo:
         """Register ``broker_id`` at 127.0.0.1:9000+id."""
@@ -962,7 +964,7 @@ class CoordinatorContract:
         sub.close()
         sub.close()
         self.register(coord, 7)
-        time.sleep(0.05)
+        sleep_s(0.05)
         assert pushed() == expected
 
     def test_subscriber_from_trimmed_history_is_told_to_resync(self, coord: Coordinator) -> None:
@@ -1109,6 +1111,45 @@ class CoordinatorContract:
         assert coord.pending_admin_requests(CONTROLLER_TARGET) == []
         assert [c.request for c in self.completions(coord)] == [to_broker, to_controller]
 
+    # ---- producer ids ----
+
+    def test_producer_id_blocks_never_overlap(self, coord: Coordinator) -> None:
+        _, ctl = self.cluster(coord)
+        epoch = ctl.controller_epoch
+        assert coord.producer_id_block(2) is None
+        before = coord.snapshot().seq
+        first = coord.allocate_producer_ids(2, 7, controller_epoch=epoch)
+        assert first == ProducerIdBlock(
+            broker_id=2, broker_epoch=7, first_id=0, size=PRODUCER_ID_BLOCK_SIZE
+        )
+        other = coord.allocate_producer_ids(3, 8, count=10, controller_epoch=epoch)
+        again = coord.allocate_producer_ids(2, 9, count=5, controller_epoch=epoch)
+        assert (other.first_id, other.size) == (first.last_id + 1, 10)
+        assert (again.first_id, again.broker_epoch) == (other.last_id + 1, 9)
+        assert coord.producer_id_block(2) == again
+        assert coord.producer_id_block(3) == other
+        assert coord.snapshot().seq == before  # no feed record
+        with pytest.raises(ValueError):
+            coord.allocate_producer_ids(2, 9, count=0, controller_epoch=epoch)
+        assert coord.producer_id_block(2) == again
+
+    def test_producer_id_allocation_is_fenced_and_outlives_its_controller(
+        self, coord: Coordinator
+    ) -> None:
+        brokers, old = self.cluster(coord)
+        block = coord.allocate_producer_ids(1, 1, count=3, controller_epoch=old.controller_epoch)
+        assert coord.resign_controller(1, old.controller_epoch)
+        with pytest.raises(FencedControllerError):  # before any successor
+            coord.allocate_producer_ids(2, 1, controller_epoch=old.controller_epoch)
+        new = coord.elect_controller(2, brokers[1].incarnation_epoch)
+        for stale in (old.controller_epoch, new.controller_epoch + 1):
+            with pytest.raises(FencedControllerError) as e:
+                coord.allocate_producer_ids(2, 1, controller_epoch=stale)
+            assert e.value.active_controller_epoch == new.controller_epoch
+        assert coord.producer_id_block(2) is None
+        after = coord.allocate_producer_ids(2, 1, controller_epoch=new.controller_epoch)
+        assert after.first_id == block.last_id + 1
+
     def test_admin_queue_is_fifo_per_target(self, coord: Coordinator) -> None:
         made = [
             coord.submit_admin_request(t, StartReplica(topic="t", partition=p))
@@ -1169,6 +1210,14 @@ class SecondHandleContract(CoordinatorContract):
             return [c.assignment for b in pushed for c in b.changes if isinstance(c, TopicChanged)]
 
         self.eventually(lambda: pushed_created() == [created], "TopicChanged pushed to the peer")
+
+    def test_producer_id_blocks_are_read_through_another_handle(
+        self, coord: Coordinator, peer: Coordinator
+    ) -> None:
+        _, ctl = self.cluster(coord)
+        block = coord.allocate_producer_ids(1, 4, controller_epoch=ctl.controller_epoch)
+        assert peer.producer_id_block(1) == block
+        assert peer.producer_id_block(2) is None
 
     def test_closing_a_handle_leaves_the_other_working(
         self, coord: Coordinator, peer: Coordinator

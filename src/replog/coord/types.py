@@ -29,6 +29,7 @@ __all__ = [
     "AdminRequestChangeReason",
     "AdminRequestChanged",
     "AdminRequestKind",
+    "AllocateProducerIds",
     "AlterPartition",
     "AlterPartitionResult",
     "BrokerChangeReason",
@@ -49,7 +50,9 @@ __all__ = [
     "MetadataSnapshot",
     "PartitionChanged",
     "PartitionState",
+    "PRODUCER_ID_BLOCK_SIZE",
     "PreferredElection",
+    "ProducerIdBlock",
     "ReassignPartition",
     "SessionEvent",
     "SessionState",
@@ -69,6 +72,9 @@ NO_LEADER = -1
 
 CONTROLLER_TARGET = -1
 """The admin-queue target meaning "whichever broker is the active controller"."""
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Producer ids the controller hands a broker at a time (Kafka's ProducerIdsBlock size)."""
 
 
 def _ints(values: Iterable[int]) -> tuple[int, ...]:
@@ -266,6 +272,7 @@ class AdminRequestKind(enum.Enum):
     CLOSE_REPLICA = "close_replica"
     ALTER_PARTITION = "alter_partition"
     DAMAGED_REPLICA = "damaged_replica"
+    ALLOCATE_PRODUCER_IDS = "allocate_producer_ids"
 
 
 @attrs.frozen(kw_only=True)
@@ -431,6 +438,36 @@ class DamagedReplica:
     first_offset: int
 
 
+@attrs.frozen(kw_only=True)
+class AllocateProducerIds:
+    """A broker that has handed out its producer ids asks the controller for the next block
+    (KIP-730's AllocateProducerIds), queued for ``CONTROLLER_TARGET``. The controller takes it
+    with ``Coordinator.allocate_producer_ids`` (the store keeps the next free id, so no id is
+    handed out twice, across controllers too) and completes the request; the broker then reads
+    its block (``Coordinator.producer_id_block``). ``broker_epoch`` is the asking incarnation's
+    (a stale one is refused)."""
+
+    kind: ClassVar[AdminRequestKind] = AdminRequestKind.ALLOCATE_PRODUCER_IDS
+    broker_id: int
+    broker_epoch: int
+
+
+@attrs.frozen(kw_only=True)
+class ProducerIdBlock:
+    """Producer ids ``first_id`` .. ``first_id + size - 1``, allocated to one broker
+    incarnation: that broker hands them to idempotent producers (InitProducerId)."""
+
+    broker_id: int
+    broker_epoch: int
+    first_id: int
+    size: int
+
+    @property
+    def last_id(self) -> int:
+        """The block's last producer id."""
+        return self.first_id + self.size - 1
+
+
 AdminPayload = (
     CreateTopic
     | DeleteTopic
@@ -441,6 +478,7 @@ AdminPayload = (
     | CloseReplica
     | AlterPartition
     | DamagedReplica
+    | AllocateProducerIds
 )
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "EPOCH",
     "GONE",
     "IDS",
+    "PRODUCER_IDS",
     "QUEUES",
     "SEEN",
     "TOPICS",
@@ -70,6 +71,8 @@ EPOCH = "/controller_epoch"
 GONE = "/replog/gone"
 SEEN = "/replog/seen"
 QUEUES = "/admin/queues"
+#: the latest producer-id block of each broker (codec JSON of a tuple of ProducerIdBlock)
+PRODUCER_IDS = "/replog/producer_ids"
 
 
 def queue_dir(target: int) -> str:

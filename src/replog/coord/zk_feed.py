@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from replog.clock import monotonic_s
 from replog.coord import codec
 from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
@@ -81,7 +81,7 @@ class ZkFeed:
         """Push new feed records to every subscriber (worker thread)."""
         if self.closed:
             return
-        deadline = time.monotonic() + self._default_timeout_ms / 1000
+        deadline = monotonic_s() + self._default_timeout_ms / 1000
         for token, sub in list(self._subs.items()):
             while token in self._subs:
                 try:

@@ -11,7 +11,6 @@ or its deadline passes.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +18,7 @@ import attrs
 import kazoo.exceptions as kze
 from kazoo.handlers.threading import KazooTimeoutError
 
+from replog.clock import monotonic_s, sleep_s
 from replog.coord import codec
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.coord.types import MetadataChange
@@ -83,7 +83,7 @@ class ZkIo:
     @staticmethod
     def wait(result: Any, deadline: float) -> Any:
         """Wait for a kazoo async result until ``deadline`` (monotonic seconds)."""
-        remaining = deadline - time.monotonic()
+        remaining = deadline - monotonic_s()
         if remaining <= 0:
             raise RequestTimeoutError("ZooKeeper call ran out of time")
         return result.get(timeout=remaining)
@@ -143,6 +143,24 @@ class ZkIo:
         else:
             tx.delete(self.p(op[1]), version=op[2])
 
+    def commit_unfed(self, client: Any, prepare: Callable[[], Plan[T]], deadline: float) -> T:
+        """Like ``transact`` for a write that appends no feed record: commit ``prepare()``'s
+        ops (their checks and versions guard it), planning again after a conflict."""
+        attempt = 0
+        while True:
+            plan = prepare()
+            if not plan.write:
+                return plan.result
+            tx = client.transaction()
+            for op in plan.ops:
+                self._apply(tx, op)
+            results = self.wait(tx.commit_async(), deadline)
+            if not any(isinstance(r, Exception) for r in results):
+                return plan.result
+            attempt += 1
+            if monotonic_s() >= deadline:
+                raise RequestTimeoutError(f"ZooKeeper write kept conflicting ({attempt} attempts)")
+
     def transact(self, client: Any, prepare: Callable[[int], Plan[T]], deadline: float) -> T:
         """Plan from fresh reads (``prepare(seq)`` gets the seq this write will have) and commit
         the plan with the feed head CAS and the feed node, retrying stale attempts."""
@@ -167,9 +185,9 @@ class ZkIo:
                 return plan.result
             last_failure = [type(f).__name__ for f in failures]
             attempt += 1
-            if time.monotonic() >= deadline:
+            if monotonic_s() >= deadline:
                 raise RequestTimeoutError(
                     f"ZooKeeper write kept conflicting ({attempt} attempts, last {last_failure})"
                 )
             if attempt > 3:
-                time.sleep(min(0.001 * attempt, 0.02))
+                sleep_s(min(0.001 * attempt, 0.02))

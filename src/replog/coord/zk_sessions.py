@@ -25,7 +25,6 @@ import functools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ import attrs
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from replog.clock import monotonic_s
 from replog.coord import records, rules
 from replog.coord.errors import (
     BrokerIdInUseError,
@@ -155,7 +155,7 @@ class ZkSessionsMixin:
             return
         try:
             with kazoo_errors():
-                self._record_expiry(session, time.monotonic() + self._default_timeout_ms / 1000)
+                self._record_expiry(session, monotonic_s() + self._default_timeout_ms / 1000)
         except Exception:
             _log.exception("could not record the expiry of broker %d", session.broker_id)
         self._end(session)
@@ -261,7 +261,7 @@ class ZkSessionsMixin:
             return
         try:
             with kazoo_errors():
-                self._reap(time.monotonic() + self._default_timeout_ms / 1000)
+                self._reap(monotonic_s() + self._default_timeout_ms / 1000)
         except Exception:
             if self._closed:
                 return
@@ -376,7 +376,7 @@ class ZkSessionsMixin:
 
         try:
             with kazoo_errors():
-                client.start(timeout=max(deadline - time.monotonic(), 0.001))
+                client.start(timeout=max(deadline - monotonic_s(), 0.001))
                 broker = io.transact(client, prepare, deadline)
         except BaseException:
             stop_client(client)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -45,7 +44,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from replog.coord import records, rules
+from replog.clock import monotonic_s
+from replog.coord import codec, records, rules
 from replog.coord.admin import validate_admin_request
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
@@ -63,6 +63,7 @@ from replog.coord.errors import (
 )
 from replog.coord.sessions import SessionListeners
 from replog.coord.types import (
+    PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -72,6 +73,7 @@ from replog.coord.types import (
     ControllerInfo,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionState,
     Subscription,
     TopicAssignment,
@@ -82,6 +84,7 @@ from replog.coord.zk_codec import (
     EPOCH,
     GONE,
     IDS,
+    PRODUCER_IDS,
     QUEUES,
     SEEN,
     TOPICS,
@@ -106,7 +109,7 @@ __all__ = ["ZooKeeperCoordinator"]
 
 _log = logging.getLogger(__name__)
 
-_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES)
+_LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES, PRODUCER_IDS)
 
 
 class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
@@ -154,7 +157,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
             raise ValueError("default_timeout_ms and admin_queue_limit must be positive")
         root = "/" + chroot.strip("/") if chroot.strip("/") else ""
         main = KazooClient(hosts=hosts, timeout=max(default_timeout_ms, 4000) / 1000)
-        deadline = time.monotonic() + default_timeout_ms / 1000
+        deadline = monotonic_s() + default_timeout_ms / 1000
         with kazoo_errors():
             try:
                 main.start(timeout=default_timeout_ms / 1000)
@@ -187,7 +190,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         if self._closed:
             raise CoordinatorClosedError("the ZooKeeper coordinator is closed")
         ms = self._default_timeout_ms if timeout_ms is None else timeout_ms
-        return time.monotonic() + ms / 1000
+        return monotonic_s() + ms / 1000
 
     def _run_worker(self) -> None:
         while True:
@@ -227,7 +230,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                         session.client,
                         session.broker_id,
                         session.incarnation_epoch,
-                        time.monotonic() + 2.0,
+                        monotonic_s() + 2.0,
                     )
             except Exception:
                 _log.debug("unregistering broker %d at close failed", session.broker_id)
@@ -685,3 +688,43 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
                 client=client,
                 fence=lambda: self._fence(client, epoch, deadline),
             )
+
+    # ---- producer ids ----
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``: the blocks node is set at the version
+        read, in one multi-op with the controller fence (no feed record)."""
+        deadline = self._deadline(timeout_ms)
+        io = self._io
+        with kazoo_errors():
+            client = self._controller_client(controller_epoch, deadline)
+
+            def prepare() -> Plan[ProducerIdBlock]:
+                ops = self._fence(client, controller_epoch, deadline)
+                got = io.get(client, PRODUCER_IDS, deadline)
+                if got is None:
+                    raise CoordinatorUnavailableError(f"the ZooKeeper layout lacks {PRODUCER_IDS}")
+                stored = codec.loads(got[0]) if got[0] else ()
+                block, blocks = rules.allocated_producer_ids(stored, broker_id, broker_epoch, count)
+                ops.append(("set", PRODUCER_IDS, codec.dumps_bytes(blocks), got[1].version))
+                return Plan(block, ops)
+
+            return io.commit_unfed(client, prepare, deadline)
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        deadline = self._deadline(timeout_ms)
+        with kazoo_errors():
+            got = self._io.get(self._main, PRODUCER_IDS, deadline)
+        blocks: tuple[ProducerIdBlock, ...] = codec.loads(got[0]) if got and got[0] else ()
+        return next((b for b in blocks if b.broker_id == broker_id), None)

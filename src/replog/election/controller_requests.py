@@ -21,6 +21,7 @@ from replog.election.alter_partition import handle_alter_partition, response_err
 from replog.election.broker_events import on_broker_unclean_restart
 from replog.election.controller_writes import (
     AddPartitionsWrite,
+    AllocateProducerIdsWrite,
     ControllerWrite,
     CreateTopicWrite,
     DeleteTopicWrite,
@@ -113,8 +114,34 @@ def handle(
         return _preferred_election(machine, request, payload, now_ms)
     if isinstance(payload, ct.DamagedReplica):
         return _damaged_replica(machine, request, payload, now_ms)
+    if isinstance(payload, ct.AllocateProducerIds):
+        return _allocate_producer_ids(machine, request, payload, now_ms)
     message = f"{request.kind.value} is a broker request, not one for the controller"
     return reject(machine, request, ErrorCode.INVALID_REQUEST, message, now_ms)
+
+
+def _allocate_producer_ids(
+    machine: ControllerMachine,
+    request: ct.AdminRequest,
+    payload: ct.AllocateProducerIds,
+    now_ms: int,
+) -> list[ControllerWrite]:
+    """A broker asks for producer ids: the store hands out the next block (the allocation and
+    the completion stand or fall together). An incarnation that is no longer registered is
+    refused (STALE_BROKER_EPOCH), as Kafka's controller refuses AllocateProducerIds."""
+    registration = machine.cluster.broker(payload.broker_id)
+    if registration is None or registration.broker_epoch != payload.broker_epoch:
+        message = f"broker {payload.broker_id} epoch {payload.broker_epoch} is not registered"
+        return reject(machine, request, ErrorCode.STALE_BROKER_EPOCH, message, now_ms)
+    group = machine.new_group()
+    allocate = AllocateProducerIdsWrite(
+        group=group,
+        cause=WriteCause(request=request),
+        broker_id=payload.broker_id,
+        broker_epoch=payload.broker_epoch,
+        count=ct.PRODUCER_ID_BLOCK_SIZE,
+    )
+    return [allocate, machine.complete(request, group, ErrorCode.NONE, "")]
 
 
 def _damaged_replica(

@@ -34,6 +34,7 @@ from replog.errors import ErrorCode
 __all__ = [
     "AddPartitionsWrite",
     "AdmitBrokerWrite",
+    "AllocateProducerIdsWrite",
     "CasPartitionWrite",
     "CompleteRequestWrite",
     "ControllerOutput",
@@ -149,6 +150,19 @@ class AdmitBrokerWrite:
     state_changes: tuple[StateChange, ...] = ()
 
 
+@attrs.frozen(kw_only=True)
+class AllocateProducerIdsWrite:
+    """``allocate_producer_ids(broker_id, broker_epoch, count)``: the next block of producer
+    ids for a broker (its AllocateProducerIds request completes in the same group)."""
+
+    group: int
+    cause: WriteCause
+    broker_id: int
+    broker_epoch: int
+    count: int
+    state_changes: tuple[StateChange, ...] = ()
+
+
 ControllerWrite = (
     CasPartitionWrite
     | CreateTopicWrite
@@ -157,6 +171,7 @@ ControllerWrite = (
     | SubmitRequestWrite
     | CompleteRequestWrite
     | AdmitBrokerWrite
+    | AllocateProducerIdsWrite
 )
 
 

@@ -99,6 +99,9 @@ class ProduceResult:
     request_id: int
     base_offset: int
     error_code: ErrorCode
+    #: set when the append was an idempotent producer's retry of a batch already written:
+    #: that batch's max timestamp (Kafka answers a duplicate with it); -1 otherwise
+    log_append_time_ms: int = -1
 
 
 @attrs.frozen

@@ -328,15 +328,27 @@ class Partition:
         if acks == Acks.ALL and self._produces.is_full:
             # Bounded purgatory: refuse before writing rather than queue without limit.
             return ProduceResult(request_id, -1, ErrorCode.REQUEST_TIMED_OUT)
-        base_offset = self.log.log_end_offset
-        self.log.append_as_leader(batch, self.leader_epoch)
-        end_offset = self.log.log_end_offset
-        invariant(end_offset > base_offset, f"append left LEO at {end_offset}")
-        self.maybe_increment_leader_hw(now_ms)
+        leo_before = self.log.log_end_offset
+        appended = self.log.append_as_leader(batch, self.leader_epoch)
+        base_offset, end_offset = appended.first_offset, appended.last_offset + 1
+        append_time_ms = -1
+        if appended.duplicate:
+            # A retry of a batch already in the log: answer with where it was written, once
+            # the HW passes it (for acks=all), as for the original.
+            invariant(self.log.log_end_offset == leo_before, "a duplicate was appended")
+            append_time_ms = appended.max_timestamp
+        else:
+            invariant(
+                base_offset == leo_before and end_offset == self.log.log_end_offset,
+                f"append at {base_offset}..{end_offset} from LEO {leo_before}",
+            )
+            self.maybe_increment_leader_hw(now_ms)
         if acks != Acks.ALL:
-            return ProduceResult(request_id, base_offset, ErrorCode.NONE)
+            return ProduceResult(request_id, base_offset, ErrorCode.NONE, append_time_ms)
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-        pending = DelayedProduce(request_id, base_offset, end_offset, now_ms + timeout_ms)
+        pending = DelayedProduce(
+            request_id, base_offset, end_offset, now_ms + timeout_ms, append_time_ms
+        )
         result = self._check_produce(pending)
         if result is not None:
             return result
@@ -353,7 +365,9 @@ class Partition:
             code = ErrorCode.NONE
         else:
             code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return ProduceResult(produce.request_id, produce.base_offset, code)
+        return ProduceResult(
+            produce.request_id, produce.base_offset, code, produce.log_append_time_ms
+        )
 
     # ------------------------------------------------------------------ high watermark
 

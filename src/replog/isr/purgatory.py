@@ -31,6 +31,8 @@ class DelayedProduce:
     base_offset: int
     required_offset: int
     deadline_ms: int
+    #: an idempotent producer's retry: the original batch's timestamp (-1 otherwise)
+    log_append_time_ms: int = -1
 
 
 class Purgatory(Generic[T]):

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["BytesSlice", "LogSlice", "ReplicaLog"]
+__all__ = ["BytesSlice", "LeaderAppend", "LogSlice", "ReplicaLog"]
 
 
 class LogSlice(Protocol):
@@ -43,6 +43,32 @@ class BytesSlice:
         return self.data
 
 
+class LeaderAppend(Protocol):
+    """What a leader append reports (``replog.log.log.AppendInfo``): the offsets the batch got
+    -- or, for a ``duplicate`` (an idempotent producer's retry, not written again), the
+    offsets and max timestamp of the batch it repeats."""
+
+    @property
+    def first_offset(self) -> int:
+        """The first offset of the batch."""
+        ...
+
+    @property
+    def last_offset(self) -> int:
+        """The last offset of the batch."""
+        ...
+
+    @property
+    def max_timestamp(self) -> int:
+        """The batch's max timestamp."""
+        ...
+
+    @property
+    def duplicate(self) -> bool:
+        """Whether the batch was a retry of one already in the log (nothing was written)."""
+        ...
+
+
 class ReplicaLog(Protocol):
     """What ``Partition`` calls on its local log (a subset of ``replog.log.Log``)."""
 
@@ -71,8 +97,10 @@ class ReplicaLog(Protocol):
         writes: KAFKA-7415); flushed before returning."""
         ...
 
-    def append_as_leader(self, batch: bytes, leader_epoch: int) -> object:
-        """Assign offsets from the LEO, stamp ``leader_epoch`` and append."""
+    def append_as_leader(self, batch: bytes, leader_epoch: int) -> LeaderAppend:
+        """Assign offsets from the LEO, stamp ``leader_epoch`` and append (unless it repeats
+        an idempotent producer's batch); raises ``ProducerStateError`` for a batch the
+        producer state refuses."""
         ...
 
     def append_as_follower(self, batches: bytes) -> object:

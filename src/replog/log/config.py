@@ -90,6 +90,9 @@ class LogConfig:
     retention_bytes: int = attrs.field(default=-1, validator=_unlimited_or_at_least(0))
     max_message_bytes: int = attrs.field(default=1048588, validator=_at_least(0))
     file_delete_delay_ms: int = attrs.field(default=60000, validator=_at_least(0))
+    #: Kafka's broker-wide ``producer.id.expiration.ms``: an idempotent producer's state is
+    #: dropped once its last batch is this old (one day)
+    producer_id_expiration_ms: int = attrs.field(default=86_400_000, validator=_at_least(1))
     cleanup_policy: str = attrs.field(default="delete", converter=normalize_cleanup_policy)
     min_cleanable_dirty_ratio: float = attrs.field(default=0.5, validator=_ratio)
     min_compaction_lag_ms: int = attrs.field(default=0, validator=_at_least(0))

@@ -25,6 +25,7 @@ The loader never guesses: what it cut is returned in a `RecoveryReport`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import attrs
 from sortedcontainers import SortedDict
@@ -131,6 +132,72 @@ def load_segments(
     Offsets below ``gaps_below`` (the log's clean offset) may be missing."""
     stray = _delete_stray_files(fs, dir_path)
     completed = complete_interrupted_swaps(fs, dir_path, stray)
+    segments, needs_recovery = _open_segments(fs, dir_path, config, clock, stray)
+    for segment in segments.values():
+        segment.indexes_expected_valid = had_clean_shutdown
+        segment.gaps_below = gaps_below
+    _link_segments(segments)
+
+    progress = _Progress()
+    if had_clean_shutdown:
+        for base in sorted(needs_recovery):
+            _build_missing_indexes(segments[base])
+            progress.rebuilt.append(base)
+    else:
+        _recover_unflushed(
+            segments, needs_recovery, epoch_cache, recovery_point, gaps_below, progress
+        )
+
+    def new_start_segment() -> LogSegment:
+        return LogSegment.open(fs, dir_path, log_start_offset, config, clock, create=True)
+
+    if not segments:
+        segments[log_start_offset] = new_start_segment()
+    next_offset, restarted = _settle_end(
+        segments, epoch_cache, progress, log_start_offset, new_start_segment
+    )
+    segments.peekitem(-1)[1].resize_indexes(config.segment_index_bytes)
+    epoch_cache.truncate_from_end(next_offset)
+    start = max(log_start_offset, segments.peekitem(0)[0])
+    epoch_cache.truncate_from_start(start)
+    point = next_offset if had_clean_shutdown else min(recovery_point, next_offset)
+    report = RecoveryReport(
+        had_clean_shutdown=had_clean_shutdown,
+        recovered_segments=tuple(progress.recovered),
+        bytes_truncated=progress.truncated_bytes,
+        truncated_segment=progress.truncated_segment,
+        truncation_reason=progress.truncation_reason,
+        deleted_segments=tuple(progress.deleted),
+        deleted_stray_files=tuple(stray),
+        completed_swaps=tuple(completed),
+        rebuilt_indexes=tuple(progress.rebuilt),
+        restarted_at_log_start=restarted,
+        log_end_offset=next_offset,
+    )
+    return LoadedLog(segments, next_offset, start, max(point, 0), report)
+
+
+@attrs.define
+class _Progress:
+    """What a load did so far (becomes the ``RecoveryReport``)."""
+
+    recovered: list[int] = attrs.field(factory=list)
+    rebuilt: list[int] = attrs.field(factory=list)
+    deleted: list[int] = attrs.field(factory=list)
+    truncated_bytes: int = 0
+    truncated_segment: int | None = None
+    truncation_reason: str | None = None
+
+    def truncated(self, base: int, outcome: Recovered) -> None:
+        self.truncated_bytes, self.truncated_segment = outcome.bytes_truncated, base
+        self.truncation_reason = outcome.truncation_reason
+
+
+def _open_segments(
+    fs: FileSystem, dir_path: str, config: LogConfig, clock: Clock, stray: list[str]
+) -> tuple[SortedDict, set[int]]:
+    """Open every ``.log`` file; remove orphan index files (listed in ``stray``). Returns the
+    segments by base offset and the bases whose offset index is missing."""
     segments: SortedDict = SortedDict()
     needs_recovery: set[int] = set()
     names = set(fs.listdir(dir_path))
@@ -145,101 +212,84 @@ def load_segments(
                 stray.append(name)
             continue
         segments[base] = LogSegment.open(fs, dir_path, base, config, clock, create=False)
-        segments[base].indexes_expected_valid = had_clean_shutdown
-        segments[base].gaps_below = gaps_below
         if f"{base:020d}.index" not in names:
             needs_recovery.add(base)
-    _link_segments(segments)
+    return segments, needs_recovery
 
-    recovered: list[int] = []
-    rebuilt: list[int] = []
-    deleted: list[int] = []
-    truncated_bytes, truncated_segment, truncation_reason = 0, None, None
-    if had_clean_shutdown:
-        for base in sorted(needs_recovery):
+
+def _recover_unflushed(
+    segments: SortedDict,
+    needs_recovery: set[int],
+    epoch_cache: LeaderEpochCache,
+    recovery_point: int,
+    gaps_below: int,
+    progress: _Progress,
+) -> None:
+    """After an unclean shutdown: recover every segment from the one holding the recovery
+    point on, and cut the log where the first damaged or short segment ends."""
+    start_key = _floor_key(segments, recovery_point)
+    to_recover = [b for b in segments if start_key is None or b >= start_key]
+    for base in sorted(needs_recovery):
+        if base not in to_recover:
             _build_missing_indexes(segments[base])
-            rebuilt.append(base)
-    else:
-        start_key = _floor_key(segments, recovery_point)
-        to_recover = [b for b in segments if start_key is None or b >= start_key]
-        for base in sorted(needs_recovery):
-            if base not in to_recover:
-                _build_missing_indexes(segments[base])
-                rebuilt.append(base)
-        # The epoch of the batch before the first recovered one (from the epoch cache, which
-        # is written before the batches of a new epoch): no recovered batch may fall below it.
-        last_epoch = _epoch_before(epoch_cache, to_recover[0]) if to_recover else -1
-        for position, base in enumerate(to_recover):
-            segment = segments[base]
-            outcome = _recover_segment(segment, epoch_cache, last_epoch)
-            cut, last_epoch = outcome.bytes_truncated, outcome.last_epoch
-            recovered.append(base)
-            later_bases = to_recover[position + 1 :]
-            # A crash loses the unsynced tail of *every* segment: a rolled segment can come back
-            # short (even empty) without any bytes to cut, while later segments survive. The
-            # log must end where this segment ends, or offsets would be missing in the middle.
-            # (Below the clean offset the cleaner may have removed the segment's last batches.)
-            ends_early = (
-                bool(later_bases)
-                and later_bases[0] > gaps_below
-                and segment.read_next_offset() != later_bases[0]
-            )
-            if cut > 0 or ends_early:
-                if cut > 0:
-                    truncated_bytes, truncated_segment = cut, base
-                    truncation_reason = outcome.truncation_reason
-                for later in later_bases:
-                    segments.pop(later).delete()
-                    deleted.append(later)
-                segment.next_base_offset = None
-                break
-
-    restarted = False
-    if not segments:
-        segments[log_start_offset] = LogSegment.open(
-            fs, dir_path, log_start_offset, config, clock, create=True
+            progress.rebuilt.append(base)
+    # The epoch of the batch before the first recovered one (from the epoch cache, which
+    # is written before the batches of a new epoch): no recovered batch may fall below it.
+    last_epoch = _epoch_before(epoch_cache, to_recover[0]) if to_recover else -1
+    for position, base in enumerate(to_recover):
+        segment = segments[base]
+        outcome = _recover_segment(segment, epoch_cache, last_epoch)
+        cut, last_epoch = outcome.bytes_truncated, outcome.last_epoch
+        progress.recovered.append(base)
+        later_bases = to_recover[position + 1 :]
+        # A crash loses the unsynced tail of *every* segment: a rolled segment can come back
+        # short (even empty) without any bytes to cut, while later segments survive. The
+        # log must end where this segment ends, or offsets would be missing in the middle.
+        # (Below the clean offset the cleaner may have removed the segment's last batches.)
+        ends_early = (
+            bool(later_bases)
+            and later_bases[0] > gaps_below
+            and segment.read_next_offset() != later_bases[0]
         )
+        if cut > 0 or ends_early:
+            if cut > 0:
+                progress.truncated(base, outcome)
+            for later in later_bases:
+                segments.pop(later).delete()
+                progress.deleted.append(later)
+            segment.next_base_offset = None
+            return
+
+
+def _settle_end(
+    segments: SortedDict,
+    epoch_cache: LeaderEpochCache,
+    progress: _Progress,
+    log_start_offset: int,
+    new_start_segment: Callable[[], LogSegment],
+) -> tuple[int, bool]:
+    """Find the log end offset (recovering the active segment if its batches do not frame up
+    to its end), and restart the log at ``log_start_offset`` if everything is below it.
+    Returns the log end offset and whether the log was restarted."""
     active: LogSegment = segments.peekitem(-1)[1]
-    next_offset, end_position = _read_end(active, rebuilt)
-    if active.base_offset not in recovered and end_position != active.size_bytes:
+    next_offset, end_position = _read_end(active, progress.rebuilt)
+    if active.base_offset not in progress.recovered and end_position != active.size_bytes:
         # After a clean shutdown the active segment's end is read from its last index entry
         # on; batches that do not frame up to the end of the file (a damaged length) would
         # give a wrong log end offset and bury the next appends behind junk: recover it.
         outcome = active.recover(epoch_cache, _epoch_before(epoch_cache, active.base_offset))
-        recovered.append(active.base_offset)
-        truncated_bytes, truncated_segment = outcome.bytes_truncated, active.base_offset
-        truncation_reason = outcome.truncation_reason
+        progress.recovered.append(active.base_offset)
+        progress.truncated(active.base_offset, outcome)
         next_offset = active.read_next_offset()
-    if next_offset < log_start_offset:
-        # Segments were removed behind our back: nothing below the log start is trustworthy.
-        for base in list(segments):
-            segments.pop(base).delete()
-            deleted.append(base)
-        segments[log_start_offset] = LogSegment.open(
-            fs, dir_path, log_start_offset, config, clock, create=True
-        )
-        epoch_cache.clear_and_flush()
-        active, next_offset, restarted = segments[log_start_offset], log_start_offset, True
-    active.resize_indexes(config.segment_index_bytes)
-    epoch_cache.truncate_from_end(next_offset)
-    first_base = segments.peekitem(0)[0]
-    start = max(log_start_offset, first_base)
-    epoch_cache.truncate_from_start(start)
-    point = next_offset if had_clean_shutdown else min(recovery_point, next_offset)
-    report = RecoveryReport(
-        had_clean_shutdown=had_clean_shutdown,
-        recovered_segments=tuple(recovered),
-        bytes_truncated=truncated_bytes,
-        truncated_segment=truncated_segment,
-        truncation_reason=truncation_reason,
-        deleted_segments=tuple(deleted),
-        deleted_stray_files=tuple(stray),
-        completed_swaps=tuple(completed),
-        rebuilt_indexes=tuple(rebuilt),
-        restarted_at_log_start=restarted,
-        log_end_offset=next_offset,
-    )
-    return LoadedLog(segments, next_offset, start, max(point, 0), report)
+    if next_offset >= log_start_offset:
+        return next_offset, False
+    # Segments were removed behind our back: nothing below the log start is trustworthy.
+    for base in list(segments):
+        segments.pop(base).delete()
+        progress.deleted.append(base)
+    segments[log_start_offset] = new_start_segment()
+    epoch_cache.clear_and_flush()
+    return log_start_offset, True
 
 
 def _recover_segment(

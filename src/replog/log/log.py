@@ -11,6 +11,13 @@ Every OS error while appending, flushing or truncating takes the log offline: th
 surfaces as `StorageError`, and every later call raises it too, so nothing continues silently
 after a failed write or fsync.
 
+Producer state (``producers``, a `ProducerStateManager`) follows every change of the log: a
+leader's append of an idempotent producer's batch is checked against it first (a retried batch
+is answered with its first offsets and not written again; a gap or an old epoch is refused),
+every append updates it, and roll, retention, truncation, open and close keep its snapshot files
+in step (see ``producer_manager``). Cleaning leaves it alone: the state is built from batches as
+they are appended, and the cleaner keeps the last batch of every producer (as Kafka's does).
+
 Compaction: a compacted log (``cleanup.policy`` holding ``compact``) is cleaned by
 `replog.log.log_cleaner`, which keeps the latest record of each key. Offsets stay, with gaps:
 below the log's ``clean_offset`` (its ``cleaner-offset-checkpoint`` entry, made durable before
@@ -42,7 +49,6 @@ from replog.errors import (
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
     StorageError,
     invariant,
 )
@@ -51,8 +57,16 @@ from replog.log.config import LogConfig
 from replog.log.decoding import decode_columns
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSlice, FileSystem
-from replog.log.incoming import check_producer_batch, parse_batches
+from replog.log.incoming import (
+    check_follower_batches,
+    check_producer_batch,
+    parse_batches,
+    producer_batch,
+    stamp_producer_batches,
+)
 from replog.log.loader import RecoveryReport, load_segments
+from replog.log.producer_manager import ProducerStateManager
+from replog.log.producer_state import ProducerBatch, ProducerState
 from replog.log.records import HEADER, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
@@ -67,13 +81,16 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class AppendInfo(NamedTuple):
-    """What an append wrote: offsets [first_offset, last_offset], and sizes."""
+    """What an append wrote: offsets [first_offset, last_offset], and sizes. A ``duplicate``
+    wrote nothing: it repeats an idempotent producer's batch, which is at [first_offset,
+    last_offset] with max timestamp ``max_timestamp`` (what the producer is answered)."""
 
     first_offset: int
     last_offset: int
     max_timestamp: int
     batch_count: int
     size_bytes: int
+    duplicate: bool = False
 
 
 @attrs.frozen
@@ -138,6 +155,7 @@ class Log:
     recovery_point: int
     high_watermark: int
     recovery_report: RecoveryReport
+    producers: ProducerStateManager
     _next_offset: int
     _offline_reason: str | None = None
     #: below this offset the log is compacted and offsets may be missing (module docstring)
@@ -185,6 +203,15 @@ class Log:
                 had_clean_shutdown=had_clean_shutdown,
                 gaps_below=clean_offset,
             )
+            producers = ProducerStateManager.load(
+                fs,
+                dir_path,
+                loaded.segments,
+                log_end_offset=loaded.log_end_offset,
+                trusted_offset=loaded.recovery_point,
+                now_ms=clock.wall_ms(),
+                expiration_ms=config.producer_id_expiration_ms,
+            )
         except OSError as exc:
             raise StorageError(f"cannot open log {dir_path}: {exc}", dir_path) from exc
         hw = min(max(high_watermark, loaded.log_start_offset), loaded.log_end_offset)
@@ -199,6 +226,7 @@ class Log:
             recovery_point=loaded.recovery_point,
             high_watermark=hw,
             recovery_report=loaded.report,
+            producers=producers,
             next_offset=loaded.log_end_offset,
             clean_offset=clean_offset,
             clean_checkpoint=clean_checkpoint,
@@ -234,6 +262,12 @@ class Log:
     def is_offline(self) -> bool:
         """True after a storage error: the log accepts nothing until reopened."""
         return self._offline_reason is not None
+
+    @property
+    def producer_state(self) -> ProducerState:
+        """The idempotent producers' state (what a log cleaner must keep rebuildable: the last
+        batch of every producer in ``producer_state.active_producers``)."""
+        return self.producers.state
 
     def latest_epoch(self) -> int | None:
         """The newest leader epoch in the epoch cache (the last fetched epoch of a follower)."""
@@ -298,7 +332,12 @@ class Log:
         stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field.
         `FencedLeaderEpochError` if ``leader_epoch`` is below the last batch's: leader epochs
         never fall along a log (recovery would end the log there). On a compacted log every
-        record needs a key (`InvalidRecordError`, Kafka's INVALID_RECORD)."""
+        record needs a key (`InvalidRecordError`, Kafka's INVALID_RECORD).
+
+        Idempotent producers' batches are checked against the producer state first: a retry of
+        a batch already written returns its offsets (``duplicate``) and writes nothing; a
+        sequence gap or an old epoch raise `OutOfOrderSequenceError` or
+        `InvalidProducerEpochError` and write nothing."""
         self._check_online()
         data = bytearray(batch)
         if self.config.compact:
@@ -311,22 +350,32 @@ class Log:
         last_batch_epoch = self._last_batch_epoch()
         if leader_epoch < last_batch_epoch:
             raise FencedLeaderEpochError(leader_epoch, last_batch_epoch)
-        metas = []
-        position = 0
-        while position < len(data):
-            size, last_offset_delta, max_timestamp = check_producer_batch(data, position)
-            self._check_size(size)
-            _stamp_base_offset(data, position, offset)
-            _stamp_leader_epoch(data, position + _LEADER_EPOCH_AT, leader_epoch)
-            last = offset + last_offset_delta
-            metas.append(BatchMeta(last, max_timestamp, size))
-            offset = last + 1
-            position += size
-        if not metas:
-            raise CorruptRecordError("no record batch in the appended data")
+        metas, produced, _ = stamp_producer_batches(data, offset, leader_epoch, self._size_limit)
+        duplicate = self._check_producers(produced)
+        if duplicate is not None:
+            return duplicate
         if self.epoch_cache.latest_epoch != leader_epoch:
             self._assign_epoch(leader_epoch, first_offset)
-        return self._append(data, metas, first_offset)
+        info = self._append(data, metas, first_offset)
+        self._apply_producers(produced)
+        return info
+
+    def _check_producers(self, produced: list[ProducerBatch]) -> AppendInfo | None:
+        """The answer to a retried idempotent batch (nothing is written), or None to append;
+        raises for a batch the producer state refuses."""
+        if not produced:
+            return None
+        duplicate = self.producers.state.check_append(produced)
+        if duplicate is None:
+            return None
+        return AppendInfo(
+            duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, 0, 0, True
+        )
+
+    def _apply_producers(self, produced: list[ProducerBatch]) -> None:
+        state = self.producers.state
+        for batch in produced:
+            state.apply(batch)
 
     def _append_one_fast(
         self, data: bytearray, offset: int, leader_epoch: int
@@ -335,13 +384,18 @@ class Log:
         the general path, fewer steps; None means "take the general path". It reads no clock:
         the segment's first batch has a timestamp, so neither the time roll nor retention looks
         at ``last_modified_ms``."""
-        size, last_offset_delta, max_timestamp = check_producer_batch(data, 0)
+        checked = check_producer_batch(data, 0)
+        size, max_timestamp = checked.size_bytes, checked.max_timestamp
         if size != len(data) or size > self._size_limit:
             return None
-        last = offset + last_offset_delta
+        last = offset + checked.last_offset_delta
         segment: LogSegment = self.segments.peekitem(-1)[1]
         if not segment.can_append_without_bookkeeping(size, max_timestamp, last):
             return None
+        produced = [producer_batch(checked, offset, last)] if checked.producer_id >= 0 else []
+        duplicate = self._check_producers(produced)
+        if duplicate is not None:
+            return duplicate
         _stamp_base_offset(data, 0, offset)
         _stamp_leader_epoch(data, _LEADER_EPOCH_AT, leader_epoch)
         try:
@@ -349,6 +403,7 @@ class Log:
         except _IO_ERRORS as exc:
             self._fail("append", exc)
         self._next_offset = last + 1
+        self._apply_producers(produced)
         return AppendInfo(offset, last, max_timestamp, 1, size)
 
     @property
@@ -367,28 +422,9 @@ class Log:
         found = parse_batches(batches, whole=False)
         if not found:
             return None
-        expected = self._next_offset
-        last_epoch = self._last_batch_epoch()
-        metas = []
-        gap_end = 0
-        for _, header in found:
-            if header.base_offset > expected:
-                gap_end = header.base_offset
-            elif header.base_offset != expected:
-                raise InvalidOffsetError(
-                    f"follower append at offset {header.base_offset} does not continue "
-                    f"{self.dir_path} at {expected}"
-                )
-            self._check_size(header.size_bytes)
-            epoch = header.partition_leader_epoch
-            if epoch < last_epoch:
-                raise CorruptRecordError(
-                    f"follower append at offset {expected} has leader epoch {epoch}, below "
-                    f"{last_epoch} before it in {self.dir_path}"
-                )
-            metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
-            expected = header.last_offset + 1
-            last_epoch = epoch
+        metas, produced, gap_end = check_follower_batches(
+            found, self._next_offset, self._last_batch_epoch(), self._size_limit, self.dir_path
+        )
         if gap_end > self.clean_offset:
             self._allow_gaps_below(gap_end)
         for _, header in found:
@@ -398,7 +434,9 @@ class Log:
         first_position = found[0][0]
         end_position = found[-1][0] + found[-1][1].size_bytes
         view = memoryview(batches)[first_position:end_position]
-        return self._append(view, metas, found[0][1].base_offset)
+        info = self._append(view, metas, found[0][1].base_offset)
+        self._apply_producers(produced)
+        return info
 
     def _allow_gaps_below(self, offset: int) -> None:
         """Before appending batches with offsets missing below ``offset``: make everything the
@@ -438,11 +476,6 @@ class Log:
         epoch = self.epoch_cache.epoch_for_offset(self._next_offset - 1)
         return NO_PARTITION_LEADER_EPOCH if epoch is None else epoch
 
-    def _check_size(self, size_bytes: int) -> None:
-        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
-        if size_bytes > limit:
-            raise RecordBatchTooLargeError(size_bytes, limit)
-
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         try:
             self.epoch_cache.assign(epoch, start_offset)
@@ -472,6 +505,7 @@ class Log:
         invariant(new_base > active.base_offset, f"roll base {new_base} not after active")
         active.next_base_offset = new_base
         active.on_become_inactive()
+        self.producers.on_roll(new_base)
         segment = LogSegment.open(
             self.fs, self.dir_path, new_base, self.config, self.clock, create=True
         )
@@ -666,6 +700,7 @@ class Log:
             self._next_offset = active.read_next_offset()
             active.resize_indexes(self.config.segment_index_bytes)
             self.epoch_cache.truncate_from_end(self._next_offset)
+            self.producers.truncate_to(self.segments, self._next_offset, self.clock.wall_ms())
             if self.clean_offset > self._next_offset:
                 self.set_clean_offset(self._next_offset)  # what is appended next is dense
         except _IO_ERRORS as exc:
@@ -686,6 +721,7 @@ class Log:
                 self.fs, self.dir_path, offset, self.config, self.clock, create=True
             )
             self.epoch_cache.clear_and_flush()
+            self.producers.truncate_fully(offset)
             if self.clean_offset > offset:
                 self.set_clean_offset(offset)
         except _IO_ERRORS as exc:
@@ -721,6 +757,7 @@ class Log:
             self._roll(self._next_offset)  # an active segment always remains
         for segment in segments[:count]:
             self.segments.pop(segment.base_offset).delete()
+        self.producers.on_segments_deleted([segment.base_offset for segment in segments[:count]])
         new_start = self.segments.peekitem(0)[0]
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
@@ -737,6 +774,12 @@ class Log:
         vouches for what may not have reached the disk). A running cleaning is aborted."""
         self._segments_changed()
         failure: OSError | StorageError | None = None
+        if self._offline_reason is None:
+            try:  # the clean-shutdown snapshot: the next open replays nothing
+                self.producers.state.advance_to(self._next_offset)
+                self.producers.take_snapshot()
+            except _IO_ERRORS as exc:
+                failure = exc
         for segment in self.segments.values():
             try:
                 if self._offline_reason is None and failure is None:
@@ -751,6 +794,11 @@ class Log:
                     pass  # the descriptor is gone either way; the first error is reported
         if failure is not None:
             self._fail("close", failure)
+
+    def remove_expired_producers(self) -> int:
+        """Drop the state of idempotent producers idle for ``producer_id_expiration_ms`` (by
+        the clock's wall time against their last batch's timestamp); returns how many."""
+        return len(self.producers.remove_expired(self.clock.wall_ms()))
 
     def abandon(self) -> None:
         """Drop file descriptors without writing anything (after a simulated crash)."""

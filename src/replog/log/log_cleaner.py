@@ -175,6 +175,7 @@ def begin_cleaning(
         gaps_below=log.clean_offset,
         now_ms=now_ms,
         map_memory_bytes=map_memory_bytes,
+        producer_expiration_ms=log.config.producer_id_expiration_ms,
     )
     task = CleaningTask(plan, log.cleaning_generation)
     log.cleaning = task

@@ -314,6 +314,11 @@ class LogManager:
             raise errors[0]
         return deleted
 
+    def remove_expired_producers(self) -> int:
+        """Drop idle idempotent producers' state in every open log (Kafka's
+        producer.id.expiration.ms duty); returns how many producer ids went."""
+        return sum(log.remove_expired_producers() for log in self._open_logs())
+
     def begin_cleaning(self, map_memory_bytes: int) -> CleaningTask | None:
         """Plan a cleaning of the dirtiest compacted log (`replog.log.log_cleaner`); run the
         task anywhere, then hand it to `complete_cleaning` on this thread. None: nothing to

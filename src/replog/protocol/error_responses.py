@@ -187,6 +187,10 @@ def _describe_configs(
     )
 
 
+def _init_producer_id(request: m.InitProducerIdRequest, code: int, message: str | None) -> Response:
+    return m.InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+
+
 def _entry(
     request_type: type[_R], build: Callable[[_R, int, str | None], Response | None]
 ) -> tuple[type[Request], Callable[[Any, int, str | None], Response | None]]:
@@ -205,5 +209,6 @@ _BUILDERS: dict[type[Request], Callable[[Any, int, str | None], Response | None]
         _entry(m.OffsetForLeaderEpochRequest, _offset_for_leader_epoch),
         _entry(m.CreatePartitionsRequest, _create_partitions),
         _entry(m.DescribeConfigsRequest, _describe_configs),
+        _entry(m.InitProducerIdRequest, _init_producer_id),
     )
 )

@@ -54,6 +54,7 @@ from replog.coord.errors import (
 )
 from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
+    PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -63,6 +64,7 @@ from replog.coord.types import (
     ControllerInfo,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionEvent,
     SessionState,
     Subscription,
@@ -522,6 +524,37 @@ class RaftCoordinator(Coordinator):
         """See ``Coordinator.trim_history``."""
         oldest: int = self._write(rc.TrimHistory(before_seq=before_seq), timeout_ms)
         return oldest
+
+    # ------------------------------------------------------------------ producer ids
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``."""
+        if count < 1:
+            raise ValueError(f"a producer id block needs at least one id, not {count}")
+        self._check_controller(controller_epoch)
+        command = rc.AllocateProducerIdsWrite(
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            count=count,
+            controller_epoch=controller_epoch,
+        )
+        block: ProducerIdBlock = self._write(command, timeout_ms)
+        return block
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        block: ProducerIdBlock | None = self._read(rc.GetProducerIdBlock(broker_id), timeout_ms)
+        return block
 
     # ------------------------------------------------------------------ admin queue
 

@@ -31,6 +31,7 @@ from replog.coord.types import (
     BrokerInfo,
     ControllerInfo,
     PartitionState,
+    ProducerIdBlock,
     TopicConfigs,
 )
 from replog.errors import ErrorCode
@@ -52,6 +53,7 @@ __all__ = [
     "ExpireSession",
     "FeedHead",
     "GetBroker",
+    "GetProducerIdBlock",
     "GetPartitionState",
     "GetSnapshot",
     "GetTopic",
@@ -67,6 +69,7 @@ __all__ = [
     "SnapshotMeta",
     "SnapshotTopic",
     "SubmitAdminRequest",
+    "AllocateProducerIdsWrite",
     "TrimHistory",
     "UnregisterBroker",
     "UpdateBroker",
@@ -192,6 +195,16 @@ class TrimHistory:
 
 
 @attrs.frozen(kw_only=True)
+class AllocateProducerIdsWrite:
+    """``allocate_producer_ids`` (fenced by ``controller_epoch``): the next ``count`` ids."""
+
+    broker_id: int
+    broker_epoch: int
+    count: int
+    controller_epoch: int
+
+
+@attrs.frozen(kw_only=True)
 class SubmitAdminRequest:
     """``submit_admin_request``; the request id is the offset this command is applied at."""
 
@@ -229,6 +242,7 @@ Command = (
     | AddPartitionsWrite
     | CasPartitionState
     | TrimHistory
+    | AllocateProducerIdsWrite
     | SubmitAdminRequest
     | CompleteAdminRequest
     | Barrier
@@ -247,6 +261,7 @@ COMMANDS: tuple[type[Command], ...] = (
     AddPartitionsWrite,
     CasPartitionState,
     TrimHistory,
+    AllocateProducerIdsWrite,
     SubmitAdminRequest,
     CompleteAdminRequest,
     Barrier,
@@ -336,6 +351,13 @@ class Watch:
     wait_ms: int
 
 
+@attrs.frozen
+class GetProducerIdBlock:
+    """``producer_id_block``."""
+
+    broker_id: int
+
+
 Query = (
     GetBroker
     | LiveBrokers
@@ -349,6 +371,7 @@ Query = (
     | FeedHead
     | Heartbeat
     | Watch
+    | GetProducerIdBlock
 )
 
 QUERIES: tuple[type[Query], ...] = (
@@ -364,6 +387,7 @@ QUERIES: tuple[type[Query], ...] = (
     FeedHead,
     Heartbeat,
     Watch,
+    GetProducerIdBlock,
 )
 
 # ---------------------------------------------------------------------------- snapshot records
@@ -377,6 +401,8 @@ class SnapshotMeta:
     controller: ControllerInfo | None
     controller_epoch: int
     feed_next_seq: int
+    #: each broker's latest producer-id block (the next free id is past all of them)
+    producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

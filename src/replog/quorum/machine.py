@@ -46,6 +46,7 @@ from replog.coord.types import (
     MetadataChange,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
     SessionState,
     TopicAssignment,
     TopicConfigs,
@@ -55,6 +56,7 @@ from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
     AddPartitionsWrite,
     AdmitBroker,
+    AllocateProducerIdsWrite,
     Barrier,
     CasPartitionState,
     ChangesSince,
@@ -68,6 +70,7 @@ from replog.quorum.commands import (
     FeedHead,
     GetBroker,
     GetPartitionState,
+    GetProducerIdBlock,
     GetSnapshot,
     GetTopic,
     Heartbeat,
@@ -135,6 +138,7 @@ class MetadataMachine:
         self._controller_epoch = 0
         self._feed = FeedLog(feed_retention_max)
         self._admin: dict[int, dict[int, AdminRequest]] = {}
+        self._producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
         self._admin_target: dict[int, int] = {}
 
     def _clear(self, feed_next_seq: int) -> None:
@@ -144,6 +148,7 @@ class MetadataMachine:
         self._feed = FeedLog(self._retention_max)
         self._feed.next_seq = self._feed.trimmed_before = feed_next_seq
         self._admin, self._admin_target = {}, {}
+        self._producer_id_blocks = ()
 
     # ------------------------------------------------------------------ StateMachine
 
@@ -174,6 +179,7 @@ class MetadataMachine:
                 controller=self._controller,
                 controller_epoch=self._controller_epoch,
                 feed_next_seq=self._feed.next_seq,
+                producer_id_blocks=self._producer_id_blocks,
             )
         ]
         items += [
@@ -206,6 +212,7 @@ class MetadataMachine:
         meta = items[0]
         self._clear(meta.feed_next_seq)
         self._controller, self._controller_epoch = meta.controller, meta.controller_epoch
+        self._producer_id_blocks = meta.producer_id_blocks
         for item in items[1:]:
             if isinstance(item, SnapshotBroker):
                 registration = Registration(item.broker, item.session_timeout_ms)
@@ -270,6 +277,8 @@ class MetadataMachine:
                 return list(self._admin.get(target, {}).values())
             case FeedHead():
                 return self._feed.next_seq
+            case GetProducerIdBlock(broker_id=broker_id):
+                return next((b for b in self._producer_id_blocks if b.broker_id == broker_id), None)
             case Heartbeat(broker_id=broker_id, incarnation_epoch=incarnation):
                 current = self._brokers.get(broker_id)
                 rules.check_incarnation(
@@ -493,6 +502,14 @@ class MetadataMachine:
         self._write(seq, lambda s: records.admin_completed(s, request, outcome, message, result))
         return True
 
+    def _allocate_producer_ids(self, seq: int, c: AllocateProducerIdsWrite) -> Outcome:
+        del seq  # no feed record
+        rules.check_controller_epoch(self._controller, c.controller_epoch)
+        block, self._producer_id_blocks = rules.allocated_producer_ids(
+            self._producer_id_blocks, c.broker_id, c.broker_epoch, c.count
+        )
+        return block
+
     def _barrier(self, seq: int, c: Barrier) -> Outcome:
         del seq, c
         return None
@@ -514,5 +531,6 @@ _HANDLERS: dict[type, _Handler] = {
     TrimHistory: MetadataMachine._trim,  # type: ignore[dict-item]
     SubmitAdminRequest: MetadataMachine._submit,  # type: ignore[dict-item]
     CompleteAdminRequest: MetadataMachine._complete,  # type: ignore[dict-item]
+    AllocateProducerIdsWrite: MetadataMachine._allocate_producer_ids,  # type: ignore[dict-item]
     Barrier: MetadataMachine._barrier,  # type: ignore[dict-item]
 }

@@ -40,13 +40,12 @@ import random
 import shutil
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 import attrs
 
-from replog.clock import ManualClock
+from replog.clock import ManualClock, monotonic_s
 from replog.errors import InvariantError, StorageError
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.raft.config import RaftConfig
@@ -625,7 +624,7 @@ def main(
     parser.add_argument("--stats", action="store_true", help="print totals of what happened")
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
-    started = time.perf_counter()
+    started = monotonic_s()
     failures = count = events = operations = 0
     totals: Counter[str] = Counter()
     for seed in seeds:
@@ -640,7 +639,7 @@ def main(
             print(f"seed {seed}: {result.violations[0]} -- reproduce: {command}")
         elif args.verbose:
             print(f"seed {seed}: ok ({result.events} events, {result.counters})")
-    elapsed = time.perf_counter() - started
+    elapsed = monotonic_s() - started
     print(
         f"{count} seeds, {failures} violations ({elapsed:.1f} s, {events} events, "
         f"{operations} operations ok)"

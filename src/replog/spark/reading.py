@@ -21,7 +21,6 @@ its own client.
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import repeat
@@ -31,6 +30,7 @@ from replog.client import Admin, AsyncConsumer, ConsumerConfig, ConsumerRecord
 from replog.client.connection import ClusterClient, now_ms
 from replog.client.errors import ConnectionLostError
 from replog.client.fetching import ColumnSlice, consumer_record
+from replog.clock import monotonic_s
 from replog.errors import OffsetOutOfRangeError, ReplogError, RequestTimeoutError
 from replog.log.records import Buffer
 from replog.spark.arrays import RecordArrays, slice_arrays
@@ -284,7 +284,7 @@ def _read_loop(
     consumer.assign([tp])
     consumer.seek(tp, r.from_offset)
     position = r.from_offset
-    last_progress = time.monotonic()
+    last_progress = monotonic_s()
     while position < r.until_offset:
         try:
             pieces = loop.run_until_complete(consumer.poll_arrays(500, r.until_offset))
@@ -293,7 +293,7 @@ def _read_loop(
             consumer.seek(tp, min(position, r.until_offset))
             continue
         if pieces:
-            last_progress = time.monotonic()
+            last_progress = monotonic_s()
             if pieces[0].offsets[0] > position and position == r.from_offset:
                 _check_start_gap(loop, consumer, r, fail_on_data_loss)
             yield pieces
@@ -301,8 +301,8 @@ def _read_loop(
             continue
         new_position = loop.run_until_complete(consumer.position(tp))
         if new_position > position:
-            position, last_progress = new_position, time.monotonic()
-        elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+            position, last_progress = new_position, monotonic_s()
+        elif (monotonic_s() - last_progress) * 1000 > poll_timeout_ms:
             raise ReadTimeoutError(
                 f"{r.topic}-{r.partition}: no progress at offset {position} for "
                 f"{poll_timeout_ms} ms while reading up to {r.until_offset}"

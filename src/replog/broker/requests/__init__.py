@@ -13,7 +13,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from replog.broker.requests import configs, fetch, metadata, offsets, produce, topics
+from replog.broker.requests import (
+    configs,
+    fetch,
+    metadata,
+    offsets,
+    produce,
+    producer_ids,
+    topics,
+)
 from replog.broker.requests.base import (
     AdminResult,
     AwaitAdmin,
@@ -56,6 +64,7 @@ HANDLERS: dict[type[Message], Handler] = {
     **offsets.HANDLERS,
     **topics.HANDLERS,
     **configs.HANDLERS,
+    **producer_ids.HANDLERS,
 }
 """Every served request type and its handler."""
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import attrs
 
 from replog.broker.config import BrokerConfig
+from replog.broker.producer_ids import ProducerIdManager
 from replog.coord.types import (
     AdminPayload,
     BrokerInfo,
@@ -129,8 +130,18 @@ class RequestServices(Protocol):
         ...
 
     @property
+    def broker_epoch(self) -> int:
+        """This broker's incarnation (KIP-903)."""
+        ...
+
+    @property
     def config(self) -> BrokerConfig:
         """This broker's settings."""
+        ...
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        """The producer ids this broker hands to idempotent producers."""
         ...
 
     @property

@@ -85,6 +85,7 @@ def _answer(
                 index=partition,
                 error_code=int(result.error_code),
                 base_offset=result.base_offset,
+                log_append_time_ms=result.log_append_time_ms,
                 log_start_offset=-1 if log is None else log.log_start_offset,
             )
         )

@@ -175,6 +175,11 @@ from replog.protocol.messages.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
+from replog.protocol.messages.producer_ids import (
+    INIT_PRODUCER_ID,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 from replog.protocol.schema import ApiInfo, Request, Response
 
 __all__ = [
@@ -185,6 +190,7 @@ __all__ = [
     "DELETE_TOPICS",
     "EARLIEST_TIMESTAMP",
     "FETCH",
+    "INIT_PRODUCER_ID",
     "LATEST_TIMESTAMP",
     "LIST_OFFSETS",
     "MAX_TIMESTAMP",
@@ -223,6 +229,8 @@ __all__ = [
     "FetchTopic",
     "FinalizedFeatureKey",
     "ForgottenTopic",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
     "LeaderIdAndEpoch",
     "ListOffsetsPartition",
     "ListOffsetsPartitionResponse",
@@ -350,6 +358,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         ApiSpec(CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
         ApiSpec(DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse),
+        ApiSpec(INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
     )
 }
 

@@ -1,0 +1,235 @@
+"""A broker's Prometheus endpoint (opt-in: ``BrokerConfig.metrics_port``), with Kafka's key
+metrics under the names Prometheus' JMX exporter gives them (lower case, ``_`` for the JMX
+separators, counters ending in ``_total``):
+
+- gauges, read from the broker's state at scrape time (on the broker's event loop):
+  ``kafka_server_replicamanager_underreplicatedpartitions`` (partitions this broker leads whose
+  ISR is smaller than their replica set), ``..._underminisrpartitioncount`` (ISR below
+  min.insync.replicas), ``..._partitioncount``, ``..._leadercount``,
+  ``kafka_controller_kafkacontroller_activecontrollercount`` (1 on the active controller) and
+  ``..._offlinepartitionscount`` (partitions without a leader; reported by the active
+  controller only, as in Kafka, so a cluster-wide sum counts each once);
+- counters: ``..._isrshrinks_total`` / ``..._isrexpands_total`` (committed ISR changes of the
+  partitions this broker leads, as it applies them from the metadata: its own AlterPartition
+  proposals and the controller's removals of fenced brokers alike) and
+  ``kafka_controller_controllerstats_leaderelections_total`` (leaders this broker chose as
+  the controller, new partitions included; from its state-change records);
+- per API (label ``request``, Kafka's API name): ``kafka_network_requestmetrics_requests_total``
+  and the histogram ``kafka_network_requestmetrics_totaltimems`` (receipt to response, ms).
+
+Each broker has its own registry (several brokers share a process in ``Cluster.local``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from wsgiref.simple_server import WSGIServer
+
+import attrs
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from replog.broker.driver import BrokerDriver
+from replog.coord.types import NO_LEADER, PartitionState
+from replog.protocol.messages import APIS, UNSERVED_APIS
+from replog.state_change import Phase, Role, StateChange, StateChangeKind
+from replog.topics import TopicPartitionLike
+
+__all__ = ["GAUGES", "BrokerMetrics", "gauge_values"]
+
+_log = logging.getLogger(__name__)
+
+#: gauge name -> help; a broker's ``gauge_values`` answers every one
+GAUGES: Mapping[str, str] = {
+    "kafka_server_replicamanager_underreplicatedpartitions": (
+        "partitions led here whose ISR is smaller than their replica set"
+    ),
+    "kafka_server_replicamanager_underminisrpartitioncount": (
+        "partitions led here whose ISR is below min.insync.replicas"
+    ),
+    "kafka_server_replicamanager_partitioncount": "replicas hosted here",
+    "kafka_server_replicamanager_leadercount": "partitions led here",
+    "kafka_controller_kafkacontroller_activecontrollercount": "1 on the active controller",
+    "kafka_controller_kafkacontroller_offlinepartitionscount": (
+        "partitions without a leader (active controller only)"
+    ),
+}
+
+_SCRAPE_TIMEOUT_S = 5.0
+_LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000)
+
+
+def gauge_values(driver: BrokerDriver | None) -> dict[str, float]:
+    """Every gauge of ``GAUGES`` for the broker ``driver`` runs (zeros before it registers).
+    Call on the broker's loop: the replica manager is not thread-safe."""
+    values = dict.fromkeys(GAUGES, 0.0)
+    rm = None if driver is None else driver.rm_or_none
+    if driver is None or rm is None:
+        return values
+    leading = [p for p in rm.partitions.values() if p.is_leader]
+    active = driver.controller.is_controller
+    values.update(
+        {
+            "kafka_server_replicamanager_underreplicatedpartitions": sum(
+                len(p.isr) < len(p.assigned) for p in leading
+            ),
+            "kafka_server_replicamanager_underminisrpartitioncount": sum(
+                len(p.isr) < p.effective_min_isr for p in leading
+            ),
+            "kafka_server_replicamanager_partitioncount": len(rm.partitions),
+            "kafka_server_replicamanager_leadercount": len(leading),
+            "kafka_controller_kafkacontroller_activecontrollercount": int(active),
+            "kafka_controller_kafkacontroller_offlinepartitionscount": (
+                sum(state.leader == NO_LEADER for state in rm.states.values()) if active else 0
+            ),
+        }
+    )
+    return values
+
+
+def _api_name(api_key: int) -> str:
+    spec = APIS.get(api_key) or UNSERVED_APIS.get(api_key)
+    return spec.info.name if spec is not None else f"api-{api_key}"
+
+
+class _GaugeCollector(Collector):
+    """Reads the gauges on the broker's loop when scraped (the state belongs to that thread)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, read: Callable[[], Mapping[str, float]]
+    ) -> None:
+        self._loop = loop
+        self._read = read
+
+    async def _read_on_loop(self) -> Mapping[str, float]:
+        return self._read()
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """The gauges' names, without reading them (registering must not wait on the loop)."""
+        for name, text in GAUGES.items():
+            yield GaugeMetricFamily(name, text)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        future = asyncio.run_coroutine_threadsafe(self._read_on_loop(), self._loop)
+        try:
+            values = future.result(timeout=_SCRAPE_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            _log.warning("metrics: the broker's loop did not answer in %s s", _SCRAPE_TIMEOUT_S)
+            return
+        for name, text in GAUGES.items():
+            yield GaugeMetricFamily(name, text, value=values[name])
+
+
+@attrs.define
+class BrokerMetrics:
+    """One broker's registry, its counters and the HTTP server that exposes them."""
+
+    registry: CollectorRegistry
+    requests: Counter
+    request_time_ms: Histogram
+    isr_shrinks: Counter
+    isr_expands: Counter
+    leader_elections: Counter
+    broker_id: int
+    #: the last state of each partition this broker leads (to tell shrinks from expansions)
+    _led: dict[tuple[str, int], PartitionState] = attrs.field(factory=dict)
+    _server: WSGIServer | None = None
+    _thread: threading.Thread | None = None
+
+    @classmethod
+    def create(cls, broker_id: int) -> BrokerMetrics:
+        """A registry with every counter at zero and no server (``serve`` starts one)."""
+        registry = CollectorRegistry()
+        return cls(
+            broker_id=broker_id,
+            registry=registry,
+            requests=Counter(
+                "kafka_network_requestmetrics_requests",
+                "requests answered, per API",
+                ["request"],
+                registry=registry,
+            ),
+            request_time_ms=Histogram(
+                "kafka_network_requestmetrics_totaltimems",
+                "time from receipt to response, ms, per API",
+                ["request"],
+                buckets=_LATENCY_BUCKETS_MS,
+                registry=registry,
+            ),
+            isr_shrinks=Counter(
+                "kafka_server_replicamanager_isrshrinks",
+                "ISR shrinks this broker proposed as a leader",
+                registry=registry,
+            ),
+            isr_expands=Counter(
+                "kafka_server_replicamanager_isrexpands",
+                "ISR expansions this broker proposed as a leader",
+                registry=registry,
+            ),
+            leader_elections=Counter(
+                "kafka_controller_controllerstats_leaderelections",
+                "leaders chosen by this broker as the active controller",
+                registry=registry,
+            ),
+        )
+
+    def serve(
+        self,
+        host: str,
+        port: int,
+        loop: asyncio.AbstractEventLoop,
+        gauge_values: Callable[[], Mapping[str, float]],
+    ) -> int:
+        """Register the gauges (``gauge_values`` runs on ``loop``) and serve ``/metrics`` on
+        ``host:port`` (0: a free port) in a daemon thread; returns the bound port."""
+        self.registry.register(_GaugeCollector(loop, gauge_values))
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = server, thread
+        return int(server.server_port)
+
+    def on_request(self, api_key: int, time_ms: int) -> None:
+        """Count one answered request of ``api_key`` that took ``time_ms``."""
+        name = _api_name(api_key)
+        self.requests.labels(request=name).inc()
+        self.request_time_ms.labels(request=name).observe(time_ms)
+
+    def on_state_change(self, change: StateChange) -> None:
+        """Count the leaders chosen among the broker's state-change records."""
+        if (
+            change.phase is Phase.REQUESTED
+            and change.kind is StateChangeKind.BECOME_LEADER
+            and change.requester.role is Role.CONTROLLER
+        ):
+            self.leader_elections.inc()
+
+    def on_partition_state(self, tp: TopicPartitionLike, state: PartitionState) -> None:
+        """Count a shrink or expansion when a partition this broker leads keeps its leader
+        epoch and its ISR gets smaller or larger (a new epoch is an election, not an ISR
+        change)."""
+        key = (tp[0], tp[1])
+        before = self._led.pop(key, None)
+        if state.leader != self.broker_id:
+            return
+        self._led[key] = state
+        if before is None or before.leader_epoch != state.leader_epoch:
+            return
+        if len(state.isr) < len(before.isr):
+            self.isr_shrinks.inc()
+        elif len(state.isr) > len(before.isr):
+            self.isr_expands.inc()
+
+    def close(self) -> None:
+        """Stop serving. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=5)
