@@ -1,6 +1,8 @@
-"""Replication benchmark (issue 5): 3 brokers in 3 processes on loopback, ZooKeeper coordinator.
+"""Replication benchmark (issue 5): 3 brokers in 3 processes on loopback, on the built-in
+metadata quorum (3 ``replog controller`` voters per cluster) or on ZooKeeper.
 
     python -m benchmarks.replication [--scale 1.0] [--batches 1,100,1000] [--modes replicated,fsync]
+        [--coordinator raft|zookeeper]
 
 Cases: 100-byte records, ``acks=all``, batches of 1, 100 and 1000 records, in both durability
 modes (a 3-broker cluster per mode, topic RF 3, min ISR 2); and, in the same run, a single-broker
@@ -15,7 +17,7 @@ same frame with a fresh correlation id. A broker answers one connection's reques
 (``replog.broker.server``), so concurrency comes from ``--connections`` connections spread over
 the partitions' leaders, each with one request in flight; a request's latency is from its write
 to its answer. The generator runs in this process and shares the machine's cores with the
-brokers and ZooKeeper -- the figures are for the whole box.
+brokers and the coordinator -- the figures are for the whole box.
 
 Default run: ~5 s measured (+1 s warm-up) per case, 9 cases, about 1.5 minutes all told;
 ``--scale`` multiplies the measured time.
@@ -42,7 +44,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # the harness and the ZooKeeper helper live under tests/
     sys.path.insert(0, str(_ROOT))
 
-from tests.faults.harness import ProcessCluster  # noqa: E402
+from tests.faults.harness import ProcessCluster, QuorumProcesses  # noqa: E402
 from tests.servers import ZkServer, start_zookeeper  # noqa: E402
 
 from replog.client import AsyncAdmin  # noqa: E402
@@ -219,13 +221,26 @@ def _percentile(sorted_values: Sequence[float], pct: float) -> float:
 
 
 @contextmanager
+def _coordinator(zk: ZkServer | None, base: Path, name: str) -> Iterator[str]:
+    """A chroot of the run's ZooKeeper, or a fresh 3-voter quorum for this cluster."""
+    if zk is not None:
+        yield zk.url(f"bench-{name}")
+        return
+    quorum = QuorumProcesses.start(base / f"{name}-quorum", 3)
+    try:
+        yield quorum.url
+    finally:
+        quorum.close()
+
+
+@contextmanager
 def _cluster(
-    zk: ZkServer, base: Path, name: str, brokers: int, durability: str, partitions: int
+    coordinator_url: str, base: Path, name: str, brokers: int, durability: str, partitions: int
 ) -> Iterator[tuple[ProcessCluster, dict[int, int]]]:
     replication = min(3, brokers)
     cluster = ProcessCluster.create(
         base / name,
-        zk.url(f"bench-{name}"),
+        coordinator_url,
         brokers,
         settings={
             **_BROKER_SETTINGS,
@@ -277,11 +292,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     base = Path(tempfile.mkdtemp(prefix="replog-bench-"))
     results: list[dict[str, Any]] = []
     baseline: dict[int, float] = {}
-    zk = start_zookeeper(base / "zk")
+    zk = start_zookeeper(base / "zk") if args.coordinator == "zookeeper" else None
     try:
         for durability, brokers, cases in _cases(batches, modes):
             name = f"{durability}-{brokers}b"
-            with _cluster(zk, base, name, brokers, durability, args.partitions) as (cl, leaders):
+            with (
+                _coordinator(zk, base, name) as url,
+                _cluster(url, base, name, brokers, durability, args.partitions) as (cl, leaders),
+            ):
                 addresses = {i: b.address for i, b in cl.brokers.items()}
                 for case in cases:
                     result = asyncio.run(
@@ -296,7 +314,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     print(json.dumps(result), flush=True)
                     results.append(result)
     finally:
-        zk.stop()
+        if zk is not None:
+            zk.stop()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     print(json.dumps(_summary(results)), flush=True)
@@ -331,6 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--connections", type=int, default=24, help="concurrent producer connections"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data dirs and logs")
+    parser.add_argument(
+        "--coordinator",
+        choices=("raft", "zookeeper"),
+        default="raft",
+        help="the built-in metadata quorum (default) or a ZooKeeper server",
+    )
     parser.add_argument(
         "--broker-setting",
         action="append",

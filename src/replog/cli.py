@@ -7,6 +7,8 @@ Commands so far:
 - ``broker --config FILE`` runs one broker until SIGTERM/SIGINT, as ``python -m replog.broker``
   (see ``replog.broker.__main__``). Exit status: 0 after a stop, 1 when it could not start, 2
   on a bad config file.
+- ``controller --node-id N --voters 1@host:port,... --data-dir D`` runs one voter of the
+  built-in metadata quorum (``replog.quorum.main``; brokers use ``raft://...``).
 - the operator tools of ``replog.tools`` (``topics``, ...), which manage a running cluster
   through the Kafka protocol. Exit status: 0 done, 1 the operation failed, 2 usage error.
 """
@@ -31,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from replog.broker.__main__ import add_broker_arguments, run_broker
 
     add_broker_arguments(broker)
+    controller = commands.add_parser("controller", help="run one voter of the metadata quorum")
+    from replog.quorum.main import add_controller_arguments, run_controller
+
+    add_controller_arguments(controller)
     from replog.tools import register_tools
 
     tools = register_tools(commands)
@@ -40,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "broker":
         return run_broker(args.config, log_level=args.log_level)
+    if args.command == "controller":
+        return run_controller(args)
 
     if args.command == "dump-log":
         from replog.log.dump import dump_path

@@ -1,25 +1,31 @@
-"""Fixtures of the fault suite: one ZooKeeper server per session (each test in its own chroot)
-and a fresh 3-broker process cluster per test. A failing test gets every broker's log tail in
-its report."""
+"""Fixtures of the fault suite: a fresh 3-broker process cluster per test, on the built-in
+metadata quorum (three ``replog controller`` voters per test, the default) or on ZooKeeper (one
+server per session, each test in its own chroot) with ``REPLOG_FAULTS_COORDINATOR=zookeeper``.
+A failing test gets every broker's (and voter's) log tail in its report."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import ProcessCluster
+from tests.faults.harness import ProcessCluster, QuorumProcesses
 from tests.faults.workload import FAULT_SETTINGS, TOPIC, create_topic
 from tests.servers import ZkServer, start_zookeeper
 
-pytest.importorskip("kazoo.client")
+#: "raft" (the built-in quorum, default) or "zookeeper"
+COORDINATOR = os.environ.get("REPLOG_FAULTS_COORDINATOR", "raft")
+#: quick quorum elections, well inside the brokers' 2 s sessions
+VOTER_ARGS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "1000"]
 
 
 @pytest.fixture(scope="session")
 def fault_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkServer]:
     """A standalone ZooKeeper shared by the suite (brokers are faulted, never ZooKeeper)."""
+    pytest.importorskip("kazoo.client")
     server = start_zookeeper(tmp_path_factory.mktemp("fault-zk"))
     try:
         yield server
@@ -34,9 +40,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.fixture
+def fault_coordinator(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The test's coordinator URL (see the module docstring); a fresh quorum per test."""
+    if COORDINATOR == "zookeeper":
+        zk: ZkServer = request.getfixturevalue("fault_zk")
+        yield zk.url(f"faults-{uuid.uuid4().hex[:8]}")
+        return
+    if COORDINATOR != "raft":
+        raise ValueError(f"REPLOG_FAULTS_COORDINATOR={COORDINATOR!r}: raft or zookeeper")
+    quorum = QuorumProcesses.start(tmp_path / "quorum", 3, VOTER_ARGS)
+    try:
+        yield quorum.url
+    finally:
+        quorum.close()
+        if _failed(request):
+            print(f"\n===== voter log tails =====\n{quorum.log_tails(30)}")
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    return any(
+        getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
+        for when in ("setup", "call")
+    )
+
+
 def make_cluster(
     request: pytest.FixtureRequest,
-    fault_zk: ZkServer,
+    coordinator_url: str,
     tmp_path: Path,
     *,
     module: str = "replog.broker",
@@ -45,7 +76,7 @@ def make_cluster(
     """Start 3 brokers and the test topic; on failure print the log tails; always stop."""
     cluster = ProcessCluster.create(
         tmp_path / "cluster",
-        fault_zk.url(f"faults-{uuid.uuid4().hex[:8]}"),
+        coordinator_url,
         3,
         settings={**FAULT_SETTINGS, **overrides},
         modules={i: module for i in (1, 2, 3)},
@@ -55,10 +86,7 @@ def make_cluster(
         create_topic(cluster)
         yield cluster
     finally:
-        failed = any(
-            getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
-            for when in ("setup", "call")
-        )
+        failed = _failed(request)
         cluster.close()
         if failed:
             print(f"\n===== broker log tails ({TOPIC}) =====\n{cluster.log_tails(40)}")
@@ -66,33 +94,34 @@ def make_cluster(
 
 @pytest.fixture
 def cluster(
-    request: pytest.FixtureRequest, fault_zk: ZkServer, tmp_path: Path
+    request: pytest.FixtureRequest, fault_coordinator: str, tmp_path: Path
 ) -> Iterator[ProcessCluster]:
     """Three ordinary broker processes (fsync durability), topic RF 3, min ISR 2."""
-    yield from make_cluster(request, fault_zk, tmp_path)
+    yield from make_cluster(request, fault_coordinator, tmp_path)
 
 
 @pytest.fixture
 def long_session_cluster(
-    request: pytest.FixtureRequest, fault_zk: ZkServer, tmp_path: Path
+    request: pytest.FixtureRequest, fault_coordinator: str, tmp_path: Path
 ) -> Iterator[ProcessCluster]:
     """Sessions (8 s) outlast the ISR lag limit (2 s): a stalled follower leaves the ISR
     without losing its registration."""
-    yield from make_cluster(request, fault_zk, tmp_path, session_timeout_ms=8_000)
+    yield from make_cluster(request, fault_coordinator, tmp_path, session_timeout_ms=8_000)
 
 
 @pytest.fixture
 def powerloss_cluster(
-    request: pytest.FixtureRequest, fault_zk: ZkServer, tmp_path: Path
+    request: pytest.FixtureRequest, fault_coordinator: str, tmp_path: Path
 ) -> Iterator[ProcessCluster]:
     """Brokers on a power-cut-capable filesystem (``tests.faults.powerloss_broker``)."""
-    yield from make_cluster(request, fault_zk, tmp_path, module="tests.faults.powerloss_broker")
+    module = "tests.faults.powerloss_broker"
+    yield from make_cluster(request, fault_coordinator, tmp_path, module=module)
 
 
 @pytest.fixture
 def replicated_cluster(
-    request: pytest.FixtureRequest, fault_zk: ZkServer, tmp_path: Path
+    request: pytest.FixtureRequest, fault_coordinator: str, tmp_path: Path
 ) -> Iterator[ProcessCluster]:
     """Three brokers in REPLICATED durability: a crashed broker registers as not cleanly shut
     down (KIP-966), so the controller takes it out of every ISR and ELR."""
-    yield from make_cluster(request, fault_zk, tmp_path, durability="replicated")
+    yield from make_cluster(request, fault_coordinator, tmp_path, durability="replicated")

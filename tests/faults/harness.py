@@ -7,7 +7,11 @@ JSON line on stdout once serving; ``BrokerProcess.start`` waits for that line. T
 takes any free port; the config is then rewritten with that port, so a restarted broker comes
 back at the address clients and other brokers already know.
 
-Used by the fault suite (``tests/faults``) and by ``benchmarks/replication.py``.
+``QuorumProcesses`` runs the built-in metadata quorum the same way: ``replog controller``
+voters, each printing one JSON line once it listens; brokers then use its ``raft://`` URL.
+
+Used by the fault suite (``tests/faults``), ``tests/coord/test_raft_processes.py`` and
+``benchmarks/replication.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +30,14 @@ from typing import IO, Any
 
 import attrs
 
-__all__ = ["BrokerProcess", "ProcessCluster", "REPO_ROOT"]
+__all__ = [
+    "REPO_ROOT",
+    "BrokerProcess",
+    "ProcessCluster",
+    "QuorumProcesses",
+    "VoterProcess",
+    "free_port",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _START_TIMEOUT_S = 60.0
@@ -277,3 +289,125 @@ class ProcessCluster:
             f"--- broker {i} ({b.log_path}) ---\n{b.log_tail(lines)}"
             for i, b in self.brokers.items()
         )
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the voters must know each other's up front)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@attrs.define
+class VoterProcess:
+    """One ``replog controller`` process: a voter of the built-in metadata quorum."""
+
+    node_id: int
+    port: int
+    base_dir: Path
+    args: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` of the voter."""
+        return ("127.0.0.1", self.port)
+
+    @property
+    def log_path(self) -> Path:
+        """The voter's stderr (its log)."""
+        return self.base_dir / f"voter-{self.node_id}.log"
+
+    @property
+    def running(self) -> bool:
+        """Whether the process exists and has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def spawn(self, voters: str) -> None:
+        """Start ``replog controller`` (``wait_serving`` completes the start)."""
+        replog = Path(sys.executable).parent / "replog"
+        path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
+        argv = [str(replog), "controller", "--node-id", str(self.node_id), "--voters", voters]
+        argv += ["--data-dir", str(self.base_dir / f"voter-{self.node_id}"), *self.args]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def wait_serving(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+        """Read the "serving" line; raise with the log tail if it does not come."""
+        if self.proc is None or self.proc.stdout is None:
+            raise RuntimeError(f"voter {self.node_id} was not spawned")
+        line = _read_line(self.proc.stdout, time.monotonic() + timeout_s)
+        info = json.loads(line) if line.startswith("{") else {}
+        if info.get("event") != "serving" or info.get("port") != self.port:
+            raise RuntimeError(f"voter {self.node_id} did not start ({line!r}):\n{self.tail()}")
+
+    def stop(self, signum: signal.Signals = signal.SIGTERM, timeout_s: float = 20.0) -> None:
+        """Send ``signum`` and wait for the exit (SIGKILL if it outlives ``timeout_s``)."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signum)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        self.proc = None
+
+    def tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the voter's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return f"(no log at {self.log_path})"
+        return "\n".join(f"  [voter {self.node_id}] {x}" for x in text.splitlines()[-lines:])
+
+
+@attrs.define
+class QuorumProcesses:
+    """``n`` voters (ids 1..n) of the built-in metadata quorum, as processes; brokers use
+    ``url``."""
+
+    voters: dict[int, VoterProcess]
+
+    @classmethod
+    def start(cls, base_dir: Path, n: int, args: Iterable[str] = ()) -> QuorumProcesses:
+        """Start the voters in parallel (``args``: extra ``replog controller`` options) and
+        wait until each listens (a leader is elected shortly after)."""
+        base_dir.mkdir(parents=True, exist_ok=True)
+        voters = {i: VoterProcess(i, free_port(), base_dir, list(args)) for i in range(1, n + 1)}
+        spec = ",".join(f"{i}@127.0.0.1:{v.port}" for i, v in voters.items())
+        quorum = cls(voters)
+        try:
+            for voter in voters.values():
+                voter.spawn(spec)
+            for voter in voters.values():
+                voter.wait_serving()
+        except BaseException:
+            quorum.close()
+            raise
+        return quorum
+
+    @property
+    def url(self) -> str:
+        """``raft://host:port,...`` of every voter."""
+        return "raft://" + ",".join(f"127.0.0.1:{v.port}" for v in self.voters.values())
+
+    def close(self) -> None:
+        """SIGTERM every voter (SIGKILL what lingers)."""
+        for voter in self.voters.values():
+            voter.stop()
+
+    def log_tails(self, lines: int = 30) -> str:
+        """Every voter's log tail, for a failing test's report."""
+        return "\n".join(v.tail(lines) for v in self.voters.values())

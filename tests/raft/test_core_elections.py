@@ -164,7 +164,11 @@ def test_partitioned_node_cannot_disrupt_a_healthy_quorum() -> None:
 
 def test_lost_pre_vote_round_returns_to_following_the_old_leader() -> None:
     q = elected(Quorum())
-    q.tick(250, nodes=[3])  # 3 missed the leader (fetch timeout)
+    for _ in range(5):  # 3 misses the leader for 250 ms (fetch timeout); 1 and 2 go on
+        q.tick(50, nodes=[1, 2])
+        q.take(lambda s: 3 in (s.src, s.dst))
+        q.settle(tick=True)
+    q.tick(0, nodes=[3])
     assert isinstance(q.core(3).state, Prospective)
     q.deliver(to(2))  # 2 still hears from 1: refuses
     q.deliver(to(1))  # the leader refuses
@@ -357,3 +361,33 @@ def test_waiting_voter_asks_to_be_woken_at_its_election_timeout_only() -> None:
     assert core.next_deadline_ms() >= 100  # the election timeout, not "now"
     core.on_message(1, vote_request(1, 1), 0)
     assert isinstance(core.state, Voted) and core.next_deadline_ms() >= 100
+
+
+def test_survivors_of_a_crashed_leader_elect_one_of_them() -> None:
+    """End to end: the leader crashes and the two survivors elect one of them (the scripted
+    interleaving of E3's lost-leader rule is the next test)."""
+    q = elected(Quorum())
+    del q.nodes[1]  # the leader crashes; what it had in flight is lost
+    q.take(lambda s: 1 in (s.src, s.dst))
+    q.run(2_000)
+    assert q.leader() in (2, 3)
+    assert q.core(2).state.epoch == q.core(3).state.epoch >= 2
+
+
+def test_pre_vote_granted_by_a_follower_of_the_lost_leader_is_counted() -> None:
+    """E3: 3 still follows 1 (it has not ticked
+    since 1 fell silent) and grants 2's pre-vote, naming 1. 2 counts the grant and stands;
+    going back to following 1 would leave the quorum leaderless until 3 times out too."""
+    q = elected(Quorum())
+    del q.nodes[1]
+    q.take(lambda s: 1 in (s.src, s.dst))
+    q.tick(600, nodes=[2])  # only 2 notices the silence
+    assert isinstance(q.core(2).state, Prospective)
+    assert isinstance(q.core(3).state, Follower)
+    q.deliver(lambda s: s.dst == 3 and isinstance(s.message, VoteRequest))
+    answers = q.take(lambda s: s.dst == 2 and isinstance(s.message, VoteResponse))
+    assert [(a.message.vote_granted, a.message.leader_id) for a in answers] == [(True, 1)]
+    q.queue.extend(answers)
+    q.deliver(to(2))
+    assert isinstance(q.core(2).state, Candidate)
+    assert q.core(2).state.epoch == 2

@@ -69,3 +69,19 @@ def test_runs_release_their_files() -> None:
     for seed in range(2, 5):
         run_seed(seed)
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_module_runs_as_a_program() -> None:
+    """``python -m replog.raft.sim`` (the command every failure prints) replays a seed."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "replog.raft.sim", "--seed", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 seeds, 0 violations" in done.stdout

@@ -1,8 +1,10 @@
 """``python -m replog.broker --config FILE``: run one broker in this process until a signal.
 
 The config file is TOML (``*.toml``) or JSON, read by ``BrokerConfig.from_file``; the
-coordination backend is its ``coordinator`` URL (``zookeeper://host:port/chroot``,
-``etcd://host:port/prefix``; ``memory://`` only makes sense inside one process).
+coordination backend is its ``coordinator`` URL: ``raft://host:port,...`` (the built-in
+quorum, ``replog controller`` voters; the one to use without an external store),
+``zookeeper://host:port/chroot`` or ``etcd://host:port/prefix``; ``memory://`` only makes sense
+inside one process.
 
 Once the broker serves, one JSON line goes to stdout, so a parent process can read the bound
 address (``port = 0`` in the config picks a free port)::

@@ -37,7 +37,11 @@ E2 **Pre-vote.** A voter grants a pre-vote iff the asker's log is at least as up
    node cannot disrupt a healthy quorum). Granting changes nothing.
 E3 **Prospective.** With a majority of pre-votes (itself included) it becomes Candidate. If a
    majority refuses or its election times out, it returns to what it was: Follower of the
-   leader it knew, else Voted (keeping its vote), else Unattached.
+   leader it knew, else Voted (keeping its vote), else Unattached. A pre-vote answer that
+   names the very leader it lost contact with is counted, not taken as news of a leader (R2):
+   the voter may simply not have noticed yet that the leader is gone, and following it again
+   would let the survivors of a crashed leader hand each other back to it for ever (Kafka's
+   Prospective state keeps its leader id for the same reason).
 E4 **Vote.** A voter grants a real vote in epoch ``e`` iff it knows no leader in ``e``, has not
    voted for anyone else in ``e``, and the candidate's log is at least as up to date. The vote
    is persisted (Voted) before the answer leaves.
@@ -499,10 +503,18 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         return False
 
     def _on_vote_response(self, src: int, response: VoteResponse, now_ms: int) -> None:
-        """E3 / E5 (after R2)."""
+        """E3 / E5 (after R2, except for a pre-vote answer naming the leader this Prospective
+        lost contact with: no news, see E3)."""
         if src not in self.config.voters:
             return
-        if not self._observe_epoch(response.epoch, response.leader_id, now_ms):
+        state = self.state
+        lost_leader = (
+            isinstance(state, Prospective)
+            and response.pre_vote
+            and response.epoch == state.epoch
+            and response.leader_id == state.last_leader_id != NO_LEADER
+        )
+        if not lost_leader and not self._observe_epoch(response.epoch, response.leader_id, now_ms):
             return
         state = self.state
         if response.error is not ErrorCode.NONE or response.epoch != state.epoch:

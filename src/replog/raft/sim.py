@@ -12,7 +12,9 @@ symmetric and one-way partitions, clogged links.
 
 Clients (``sim_clients.py``) run read / write / compare-and-set operations on a replicated
 register (`KvStateMachine`) through the node they believe leads, and record a history: ok,
-fail (definitely not applied) or info (unknown).
+fail (definitely not applied) or info (unknown). That is the default `Workload`; another one
+brings its own state machine, node-side request layer and clients (the metadata quorum's:
+``python -m replog.quorum.sim``).
 
 A run has two phases. **Safety** (``safety_ms``): operations while faults fire: process crashes,
 power losses (unsynced writes lost, the last one maybe torn) of one, several or all nodes,
@@ -39,7 +41,7 @@ import shutil
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -48,17 +50,19 @@ from replog.errors import InvariantError, StorageError
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.raft.config import RaftConfig
 from replog.raft.entries import Entry
-from replog.raft.kv import KvStateMachine
 from replog.raft.messages import Message, SnapshotId
 from replog.raft.node import RaftNode
+from replog.raft.ready import LeaderAndEpoch
 from replog.raft.sim_checks import NodeView, QuorumChecker
-from replog.raft.sim_clients import ClientPool
+from replog.raft.sim_clients import ClientPool, Workload
 from replog.raft.states import Leader
 from replog.raft.storage import metadata_log_config
-from replog.simkit.linearizability import check_kv
 from replog.simkit.net import NetConfig, SimNetwork
 
-__all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
+__all__ = ["SimOptions", "SimResult", "Simulation", "WorkloadFactory", "main", "run_seed"]
+
+WorkloadFactory = Callable[["Simulation"], Workload]
+"""Builds a simulation's workload (default: ``ClientPool``, the register clients)."""
 
 
 @attrs.frozen
@@ -178,7 +182,14 @@ class SimNode:
 class Simulation:
     """One seeded run (see the module docstring)."""
 
-    def __init__(self, opts: SimOptions, root: str, *, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        opts: SimOptions,
+        root: str,
+        *,
+        verbose: bool = False,
+        workload: WorkloadFactory | None = None,
+    ) -> None:
         self.opts = opts
         self.verbose = verbose
         self.rng = random.Random(opts.seed)
@@ -193,9 +204,11 @@ class Simulation:
             i: SimNode(i, f"{root}/node{i}", FaultInjectingFileSystem(root, seed=opts.seed + i))
             for i in ids
         }
-        self.checker = QuorumChecker()
         self._touched: set[int] = set()
-        self.clients = ClientPool(self, opts.clients, opts.keys)
+        self.clients: Workload = (
+            workload(self) if workload is not None else ClientPool(self, opts.clients, opts.keys)
+        )
+        self.checker = QuorumChecker(machine_factory=self.clients.reference_machine)
         self.violations: list[str] = []
         self.phase = "safety"
         self.counters: Counter[str] = Counter()
@@ -268,7 +281,7 @@ class Simulation:
             if node.raft is not None:
                 self.counters.update(node.raft.counters)
         self.counters.update(self.clients.counts())
-        result = check_kv(self.clients.history())
+        result = self.clients.check()
         if not result.ok:
             self.violation(f"linearizability: {result.detail}")
 
@@ -311,7 +324,7 @@ class Simulation:
                 self._config(node.node_id),
                 node.root,
                 node.fs,
-                KvStateMachine(),
+                self.clients.new_machine(node.node_id),
                 rng.randrange,
                 self.now_ms,
                 log_config=metadata_log_config(self.opts.segment_bytes, 256),
@@ -319,14 +332,13 @@ class Simulation:
                 snapshot_interval=self.opts.snapshot_interval,
                 on_apply=lambda e, r: self._on_apply(node, incarnation, e, r),
                 on_snapshot=lambda s, recs, how: self._on_snapshot(node, s, recs, how),
-                on_leader=lambda known: self.trace(
-                    f"node {node.node_id}: epoch {known.epoch}, leader {known.leader_id}"
-                ),
+                on_leader=lambda known: self._on_leader(node, known),
             )
         except StorageError as exc:
             self.trace(f"node {node.node_id} failed to start: {exc}")
             self._crash(node, power_loss=True, reason="storage failure at start")
             return
+        self.clients.on_node_started(node.node_id, node.raft)
         self._touched.add(node.node_id)
         self.trace(f"node {node.node_id} started (incarnation {incarnation})")
         self._after_input(node)
@@ -338,6 +350,10 @@ class Simulation:
         for problem in self.checker.on_applied(node.node_id, entry, epoch):
             self.violation(problem)
         self.clients.on_applied(node.node_id, entry, result)
+
+    def _on_leader(self, node: SimNode, known: LeaderAndEpoch) -> None:
+        self.trace(f"node {node.node_id}: epoch {known.epoch}, leader {known.leader_id}")
+        self.clients.on_leader(node.node_id, known)
 
     def _on_snapshot(
         self, node: SimNode, snapshot_id: SnapshotId, records: list[bytes], how: str
@@ -356,6 +372,7 @@ class Simulation:
         self._touched.add(node_id)
         try:
             action(raft)
+            self.clients.after_input(node_id, raft)
         except StorageError as exc:
             self.trace(f"node {node_id} storage failure: {exc}")
             self._crash(node, power_loss=True, reason="storage failure")
@@ -380,7 +397,8 @@ class Simulation:
             node.flush_scheduled = True
             disk_ms = self.rng.randint(1, self.opts.disk_ms_max)
             self.after(disk_ms, lambda: self._flush(node, incarnation))
-        deadline = max(raft.next_deadline_ms(), self.now_ms + 1)
+        wanted = min(raft.next_deadline_ms(), self.clients.next_deadline_ms(node.node_id))
+        deadline = max(wanted, self.now_ms + 1)
         if node.wake_ms is None or deadline < node.wake_ms or node.wake_ms < self.now_ms:
             node.wake_ms = deadline
             self.after(deadline - self.now_ms, lambda: self._wake(node, incarnation, deadline))
@@ -554,15 +572,18 @@ class Simulation:
         return "; ".join(parts)
 
 
-def run_seed(seed: int, *, verbose: bool = False) -> SimResult:
-    """Run one seed in a fresh temp dir (removed afterwards)."""
+def run_seed(
+    seed: int, *, verbose: bool = False, workload: WorkloadFactory | None = None
+) -> SimResult:
+    """Run one seed in a fresh temp dir (removed afterwards), with the register clients or
+    ``workload``."""
     opts = SimOptions.draw(seed)
     shm = "/dev/shm"  # a RAM disk where there is one: fsync costs nothing there
     root = tempfile.mkdtemp(
         prefix=f"replog-raft-sim-{seed}-", dir=shm if os.path.isdir(shm) else None
     )
     try:
-        sim = Simulation(opts, root, verbose=verbose)
+        sim = Simulation(opts, root, verbose=verbose, workload=workload)
         if verbose:
             print(f"seed {seed}: {opts.describe()}")
         try:
@@ -582,14 +603,20 @@ def run_seed(seed: int, *, verbose: bool = False) -> SimResult:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def reproduce_command(seed: int) -> str:
+def reproduce_command(seed: int, module: str = "replog.raft.sim") -> str:
     """The one command that replays ``seed``."""
-    return f"python -m replog.raft.sim --seed {seed} --verbose"
+    return f"python -m {module} --seed {seed} --verbose"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; exit status 1 when any seed has a violation."""
-    parser = argparse.ArgumentParser(prog="python -m replog.raft.sim", description=__doc__)
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    workload: WorkloadFactory | None = None,
+    module: str = "replog.raft.sim",
+) -> int:
+    """CLI entry point; exit status 1 when any seed has a violation. ``workload`` and
+    ``module`` let another workload's entry point reuse it."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=__doc__)
     parser.add_argument("--seeds", type=int, default=100, help="how many seeds (from --first)")
     parser.add_argument("--first", type=int, default=0, help="first seed of the range")
     parser.add_argument("--seed", type=int, default=None, help="run only this seed")
@@ -601,14 +628,15 @@ def main(argv: list[str] | None = None) -> int:
     failures = count = events = operations = 0
     totals: Counter[str] = Counter()
     for seed in seeds:
-        result = run_seed(seed, verbose=args.verbose)
+        result = run_seed(seed, verbose=args.verbose, workload=workload)
         totals.update(result.counters)
         count += 1
         events += result.events
         operations += result.operations_ok
         if not result.ok:
             failures += 1
-            print(f"seed {seed}: {result.violations[0]} -- reproduce: {reproduce_command(seed)}")
+            command = reproduce_command(seed, module)
+            print(f"seed {seed}: {result.violations[0]} -- reproduce: {command}")
         elif args.verbose:
             print(f"seed {seed}: ok ({result.events} events, {result.counters})")
     elapsed = monotonic_s() - started
@@ -619,10 +647,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose or args.stats:
         print("totals: " + ", ".join(f"{k}={v}" for k, v in sorted(totals.items())))
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 class _SimTime:
@@ -638,3 +662,7 @@ class _SimTime:
     def wall_ms(self) -> int:
         """A realistic epoch time moving with the simulation."""
         return ManualClock.DEFAULT_WALL_OFFSET_MS + self._sim.now_ms
+
+
+if __name__ == "__main__":
+    sys.exit(main())

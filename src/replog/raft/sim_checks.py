@@ -3,8 +3,9 @@
 Theory of operation. The checker learns the committed log from the nodes themselves: every
 record a node applies is committed (it was below that node's high watermark), so the first node
 to apply offset ``o`` defines ``committed[o]`` and every later application anywhere must match
-it. A reference `KvStateMachine` applies the committed records in order and remembers its state
-at every offset. Then, after every event, for every running node:
+it. A reference state machine (the workload's: the `KvStateMachine` register by default)
+applies the committed records in order and remembers its state at every offset. Then, after
+every event, for every running node:
 
 1. **one leader per epoch**: a node leading epoch ``e`` is the only one that ever did;
 2. **HW monotonic**: a node's high watermark never goes down while it runs (it restarts from its
@@ -21,17 +22,30 @@ Each problem is returned as a message; the simulator stops at the first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Protocol
 
 import attrs
 
 from replog.raft.entries import Entry, decode_entries
-from replog.raft.kv import KvOp, KvStateMachine
+from replog.raft.kv import KvStateMachine
 from replog.raft.messages import SnapshotId
 from replog.raft.node import RaftNode
 from replog.raft.states import Leader
 
-__all__ = ["NodeView", "QuorumChecker"]
+__all__ = ["CheckedMachine", "NodeView", "QuorumChecker"]
+
+
+class CheckedMachine(Protocol):
+    """A state machine the checker can compare: a ``StateMachine`` with a comparable
+    ``state()``."""
+
+    def apply(self, entry: Entry) -> object: ...
+
+    def restore(self, records: Sequence[bytes]) -> None: ...
+
+    def state(self) -> Hashable: ...
+
 
 _Record = tuple[int, bytes, bytes | None]  # epoch, value, control key
 
@@ -60,13 +74,19 @@ class _LogCache:
 class QuorumChecker:
     """See the module docstring."""
 
+    machine_factory: Callable[[], CheckedMachine] = KvStateMachine
     leaders: dict[int, int] = attrs.field(factory=dict)
     committed: list[_Record] = attrs.field(factory=list)
-    reference_states: list[tuple[tuple[str, int], ...]] = attrs.field(factory=lambda: [()])
+    reference_states: list[Hashable] = attrs.field(init=False)
     commit_epoch: int = -1
-    _reference: KvStateMachine = attrs.field(factory=KvStateMachine)
+    _reference: CheckedMachine = attrs.field(init=False)
+    _checked_states: dict[tuple[int, int], int] = attrs.field(factory=dict)
     _high_watermarks: dict[tuple[int, int], int] = attrs.field(factory=dict)
     _logs: dict[tuple[int, int], _LogCache] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self._reference = self.machine_factory()
+        self.reference_states = [self._reference.state()]
 
     # ------------------------------------------------------------------ events from nodes
 
@@ -85,7 +105,7 @@ class QuorumChecker:
             return [f"gap: node {node_id} applied {offset} before {len(self.committed)}"]
         self.committed.append(record)
         if entry.control is None:
-            self._reference.apply_op(KvOp.decode(entry.value))
+            self._reference.apply(entry)
         self.reference_states.append(self._reference.state())
         if leader_epoch is not None:
             self.commit_epoch = max(self.commit_epoch, leader_epoch)
@@ -98,7 +118,7 @@ class QuorumChecker:
         end = snapshot_id.end_offset
         if end > len(self.committed):
             return [f"snapshot {snapshot_id} {how} on {node_id} past the committed end"]
-        machine = KvStateMachine()
+        machine = self.machine_factory()
         machine.restore(records)
         problems = []
         if machine.state() != self.reference_states[end]:
@@ -138,7 +158,9 @@ class QuorumChecker:
             return [f"HW {hw} of node {node_id} past its log end {end}"]
         applied = view.raft.applied_offset
         machine = view.raft.machine
-        if isinstance(machine, KvStateMachine) and applied < len(self.reference_states):
+        fresh = self._checked_states.get(key) != applied  # the state changes only on apply
+        if fresh and hasattr(machine, "state") and applied < len(self.reference_states):
+            self._checked_states[key] = applied
             expected = self.reference_states[applied]
             if machine.state() != expected:
                 return [f"node {node_id} state {machine.state()} at {applied}, expected {expected}"]

@@ -11,25 +11,107 @@ Client requests and answers are never duplicated by the network (one TCP exchang
 
 Every call and return is stamped from one counter that follows the simulator's event order,
 which is the real-time order the linearizability checker needs.
+
+`ClientPool` is the simulator's default `Workload`; another workload (the metadata quorum's,
+``replog.quorum.sim``) brings its own state machine, request layer on the nodes and
+clients through the same protocol.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from replog.errors import ErrorCode
 from replog.raft.entries import Entry
-from replog.raft.kv import KvOp
-from replog.raft.node import RaftNode
-from replog.simkit.linearizability import KvOperation
+from replog.raft.kv import KvOp, KvStateMachine
+from replog.raft.node import RaftNode, StateMachine
+from replog.raft.ready import LeaderAndEpoch
+from replog.raft.sim_checks import CheckedMachine
+from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
 
 if TYPE_CHECKING:
     from replog.raft.sim import Simulation
 
-__all__ = ["ClientPool", "ClientRecord"]
+__all__ = ["ClientPool", "ClientRecord", "Workload"]
+
+_NEVER = 1 << 62
+
+
+class Workload(Protocol):
+    """What the simulator runs on the quorum: the nodes' state machine, what the nodes do with
+    client requests, the clients, and the check of their history."""
+
+    def new_machine(self, node_id: int) -> StateMachine:
+        """A fresh state machine for a node (re)starting."""
+        ...
+
+    def reference_machine(self) -> CheckedMachine:
+        """A fresh state machine for the checker's reference."""
+        ...
+
+    def on_node_restart(self, node_id: int) -> None:
+        """A node is about to (re)start: whatever it held in memory is gone."""
+        ...
+
+    def on_node_started(self, node_id: int, raft: RaftNode) -> None:
+        """A node has (re)started."""
+        ...
+
+    def on_applied(self, node_id: int, entry: Entry, result: object) -> None:
+        """A node applied ``entry`` (``RaftNode.on_apply``)."""
+        ...
+
+    def on_leader(self, node_id: int, known: LeaderAndEpoch) -> None:
+        """A node's view of the leader changed (``RaftNode.on_leader``)."""
+        ...
+
+    def after_input(self, node_id: int, raft: RaftNode) -> None:
+        """After every input to a node (inside its storage-failure guard)."""
+        ...
+
+    def next_deadline_ms(self, node_id: int) -> int:
+        """When the node next needs a wake-up for the workload's sake."""
+        ...
+
+    def node_ids(self) -> set[int]:
+        """The clients' network ids."""
+        ...
+
+    def start(self) -> None:
+        """Begin issuing operations."""
+        ...
+
+    def on_heal(self) -> None:
+        """The liveness phase begins."""
+        ...
+
+    def done(self) -> bool:
+        """Every client did its work after the heal."""
+        ...
+
+    def finish(self) -> None:
+        """The run is over: what still waits is indefinite."""
+        ...
+
+    def check(self) -> LinearizabilityResult:
+        """The verdict on the clients' history."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Operations by outcome."""
+        ...
+
+    def ok_count(self) -> int:
+        """Operations that completed ok."""
+        ...
+
+    def status(self) -> str:
+        """One line for a liveness failure."""
+        ...
+
 
 CLIENT_NET_ID_BASE = 100
 _OKS_AFTER_HEAL = 2
@@ -86,6 +168,35 @@ class ClientPool:
     def node_ids(self) -> set[int]:
         """The clients' network ids (to put them on one side of a partition)."""
         return {c.net_id for c in self.clients}
+
+    # ------------------------------------------------------------------ Workload hooks
+
+    def new_machine(self, node_id: int) -> StateMachine:
+        """The register."""
+        del node_id
+        return KvStateMachine()
+
+    def reference_machine(self) -> CheckedMachine:
+        """The register."""
+        return KvStateMachine()
+
+    def on_node_started(self, node_id: int, raft: RaftNode) -> None:
+        """Nothing to set up."""
+
+    def on_leader(self, node_id: int, known: LeaderAndEpoch) -> None:
+        """Nothing to do: proposals are answered when their offset applies."""
+
+    def after_input(self, node_id: int, raft: RaftNode) -> None:
+        """Nothing to do: requests are proposed when they arrive."""
+
+    def next_deadline_ms(self, node_id: int) -> int:
+        """No timers of its own."""
+        del node_id
+        return _NEVER
+
+    def check(self) -> LinearizabilityResult:
+        """The register history must be linearizable."""
+        return check_kv(self.history())
 
     def start(self) -> None:
         """Begin issuing operations."""

@@ -1,0 +1,515 @@
+"""`QuorumServer`: one voter of the built-in metadata quorum, on an asyncio event loop.
+
+Theory of operation. The server owns one `RaftNode` (the metadata log ``__cluster_metadata-0``
+under ``data_dir``, applied by a `MetadataMachine`) and the `QuorumFrontend` that serves
+coordinator calls on it, and does their IO: one listening TCP port for both voters and clients
+(``quorum/wire.py``), an outgoing connection per other voter that carries this node's Raft
+messages, the clock, and the fsync. Everything runs on the loop's thread, so the node, the
+frontend and the machine need no locks.
+
+After every input (a frame, a timer) the server *pumps*: the frontend proposes what is queued,
+the log is fsynced if anything was appended (inline: one fsync covers every input handled since
+the last -- group commit), then the node's released messages go to the voters and the
+frontend's replies to the clients. A timer fires at the earliest deadline of the node and the
+frontend.
+
+**Fetch long poll** (a departure the transport adds to phase 1's core, which has none): a
+follower's Fetch that would get nothing -- it asks from the leader's log end, with the last
+epoch, and the high watermark is already there -- is parked until the leader appends a record
+(or a quarter of the fetch timeout passes), then handed to the core, which answers with the new
+records at once. So a follower is told of a write within one round trip instead of after a
+fetch backoff, and an idle quorum does not spin. Parking never delays what the core would count
+(a fetch that could move the high watermark is handed over at once) and stays far inside the
+fetch timeout and the check-quorum timeout.
+
+A storage error stops the server (``failed``): a voter that cannot write its log must not go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import logging
+import random
+import socket
+from collections.abc import Mapping
+from typing import Any, cast
+
+import attrs
+
+from replog.clock import SYSTEM_CLOCK, Clock
+from replog.coord.contract import ADMIN_QUEUE_LIMIT
+from replog.errors import InvalidConfigError, ProtocolError, invariant
+from replog.log.fs import REAL_FS
+from replog.protocol.framing import FrameReader
+from replog.quorum import wire as raft_wire
+from replog.quorum.frontend import (
+    QuorumFrontend,
+    Reply,
+    ReplyError,
+    ReplyNotLeader,
+    ReplyOk,
+    ReplyUnknown,
+)
+from replog.quorum.machine import FEED_RETENTION_MAX, MetadataMachine
+from replog.raft.config import RaftConfig
+from replog.raft.entries import Entry
+from replog.raft.messages import FetchRequest, Message
+from replog.raft.node import RaftNode
+from replog.raft.ready import LeaderAndEpoch
+from replog.raft.states import Leader
+
+__all__ = ["ControllerConfig", "QuorumServer", "parse_voters"]
+
+_log = logging.getLogger("replog.coord.raft")
+_PEER_QUEUE_MAX = 1024
+_RECONNECT_MS = 100
+#: how long a stopping leader waits for its EndQuorumEpoch to reach the sockets
+_RESIGN_DRAIN_MS = 500
+_DRAIN_POLL_MS = 5
+_READ_BYTES = 1 << 16
+_NEVER = 1 << 62
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """``1@host:port,2@host:port,...`` as ``{id: (host, port)}`` (`InvalidConfigError`)."""
+    voters: dict[int, tuple[str, int]] = {}
+    for part in text.split(","):
+        node, sep, address = part.strip().partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not node.isdigit() or not port.isdigit() or not host:
+            raise InvalidConfigError(f"a voter is <id>@<host>:<port>, not {part!r}")
+        if int(node) in voters:
+            raise InvalidConfigError(f"voter {node} is listed twice in {text!r}")
+        voters[int(node)] = (host, int(port))
+    return voters
+
+
+def _voter_map(voters: Mapping[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
+    return {int(v): (str(host), int(port)) for v, (host, port) in voters.items()}
+
+
+@attrs.frozen(kw_only=True)
+class ControllerConfig:
+    """One voter's settings. ``voters`` maps every voter id (this one included) to the address
+    it listens on; the quorum's timeouts default to Kafka's ``controller.quorum.*``.
+    ``snapshot_interval``: records applied between two snapshots of the state machine."""
+
+    node_id: int
+    voters: Mapping[int, tuple[str, int]] = attrs.field(converter=_voter_map)
+    data_dir: str
+    election_timeout_ms: int = 1_000
+    fetch_timeout_ms: int = 2_000
+    request_timeout_ms: int = 2_000
+    snapshot_interval: int = 10_000
+    feed_retention_max: int = FEED_RETENTION_MAX
+    admin_queue_limit: int = ADMIN_QUEUE_LIMIT
+
+    def __attrs_post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise InvalidConfigError(f"node {self.node_id} is not among the voters")
+        if self.snapshot_interval < 0:
+            raise InvalidConfigError("snapshot_interval must be >= 0")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where this voter listens."""
+        return self.voters[self.node_id]
+
+    def raft_config(self) -> RaftConfig:
+        """The core's settings."""
+        return RaftConfig(
+            node_id=self.node_id,
+            voters=frozenset(self.voters),
+            election_timeout_ms=self.election_timeout_ms,
+            fetch_timeout_ms=self.fetch_timeout_ms,
+            request_timeout_ms=self.request_timeout_ms,
+            election_backoff_max_ms=self.election_timeout_ms,
+            fetch_backoff_ms=5,
+        )
+
+
+class _PeerLink:
+    """This node's connection to one other voter: sends its Raft messages, reconnecting as
+    needed. Messages queued while it is down are dropped (Raft resends what matters)."""
+
+    def __init__(self, local_id: int, address: tuple[str, int]) -> None:
+        self._local_id = local_id
+        self._address = address
+        self._queue: collections.deque[bytes] = collections.deque(maxlen=_PEER_QUEUE_MAX)
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.dropped = 0
+
+    def start(self) -> None:
+        """Begin connecting."""
+        self._task = asyncio.ensure_future(self._run())
+
+    def send(self, data: bytes) -> None:
+        """Queue one framed message."""
+        if len(self._queue) == self._queue.maxlen:
+            self.dropped += 1
+        self._queue.append(data)
+        self._wakeup.set()
+
+    async def drain(self, timeout_ms: int, clock: Clock) -> bool:
+        """Wait until every queued message was handed to the socket (or ``timeout_ms``
+        passed); whether the queue emptied."""
+        deadline_ms = clock.monotonic_ms() + timeout_ms
+        while self._queue and clock.monotonic_ms() < deadline_ms:
+            await asyncio.sleep(_DRAIN_POLL_MS / 1000)
+        return not self._queue
+
+    async def close(self) -> None:
+        """Stop the link."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            writer: asyncio.StreamWriter | None = None
+            try:
+                _, writer = await asyncio.open_connection(*self._address)
+                writer.write(raft_wire.encode_hello(raft_wire.PEER, self._local_id))
+                while True:
+                    while self._queue:
+                        writer.write(self._queue.popleft())
+                    await writer.drain()
+                    if not self._queue:
+                        self._wakeup.clear()
+                        await self._wakeup.wait()
+            except (OSError, ConnectionError):
+                self.dropped += len(self._queue)
+                self._queue.clear()
+            finally:
+                if writer is not None:
+                    writer.close()
+            await asyncio.sleep(_RECONNECT_MS / 1000)
+
+
+class QuorumServer:
+    """One voter (see the module docstring). Start with ``await QuorumServer.start(...)`` on
+    the loop that will run it."""
+
+    def __init__(
+        self, config: ControllerConfig, node: RaftNode, frontend: QuorumFrontend, clock: Clock
+    ) -> None:
+        self.config = config
+        self.node = node
+        self.frontend = frontend
+        self._clock = clock
+        self._loop = asyncio.get_running_loop()
+        self._server: asyncio.base_events.Server | None = None
+        self._links = {
+            v: _PeerLink(config.node_id, address)
+            for v, address in config.voters.items()
+            if v != config.node_id
+        }
+        self._clients: dict[int, asyncio.StreamWriter] = {}
+        self._connections: set[asyncio.StreamWriter] = set()
+        self._client_ids = itertools.count(1)
+        self._parked: dict[int, tuple[FetchRequest, int]] = {}
+        self._parked_end = -1
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at_ms = _NEVER
+        self.stopped = asyncio.Event()
+        self.failed: BaseException | None = None
+        self.port = 0
+
+    @classmethod
+    async def start(
+        cls,
+        config: ControllerConfig,
+        *,
+        sock: socket.socket | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> QuorumServer:
+        """Open the node's storage, listen (on ``sock`` if given, else the voter's address)
+        and start talking to the other voters."""
+        machine = MetadataMachine(
+            feed_retention_max=config.feed_retention_max,
+            admin_queue_limit=config.admin_queue_limit,
+        )
+        frontend = QuorumFrontend(machine)
+        holder: list[QuorumServer] = []
+
+        def on_apply(entry: Entry, result: object) -> None:
+            frontend.on_apply(entry, result)
+
+        def on_leader(known: LeaderAndEpoch) -> None:
+            frontend.on_leader(known)
+            if holder:
+                holder[0]._on_leader(known)
+
+        node = RaftNode.open(
+            config.raft_config(),
+            config.data_dir,
+            REAL_FS,
+            machine,
+            random.Random().randrange,
+            clock.monotonic_ms(),
+            clock=clock,
+            snapshot_interval=config.snapshot_interval,
+            on_apply=on_apply,
+            on_leader=on_leader,
+        )
+        frontend.attach(node)
+        server = cls(config, node, frontend, clock)
+        holder.append(server)
+        try:
+            if sock is not None:
+                server._server = await asyncio.start_server(server._serve_connection, sock=sock)
+            else:
+                host, port = config.address
+                server._server = await asyncio.start_server(server._serve_connection, host, port)
+        except BaseException:
+            node.close()
+            raise
+        server.port = server._server.sockets[0].getsockname()[1]
+        for link in server._links.values():
+            link.start()
+        server._schedule_pump()
+        _log.info("quorum node %s serving on port %s", config.node_id, server.port)
+        return server
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> dict[str, Any]:
+        """Role, epoch, leader, offsets (for tools and tests)."""
+        core = self.node.core
+        return {
+            "node_id": self.config.node_id,
+            "state": type(core.state).__name__,
+            "epoch": core.state.epoch,
+            "leader_id": core.state.leader_id,
+            "high_watermark": core.high_watermark,
+            "applied_offset": self.node.applied_offset,
+            "log_end_offset": core.log.end_offset,
+            "log_start_offset": core.log.start_offset,
+        }
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this node leads its epoch."""
+        return isinstance(self.node.core.state, Leader)
+
+    # ------------------------------------------------------------------ connections
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._connections.add(writer)
+        frames = FrameReader()
+        kind, peer_id, client_id = -1, -1, -1
+        try:
+            while not self.stopped.is_set():
+                data = await reader.read(_READ_BYTES)
+                if not data:
+                    return
+                for body in frames.feed(data):
+                    if kind < 0:
+                        kind, peer_id = raft_wire.decode_hello(body)
+                        if kind == raft_wire.CLIENT:
+                            client_id = next(self._client_ids)
+                            self._clients[client_id] = writer
+                    elif kind == raft_wire.PEER:
+                        self._on_peer_message(peer_id, raft_wire.decode_message(body))
+                    else:
+                        self._on_client_request(client_id, raft_wire.decode_request(body))
+        except ProtocolError as exc:
+            _log.warning("quorum node %s: dropping a connection: %s", self.config.node_id, exc)
+        except (OSError, ConnectionError):
+            pass
+        finally:
+            self._clients.pop(client_id, None)
+            self._connections.discard(writer)
+            writer.close()
+
+    def _on_peer_message(self, src: int, message: Message) -> None:
+        if src not in self._links:
+            raise ProtocolError(f"node {src} is not a voter")
+        if self.stopped.is_set():
+            return
+        now_ms = self._clock.monotonic_ms()
+        if isinstance(message, FetchRequest) and self._may_park(message):
+            self._parked[src] = (message, now_ms + self.config.fetch_timeout_ms // 4)
+            self._parked_end = self.node.core.log.end_offset
+        else:
+            self._guard(lambda: self.node.on_message(src, message, now_ms))
+        self._schedule_pump()
+
+    def _on_client_request(self, client_id: int, request: raft_wire.RequestFrame) -> None:
+        if self.stopped.is_set():
+            return
+        now_ms = self._clock.monotonic_ms()
+        deadline_ms = now_ms + max(0, request.timeout_ms)
+        token = (client_id, request.correlation_id)
+        self.frontend.on_request(token, request.request, deadline_ms, now_ms)
+        self._schedule_pump()
+
+    # ------------------------------------------------------------------ fetch long poll
+
+    def _may_park(self, request: FetchRequest) -> bool:
+        core = self.node.core
+        state = core.state
+        return (
+            isinstance(state, Leader)
+            and request.epoch == state.epoch
+            and request.fetch_offset == core.log.end_offset
+            and request.last_fetched_epoch == core.log.last_epoch
+            and core.high_watermark >= core.log.end_offset
+        )
+
+    def _release_parked(self, now_ms: int, *, everything: bool = False) -> None:
+        if not self._parked:
+            return
+        moved = self.node.core.log.end_offset != self._parked_end
+        for src, (request, release_ms) in list(self._parked.items()):
+            if everything or moved or release_ms <= now_ms:
+                del self._parked[src]
+                self._deliver_fetch(src, request, now_ms)
+
+    def _deliver_fetch(self, src: int, request: FetchRequest, now_ms: int) -> None:
+        self._guard(lambda: self.node.on_message(src, request, now_ms))
+
+    def _on_leader(self, known: LeaderAndEpoch) -> None:
+        del known
+        if self._parked:
+            self._loop.call_soon(self._release_all)
+
+    def _release_all(self) -> None:
+        self._release_parked(self._clock.monotonic_ms(), everything=True)
+        self._schedule_pump()
+
+    # ------------------------------------------------------------------ the pump
+
+    def _schedule_pump(self) -> None:
+        if not self._pump_scheduled and not self.stopped.is_set():
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
+
+    def _guard(self, action: Any) -> None:
+        """Run a node action; a failure (storage) stops the server."""
+        if self.failed is not None:
+            return
+        try:
+            action()
+        except Exception as exc:
+            self._fail(exc)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        if self.stopped.is_set():
+            return
+        self._guard(self._pump_once)
+        if self.failed is not None:
+            return
+        for out in self.node.take_messages():
+            link = self._links.get(out.dst)
+            if link is not None:
+                link.send(raft_wire.encode_message(out.message))
+        for token, reply in self.frontend.take_replies():
+            self._send_reply(token, reply)
+        self._arm_timer()
+
+    def _pump_once(self) -> None:
+        node, frontend = self.node, self.frontend
+        now_ms = self._clock.monotonic_ms()
+        if node.next_deadline_ms() <= now_ms:
+            node.tick(now_ms)
+        for _ in range(16):
+            frontend.pump(now_ms)
+            self._release_parked(now_ms)
+            if node.needs_flush:
+                node.flush(now_ms)
+            if not frontend.has_queued and not node.needs_flush:
+                break
+        frontend.pump(now_ms)
+
+    def _arm_timer(self) -> None:
+        deadlines = [self.node.next_deadline_ms(), self.frontend.next_deadline_ms()]
+        deadlines += [release_ms for _, release_ms in self._parked.values()]
+        at_ms = min(deadlines)
+        if self._timer is not None and at_ms == self._timer_at_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(0, at_ms - self._clock.monotonic_ms()) / 1000
+        self._timer_at_ms = at_ms
+        self._timer = self._loop.call_later(min(delay_s, 3600.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at_ms = _NEVER
+        self._schedule_pump()
+
+    def _send_reply(self, token: object, reply: Reply) -> None:
+        invariant(isinstance(token, tuple) and len(token) == 2, f"bad reply token {token!r}")
+        client_id, correlation_id = cast(tuple[int, int], token)
+        writer = self._clients.get(client_id)
+        if writer is None:
+            return
+        if isinstance(reply, ReplyOk):
+            data = raft_wire.encode_reply(correlation_id, raft_wire.Status.OK, reply.value)
+        elif isinstance(reply, ReplyError):
+            data = raft_wire.encode_reply(correlation_id, raft_wire.Status.ERROR, reply.error)
+        elif isinstance(reply, ReplyNotLeader):
+            address = self.config.voters.get(reply.leader_id)
+            leader = None if address is None else f"{address[0]}:{address[1]}"
+            data = raft_wire.encode_reply(correlation_id, raft_wire.Status.NOT_LEADER, leader)
+        else:
+            invariant(isinstance(reply, ReplyUnknown), f"unknown reply {reply!r}")
+            data = raft_wire.encode_reply(correlation_id, raft_wire.Status.UNKNOWN, reply.reason)
+        try:
+            writer.write(data)
+        except (OSError, RuntimeError):
+            self._clients.pop(client_id, None)
+
+    # ------------------------------------------------------------------ stopping
+
+    def _fail(self, exc: BaseException) -> None:
+        _log.error("quorum node %s failed, stopping: %r", self.config.node_id, exc)
+        self.failed = exc
+        self._loop.create_task(self._shutdown(flush=False))
+
+    async def stop(self) -> None:
+        """Stop serving and close the log cleanly. A leader resigns first (E8): its
+        EndQuorumEpoch lets the others elect a successor at once instead of after their fetch
+        timeout."""
+        if (
+            not self.stopped.is_set()
+            and self.failed is None
+            and self.node.resign(self._clock.monotonic_ms())
+        ):
+            _log.info("quorum node %s resigns before stopping", self.config.node_id)
+            self._pump()
+            for link in self._links.values():
+                await link.drain(_RESIGN_DRAIN_MS, self._clock)
+        await self._shutdown(flush=True)
+
+    async def crash(self) -> None:
+        """Stop at once without a final flush, as a killed process would (tests)."""
+        await self._shutdown(flush=False)
+
+    async def _shutdown(self, *, flush: bool) -> None:
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._connections):
+            writer.close()
+        for link in self._links.values():
+            await link.close()
+        if flush:
+            self.node.close()
+        else:
+            self.node.abandon()
+        _log.info("quorum node %s stopped", self.config.node_id)

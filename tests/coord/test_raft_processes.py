@@ -1,0 +1,146 @@
+"""The built-in quorum as processes: three ``replog controller`` voters, three brokers on
+``raft://`` (``replog broker`` processes), a kafka-python producer with acks=all. Stop the
+quorum's leader voter: the two survivors elect another, the brokers' coordinator calls follow
+it, and the producer is acknowledged again.
+
+Real processes on loopback (this is where ``time.sleep`` is allowed); every process is one this
+module started, stopped by its PID."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import InvalidReplicationFactorError
+
+from replog.coord.errors import CoordinatorUnavailableError
+from replog.quorum import commands as rc
+from replog.quorum.channel import QuorumChannel
+from tests.faults.harness import ProcessCluster, QuorumProcesses
+
+#: quick elections so a case fits in seconds (the CLI defaults are 1 s / 2 s)
+VOTER_ARGS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "1000"]
+VOTER_ARGS += ["--request-timeout-ms", "500"]
+BROKER_SETTINGS = {
+    "session_timeout_ms": 4_000,
+    "heartbeat_interval_ms": 200,
+    "replica_lag_ms_max": 4_000,
+    "replica_fetch_wait_ms_max": 100,
+    "default_replication_factor": 3,
+    "default_min_insync_replicas": 2,
+    "controlled_shutdown_timeout_ms": 5_000,
+    "request_timeout_ms": 5_000,
+}
+TOPIC = "quorum-failover"
+
+
+def leader_voter(quorum: QuorumProcesses, timeout_s: float = 30.0) -> int:
+    """The voter answering as leader (a committed read through it), waiting for one."""
+    alive = [v.address for v in quorum.voters.values() if v.running]
+    channel = QuorumChannel(alive)
+    try:
+        channel.call(rc.CurrentController(), timeout_ms=int(timeout_s * 1000), idempotent=True)
+        address = channel.leader
+    finally:
+        channel.close()
+    return next(i for i, v in quorum.voters.items() if v.address == address)
+
+
+@pytest.fixture
+def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
+    q = QuorumProcesses.start(tmp_path / "quorum", 3, VOTER_ARGS)
+    try:
+        yield q
+    finally:
+        q.close()
+
+
+@pytest.fixture
+def cluster(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[ProcessCluster]:
+    brokers = ProcessCluster.create(tmp_path / "brokers", quorum.url, 3, settings=BROKER_SETTINGS)
+    brokers.start()
+    try:
+        yield brokers
+    finally:
+        brokers.close()
+
+
+def _create_topic(cluster: ProcessCluster, timeout_s: float = 10.0) -> None:
+    """RF 3, min ISR 2. A broker serves once it saw its own admission, which can be a moment
+    before the controller's image counts it: INVALID_REPLICATION_FACTOR is retried."""
+    deadline = time.monotonic() + timeout_s
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
+    try:
+        while True:
+            try:
+                topic = NewTopic(TOPIC, 1, 3, topic_configs={"min.insync.replicas": "2"})
+                admin.create_topics([topic])
+                return
+            except InvalidReplicationFactorError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+    finally:
+        admin.close()
+
+
+def _produce(producer: KafkaProducer, value: bytes, timeout_s: float) -> float:
+    """Send until acknowledged (retrying what the cluster refuses meanwhile); seconds taken."""
+    start = time.monotonic()
+    while True:
+        try:
+            producer.send(TOPIC, value, partition=0).get(timeout=10)
+            return time.monotonic() - start
+        except Exception:
+            if time.monotonic() - start > timeout_s:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_produce_survives_the_loss_of_the_quorum_leader(
+    quorum: QuorumProcesses, cluster: ProcessCluster, signum: signal.Signals
+) -> None:
+    """SIGKILL: the followers stand after their fetch timeout; SIGTERM: the leader resigns
+    first and a successor is elected at once."""
+    _create_topic(cluster)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap,
+        acks="all",
+        retries=5,
+        request_timeout_ms=5_000,
+    )
+    try:
+        _produce(producer, b"before", timeout_s=30)
+        leader = leader_voter(quorum)
+        quorum.voters[leader].stop(signum)
+        signalled = time.monotonic()
+        new_leader = leader_voter(quorum)
+        elected_s = time.monotonic() - signalled
+        assert new_leader != leader
+        for i in range(20):
+            _produce(producer, b"after-%d" % i, timeout_s=30)
+        acked_s = time.monotonic() - signalled
+        # the figures a run reports with -s
+        print(f"leader {leader} got {signum.name}: {new_leader} leads after {elected_s:.2f} s")
+        print(f"20 acks=all records acknowledged {acked_s:.2f} s after the signal")
+    finally:
+        producer.close()
+    # the brokers' sessions lived through the failover: every one is still registered
+    channel = QuorumChannel([v.address for i, v in quorum.voters.items() if i != leader])
+    try:
+        live = channel.call(rc.LiveBrokers(), timeout_ms=10_000, idempotent=True)
+    finally:
+        channel.close()
+    assert sorted(live) == [1, 2, 3]
+    dead = QuorumChannel([quorum.voters[leader].address])
+    try:
+        with pytest.raises(CoordinatorUnavailableError):
+            dead.call(rc.CurrentController(), timeout_ms=500, idempotent=True)
+    finally:
+        dead.close()
