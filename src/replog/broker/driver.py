@@ -7,9 +7,9 @@ connections, ``on_coord_done``, ``on_broker_response``, ``on_flushes_done`` for 
 for, ``on_feed_notified`` / ``on_session_event`` from the coordinator's listeners, and
 ``on_tick``, which the shell calls every ``tick_interval_ms`` and which runs every periodic duty
 that is due (heartbeat, metadata poll, ISR expiry and checkpoints, retention, controller polls,
-follower fetches, long-poll deadlines). Outputs are ``effects`` (``take_effects``): responses,
-coordinator calls, requests to other brokers, fsyncs. Storage calls (``replog.log``) are short
-and synchronous, and run inside the inputs.
+follower fetches, long-poll deadlines, the group coordinator's timers). Outputs are ``effects``
+(``take_effects``): responses, coordinator calls, requests to other brokers, fsyncs. Storage
+calls (``replog.log``) are short and synchronous, and run inside the inputs.
 
 Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads a metadata
 snapshot (deleting stray logs), drains this broker's admin queue and serves (ONLINE);
@@ -18,6 +18,11 @@ snapshot (deleting stray logs), drains this broker's admin queue and serves (ONL
 ``controlled_shutdown_timeout_ms``; ``close_logs`` then flushes, checkpoints and writes the
 clean-shutdown marker (OFFLINE). ``abandon`` is a crash: nothing flushed, the session left to
 expire.
+
+Consumer groups. ``groups`` (``GroupHost``) hosts the group coordinator of every
+``__consumer_offsets`` partition this broker leads: it follows leadership after metadata
+changes and on ticks, writes group records through the replica manager with acks=all, and
+gets its produce completions from ``after_input``.
 
 Exclusion. A group commit runs its fsyncs off the loop (``RunFlushes``); until it reports, no
 log may be truncated or deleted under it, so inputs that may do that (metadata application,
@@ -37,10 +42,11 @@ from replog.broker.config import BrokerConfig
 from replog.broker.controller_role import ControllerRole
 from replog.broker.effects import Effect, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
+from replog.broker.group_host import GroupHost
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.replica_manager import TP, ReplicaManager
-from replog.broker.requests import AdminResult
+from replog.broker.requests import AdminResult, GroupServices
 from replog.controller import alter_partition_payload, alter_partition_response
 from replog.coord.types import (
     AdminPayload,
@@ -95,6 +101,7 @@ class BrokerDriver:
         *,
         placement_start: Callable[[int], tuple[int, int]] | None = None,
         state_listener: Callable[[TP, PartitionState], None] | None = None,
+        member_id_suffix: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self._state_listener = state_listener
@@ -109,6 +116,8 @@ class BrokerDriver:
         self.metadata = MetadataChannel(self)
         self.fetches = FetchSessions(self)
         self.controller = ControllerRole(self, placement_start)
+        #: group member ids end in ``member_id_suffix()`` (default: a random UUID)
+        self.groups = GroupHost(self, member_id_suffix)
         self.requests = ClientRequests(self.outbox, _Services(self), self._submit_for_client)
         self._rm: ReplicaManager | None = None
         self._flush_token: int | None = None
@@ -316,6 +325,7 @@ class BrokerDriver:
         self.controller.on_tick(now_ms)
         self.fetches.on_tick(now_ms)
         self.requests.on_tick(now_ms)
+        self.groups.on_tick(now_ms)
         if (
             config.durability is DurabilityMode.REPLICATED
             and now_ms >= self._next_replicated_flush_ms
@@ -402,6 +412,7 @@ class BrokerDriver:
         if self._metadata_loaded:
             self._maybe_online()
         self.fetches.reconcile(self.now_ms)
+        self.groups.reconcile(self.now_ms)
         self.after_input()
         self.controller.on_tick(self.now_ms, soon=True)
 
@@ -417,6 +428,7 @@ class BrokerDriver:
             ready = rm.take_ready()
             changed = rm.take_changed()
             if ready.produce_results:
+                self.groups.on_produce_results(ready.produce_results, self.now_ms)
                 self.requests.on_produce_results(ready.produce_results, self.now_ms)
             for request in ready.alter_partition:
                 self._send_alter_partition(request)
@@ -426,6 +438,8 @@ class BrokerDriver:
                 self.requests.on_data_changed(changed, self.now_ms)
             if not (ready.produce_results or changed is None or changed):
                 break
+        if self.groups.loading:
+            self.groups.advance_loading(self.now_ms)
         if self.config.durability is DurabilityMode.FSYNC:
             self._start_flush()
 
@@ -557,6 +571,10 @@ class _Services:
     @property
     def controller(self) -> ControllerInfo | None:
         return self._driver.rm.controller
+
+    @property
+    def groups(self) -> GroupServices:
+        return self._driver.groups
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         return self._driver.rm.partition(topic, partition)

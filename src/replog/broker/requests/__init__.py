@@ -13,13 +13,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from replog.broker.requests import configs, fetch, metadata, offsets, produce, topics
+from replog.broker.requests import configs, fetch, groups, metadata, offsets, produce, topics
 from replog.broker.requests.base import (
     AdminResult,
     AwaitAdmin,
     AwaitData,
     AwaitProduces,
+    AwaitReply,
     Close,
+    GroupServices,
     Handler,
     NoReply,
     Outcome,
@@ -36,7 +38,9 @@ __all__ = [
     "AwaitAdmin",
     "AwaitData",
     "AwaitProduces",
+    "AwaitReply",
     "Close",
+    "GroupServices",
     "Handler",
     "NoReply",
     "Outcome",
@@ -56,6 +60,7 @@ HANDLERS: dict[type[Message], Handler] = {
     **offsets.HANDLERS,
     **topics.HANDLERS,
     **configs.HANDLERS,
+    **groups.HANDLERS,
 }
 """Every served request type and its handler."""
 
@@ -81,7 +86,7 @@ def failed(ctx: RequestContext, body: Any, error: BaseException) -> Outcome:
     if not isinstance(body, Request):
         return Close(f"{type(body).__name__} failed: {error}")
     try:
-        answer = error_response(body, error)
+        answer = error_response(body, error, version=header.api_version)
     except Exception as exc:  # no error response can be built: the client must not wait
         return Close(f"no error response for {type(body).__name__}: {exc}")
     return Close("no answer to give") if answer is None else Reply(answer)
