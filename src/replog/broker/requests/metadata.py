@@ -11,6 +11,7 @@ from replog.broker.requests.base import (
     RequestServices,
 )
 from replog.errors import ErrorCode
+from replog.groups import OFFSETS_TOPIC
 from replog.protocol import messages as m
 from replog.protocol import supported_api_versions
 from replog.protocol.schema import Message
@@ -75,7 +76,11 @@ def _topic(services: RequestServices, name: str) -> m.MetadataResponseTopic:
             )
         )
     return m.MetadataResponseTopic(
-        error_code=0, name=name, topic_id=topic_uuid(assignment.topic_id), partitions=partitions
+        error_code=0,
+        name=name,
+        topic_id=topic_uuid(assignment.topic_id),
+        is_internal=name == OFFSETS_TOPIC,  # clients leave it out of pattern subscriptions
+        partitions=partitions,
     )
 
 

@@ -3,7 +3,9 @@
 Every partition is appended at once (a partition whose append fails gets its error); acks=all
 partitions that are not complete yet are waited for together (``AwaitProduces``: the partition's
 purgatory ends each one, by the HW reaching it or by its timeout). With acks=0 nothing is sent
-back, and a failure closes the connection (the client learns nothing otherwise).
+back, and a failure closes the connection (the client learns nothing otherwise). Clients may
+not write ``__consumer_offsets`` (INVALID_TOPIC_EXCEPTION, as in Kafka): only the group
+coordinator does, through the replica manager.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from replog.broker.requests.base import (
     RequestServices,
 )
 from replog.errors import ErrorCode
+from replog.groups import OFFSETS_TOPIC
 from replog.isr import Acks, ProduceResult
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
@@ -42,7 +45,10 @@ def handle_produce(
         for data in topic.partition_data:
             tp = (topic.name, data.index)
             records = b"" if data.records is None else data.records
-            if isinstance(records, RecordsRef) or not records:
+            if topic.name == OFFSETS_TOPIC:  # the group coordinator's own: no client writes it
+                key = (tp, -len(order) - 1)
+                done[key] = ProduceResult(0, -1, ErrorCode.INVALID_TOPIC_EXCEPTION)
+            elif isinstance(records, RecordsRef) or not records:
                 key = (tp, -len(order) - 1)  # no request id: a key of its own
                 done[key] = ProduceResult(0, -1, ErrorCode.CORRUPT_MESSAGE)
             else:
