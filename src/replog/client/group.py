@@ -277,12 +277,13 @@ class GroupClient:
         return codes[0] if codes else ErrorCode.NONE
 
     async def fetch_committed(
-        self, partitions: Iterable[TopicPartitionLike], *, timeout_ms: int | None = None
+        self, partitions: Iterable[TopicPartitionLike] | None, *, timeout_ms: int | None = None
     ) -> dict[TopicPartitionLike, OffsetAndMetadata | None]:
-        """The group's committed offset of each partition (None: nothing committed), waiting
-        out commits in flight (``require_stable``, KIP-447) and coordinator moves."""
-        tps = sorted({(t, int(p)) for t, p in partitions})
-        if not tps:
+        """The group's committed offset of each partition (None: nothing committed; with
+        ``partitions`` None, every partition the group has an offset for), waiting out commits
+        in flight (``require_stable``, KIP-447) and coordinator moves."""
+        tps = None if partitions is None else sorted({(t, int(p)) for t, p in partitions})
+        if tps == []:
             return {}
         deadline = now_ms() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms)
         while True:
@@ -299,27 +300,35 @@ class GroupClient:
             await self.backoff()
 
     async def _fetch_once(
-        self, tps: list[tuple[str, int]]
+        self, tps: list[tuple[str, int]] | None
     ) -> tuple[int, dict[TopicPartitionLike, OffsetAndMetadata | None]]:
         by_topic: dict[str, list[int]] = {}
-        for topic, partition in tps:
+        for topic, partition in tps or ():
             by_topic.setdefault(topic, []).append(partition)
         try:
             version = await self.api_version(OFFSET_FETCH)
             if version >= 8:
-                topics8 = [
-                    OffsetFetchRequestTopics(name=t, partition_indexes=p)
-                    for t, p in by_topic.items()
-                ]
+                topics8 = (
+                    None
+                    if tps is None
+                    else [
+                        OffsetFetchRequestTopics(name=t, partition_indexes=p)
+                        for t, p in by_topic.items()
+                    ]
+                )
                 request = OffsetFetchRequest(
                     groups=[OffsetFetchRequestGroup(group_id=self.group_id, topics=topics8)],
                     require_stable=True,
                 )
             else:
-                topics = [
-                    OffsetFetchRequestTopic(name=t, partition_indexes=p)
-                    for t, p in by_topic.items()
-                ]
+                topics = (
+                    None
+                    if tps is None
+                    else [
+                        OffsetFetchRequestTopic(name=t, partition_indexes=p)
+                        for t, p in by_topic.items()
+                    ]
+                )
                 request = OffsetFetchRequest(
                     group_id=self.group_id, topics=topics, require_stable=version >= 7
                 )
@@ -345,7 +354,7 @@ class GroupClient:
         if code:
             self.note_error(code)
             return code, {}
-        found: dict[TopicPartitionLike, OffsetAndMetadata | None] = {tp: None for tp in tps}
+        found: dict[TopicPartitionLike, OffsetAndMetadata | None] = {tp: None for tp in tps or ()}
         for topic, partition, offset, epoch, metadata, _ in rows:
             if offset >= 0:
                 found[(topic, partition)] = OffsetAndMetadata(offset, epoch, metadata or "")
