@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-dev
 # kafkajs for tests/compat/test_kafkajs.py, pinned by tests/js/package-lock.json (needs Node/npm)
 JS_DEPS := tests/js/node_modules/.package-lock.json
 
-.PHONY: demo test bench sim raft-sim faults lint clean system-deps
+.PHONY: demo test bench sim sim-coverage raft-sim faults lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -40,6 +40,13 @@ test: lint system-deps
 # Deterministic simulation: many more seeds than make test runs; prints "N seeds, K violations".
 sim: $(STAMP)
 	$(BIN)/python -m replog.testing.sim --seeds $(SEEDS)
+
+# What the simulator alone covers of the broker driver, replica manager and request handlers
+# (SEEDS seeds, 100 unless given).
+SIM_COVERED = src/replog/broker/driver.py,src/replog/broker/client_requests.py,src/replog/broker/controller_role.py,src/replog/broker/convert.py,src/replog/broker/effects.py,src/replog/broker/fetch_sessions.py,src/replog/broker/metadata_channel.py,src/replog/broker/outbox.py,src/replog/broker/replica_manager.py,src/replog/broker/requests/*
+sim-coverage: $(STAMP)
+	$(BIN)/coverage run --data-file=.coverage.sim -m replog.testing.sim --seeds $(if $(filter 1000,$(SEEDS)),100,$(SEEDS))
+	$(BIN)/coverage report --data-file=.coverage.sim --include='$(SIM_COVERED)'
 
 # The metadata quorum's simulator (replog.raft.sim): SEEDS seeds; prints "N seeds, K violations".
 raft-sim: $(STAMP)

@@ -47,7 +47,7 @@ from tests.servers import ZkServer, start_zookeeper  # noqa: E402
 
 from replog.client import AsyncAdmin  # noqa: E402
 from replog.client.connection import BrokerConnection  # noqa: E402
-from replog.log.records import encode_batch  # noqa: E402
+from replog.log import encode_batch  # noqa: E402
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request  # noqa: E402
 from replog.protocol.messages import (  # noqa: E402
     PRODUCE,

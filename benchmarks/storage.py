@@ -24,9 +24,7 @@ from collections.abc import Callable
 
 import crc32c
 
-from replog.log.config import LogConfig
-from replog.log.log import Log
-from replog.log.records import encode_batch, iter_batches
+from replog.log import Log, LogConfig, encode_batch, iter_batches
 
 RECORD_BYTES = 100
 _PREFIX = struct.Struct(">I")

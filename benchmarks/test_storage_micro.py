@@ -12,9 +12,7 @@ import random
 
 import pytest
 
-from replog.log.config import LogConfig
-from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, validate_batch
+from replog.log import Log, LogConfig, decode_records, encode_batch, validate_batch
 
 pytest.importorskip("pytest_benchmark")
 

@@ -78,6 +78,7 @@ from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerChangeReason,
     BrokerInfo,
     CasResult,
@@ -962,6 +963,7 @@ class SqliteCoordinator(Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
@@ -976,7 +978,7 @@ class SqliteCoordinator(Coordinator):
                 return False
             cur.execute("DELETE FROM admin WHERE request_id = ?", (request_id,))
             self._append(
-                cur, records.admin_completed(self._next_seq(cur), request, outcome, message)
+                cur, records.admin_completed(self._next_seq(cur), request, outcome, message, result)
             )
             return True
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 import sys
 import tempfile
 
-from replog.log.config import LogConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch
+from replog.log import FaultInjectingFileSystem, Log, LogConfig, decode_records, encode_batch
 
 RECORDS_PER_BATCH = 100
 FLUSHED_BATCHES = 40

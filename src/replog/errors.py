@@ -21,6 +21,7 @@ __all__ = [
     "FencedLeaderEpochError",
     "InvalidConfigError",
     "InvalidOffsetError",
+    "InvalidRecordError",
     "InvalidTopicError",
     "InvariantError",
     "MalformedCheckpointError",
@@ -83,6 +84,8 @@ class ErrorCode(enum.IntEnum):
     LOG_DIR_NOT_FOUND = 57
     REASSIGNMENT_IN_PROGRESS = 60
     NON_EMPTY_GROUP = 68
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     GROUP_ID_NOT_FOUND = 69
     OPERATION_NOT_ATTEMPTED = 55
     FENCED_LEADER_EPOCH = 74
@@ -227,6 +230,13 @@ class MalformedCheckpointError(ReplogError):
 
 class InvalidOffsetError(ReplogError, ValueError):
     """An offset goes backwards where it must increase, or is outside the representable range."""
+
+
+class InvalidRecordError(ReplogError, ValueError):
+    """A well-formed record the log refuses: a record without a key appended to a compacted
+    topic (Kafka's INVALID_RECORD, "Compacted topic cannot accept message without key")."""
+
+    code = ErrorCode.INVALID_RECORD
 
 
 class RecordBatchTooLargeError(ReplogError, ValueError):

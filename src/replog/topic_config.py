@@ -9,8 +9,10 @@ same values. Honoured:
 - ``unclean.leader.election.enable``: whether the controller may elect an out-of-sync replica;
 - log settings, each overriding the broker's ``log`` table for this topic: ``segment.bytes``,
   ``segment.ms``, ``segment.jitter.ms``, ``segment.index.bytes``, ``index.interval.bytes``,
-  ``retention.ms``, ``retention.bytes``, ``max.message.bytes``, ``file.delete.delay.ms``;
-- ``cleanup.policy``: ``delete`` only (replog does not compact).
+  ``retention.ms``, ``retention.bytes``, ``max.message.bytes``, ``file.delete.delay.ms``, and
+  the log cleaner's ``cleanup.policy`` (``delete``, ``compact`` or ``compact,delete``),
+  ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
+  ``delete.retention.ms``.
 
 Anything else is refused with ``InvalidConfigError`` (the broker answers INVALID_CONFIG), never
 accepted and silently ignored. Pure: no IO (the controller, which is sans-IO, uses it).
@@ -21,11 +23,12 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from replog.errors import InvalidConfigError
-from replog.log.config import LogConfig
+from replog.log.config import LogConfig, normalize_cleanup_policy
 
 __all__ = [
     "SUPPORTED_KEYS",
@@ -47,9 +50,17 @@ _LOG_KEYS = {
     "retention.bytes": "retention_bytes",
     "max.message.bytes": "max_message_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
-_OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy")
-SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_OTHER_KEYS)))
+#: log settings that are not integers: key -> (LogConfig field, parser)
+_TEXT_LOG_KEYS = {
+    "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+}
+_OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS)))
 
 
 @attrs.frozen(kw_only=True)
@@ -59,11 +70,12 @@ class TopicSettings:
     min_insync_replicas: int | None = None
     unclean_leader_election: bool | None = None
     #: LogConfig field name -> value, for the settings the topic overrides
-    log_overrides: Mapping[str, int] = attrs.field(factory=dict)
+    log_overrides: Mapping[str, int | float | str] = attrs.field(factory=dict)
 
     def log_config(self, base: LogConfig) -> LogConfig:
         """``base`` (the broker's log settings) with this topic's overrides."""
-        return attrs.evolve(base, **self.log_overrides) if self.log_overrides else base
+        overrides: dict[str, Any] = dict(self.log_overrides)  # each value checked when parsed
+        return attrs.evolve(base, **overrides) if overrides else base
 
 
 def parse_topic_configs(
@@ -74,7 +86,7 @@ def parse_topic_configs(
     pairs = configs.items() if isinstance(configs, Mapping) else configs
     min_isr: int | None = None
     unclean: bool | None = None
-    log_overrides: dict[str, int] = {}
+    log_overrides: dict[str, int | float | str] = {}
     for key, value in pairs:
         if value is None:
             continue
@@ -87,10 +99,9 @@ def parse_topic_configs(
                 raise InvalidConfigError(f"{key} must be true or false, got {value!r}")
             unclean = value.strip().lower() == "true"
         elif key == "cleanup.policy":
-            if value.strip().lower() != "delete":
-                raise InvalidConfigError(
-                    f"cleanup.policy {value!r} is not supported: replog only deletes old segments"
-                )
+            log_overrides["cleanup_policy"] = normalize_cleanup_policy(value)
+        elif key == "min.cleanable.dirty.ratio":
+            log_overrides["min_cleanable_dirty_ratio"] = _float(key, value)
         elif key in _LOG_KEYS:
             log_overrides[_LOG_KEYS[key]] = _int(key, value)
         else:
@@ -99,9 +110,10 @@ def parse_topic_configs(
             )
     if log_overrides:
         try:
-            LogConfig(**log_overrides)  # the same range checks as the broker's own log settings
+            checked: dict[str, Any] = log_overrides
+            LogConfig(**checked)  # the same range checks as the broker's own log settings
         except InvalidConfigError as exc:
-            name = {v: k for k, v in _LOG_KEYS.items()}
+            name = {v: k for k, v in (*_LOG_KEYS.items(), *_TEXT_LOG_KEYS.items())}
             message = str(exc)
             for field, key in name.items():
                 message = message.replace(field, key)
@@ -132,11 +144,20 @@ def _int(key: str, value: str) -> int:
         raise InvalidConfigError(f"{key} must be an integer, got {value!r}") from None
 
 
-#: Kafka's ConfigType of each key (DescribeConfigs v3+): 1 boolean, 3 int, 5 long, 7 list
+def _float(key: str, value: str) -> float:
+    try:
+        return float(value.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a number, got {value!r}") from None
+
+
+#: Kafka's ConfigType of each key (DescribeConfigs v3+): 1 boolean, 3 int, 5 long, 6 double,
+#: 7 list
 CONFIG_TYPES = {
     "min.insync.replicas": 3,
     "unclean.leader.election.enable": 1,
     "cleanup.policy": 7,
+    "min.cleanable.dirty.ratio": 6,
     "segment.bytes": 3,
     "segment.index.bytes": 3,
     "index.interval.bytes": 3,
@@ -178,10 +199,9 @@ def effective_topic_configs(
             "true" if unclean_leader_election else "false",
             ConfigSource.DEFAULT,
         ),
-        "cleanup.policy": ("delete", ConfigSource.DEFAULT),
         **{
             key: (str(getattr(log_defaults, field)), ConfigSource.BROKER)
-            for key, field in _LOG_KEYS.items()
+            for key, field in (*_LOG_KEYS.items(), *_TEXT_LOG_KEYS.items())
         },
     }
     return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log import decode_records, encode_batch, iter_batches
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from replog.protocol import messages as m
 from replog.protocol.schema import Message

@@ -104,6 +104,6 @@ def test_a_damaged_leader_hands_over_and_repairs_itself() -> None:
 
 
 def _values(batch: bytes) -> list[bytes]:
-    from replog.log.records import decode_records
+    from replog.log import decode_records
 
     return [r.value or b"" for r in decode_records(batch)]

@@ -9,8 +9,7 @@ from replog.clock import ManualClock
 from replog.coord.types import PartitionState
 from replog.errors import ErrorCode, InvalidConfigError
 from replog.isr import DurabilityMode
-from replog.log.manager import LogManager
-from replog.log.records import encode_batch
+from replog.log import LogManager, encode_batch
 
 
 def _manager(tmp_path: object, broker_id: int) -> ReplicaManager:

@@ -14,8 +14,8 @@ from replog.coord.types import (
     PartitionState,
     TopicAssignment,
 )
-from replog.log.manager import LogManager, TopicPartition
-from replog.log.records import encode_batch
+from replog.log import LogManager, encode_batch
+from replog.log.manager import TopicPartition
 
 OLD, NEW = uuid.uuid4().hex, uuid.uuid4().hex
 

@@ -81,7 +81,7 @@ def test_log_settings_of_the_topic_apply_on_every_replica(cluster: Cluster) -> N
     ("configs", "message"),
     [
         ({"compression.type": "zstd"}, "unsupported topic config"),
-        ({"cleanup.policy": "compact"}, "only deletes"),
+        ({"cleanup.policy": "purge"}, "cleanup.policy must be"),
         ({"min.insync.replicas": "0"}, ">= 1"),
     ],
 )

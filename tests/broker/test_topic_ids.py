@@ -19,7 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from replog import Admin, Cluster
 from replog.errors import MalformedCheckpointError
-from replog.log.fs import REAL_FS
+from replog.log import REAL_FS
 from replog.log.partition_metadata import (
     decode_topic_id,
     encode_topic_id,

@@ -25,13 +25,8 @@ from replog.client.metadata import MetadataCache
 from replog.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from replog.client.producer import classify
 from replog.errors import ErrorCode, InvalidConfigError, NotLeaderError, RequestTimeoutError
-from replog.log.records import (
-    decode_records,
-    encode_batch,
-    encode_varint,
-    iter_batches,
-    stamp_batch,
-)
+from replog.log import decode_records, encode_batch, iter_batches, stamp_batch
+from replog.log.encoding import encode_varint
 from replog.protocol import APIS
 from replog.protocol.messages import (
     DELETE_TOPICS,

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
 from replog.controller import (
     ControllerConfig,
     ControllerService,
-    alter_partition_response,
+    alter_partition_result,
     fixed_placement_start,
 )
 from replog.coord.contract import Coordinator, SessionFaults
@@ -23,6 +24,7 @@ from replog.coord.types import (
     AdminRequestChanged,
     AdminRequestChangeReason,
     AlterPartition,
+    AlterPartitionResult,
     BrokerInfo,
     LeaderRecoveryState,
     PartitionChanged,
@@ -30,7 +32,6 @@ from replog.coord.types import (
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode
-from replog.isr.messages import AlterPartitionResponse
 
 SESSION_TIMEOUT_MS = 30_000
 REREGISTER_WAIT_S = 15.0
@@ -87,7 +88,7 @@ class Cluster:
             self.coord,
             broker_id,
             self.brokers[broker_id].incarnation_epoch,
-            clock_ms=lambda: self.now_ms,
+            clock=_HarnessTime(self),
             config=self.config,
             start_index_source=fixed_placement_start,
         )
@@ -178,10 +179,24 @@ class Cluster:
         )
         return self.submit(payload)
 
-    def response(self, request: AdminRequest) -> AlterPartitionResponse:
-        return alter_partition_response(self.completion(request))
+    def response(self, request: AdminRequest) -> AlterPartitionResult:
+        """The AlterPartition result the leader takes from ``request``'s completion."""
+        return alter_partition_result(self.completion(request))
 
 
 def row(state: PartitionState) -> tuple[set[int], int, set[int]]:
     """A row of the seed-001 table: AR, leader/ISR."""
     return set(state.replicas), state.leader, set(state.isr)
+
+
+class _HarnessTime:
+    """The harness's ``now_ms`` as a ``Clock``."""
+
+    def __init__(self, harness: Any) -> None:
+        self._harness = harness
+
+    def monotonic_ms(self) -> int:
+        return int(self._harness.now_ms)
+
+    def wall_ms(self) -> int:
+        return int(self._harness.now_ms) + 1_700_000_000_000

@@ -3,11 +3,10 @@ ineligible members (scenarios 16, 17) and the response the leader reads back."""
 
 from __future__ import annotations
 
-from replog.controller import ControllerService, alter_partition_payload, submit_alter_partition
+from replog.controller import ControllerService, submit_alter_partition
 from replog.coord.contract import Coordinator
-from replog.coord.types import AdminRequestChanged, CreateTopic
+from replog.coord.types import AdminRequestChanged, AlterPartition, CreateTopic, IsrMember
 from replog.errors import ErrorCode
-from replog.isr.messages import AlterPartitionRequest, BrokerState
 
 from ._harness import Cluster
 
@@ -26,18 +25,18 @@ def _cluster(coordinator: Coordinator) -> tuple[Cluster, ControllerService]:
 
 def test_leader_shrink_and_response(coordinator: Coordinator) -> None:
     cluster, controller = _cluster(coordinator)
-    request = AlterPartitionRequest(
+    request = AlterPartition(
         topic="t", partition=0, leader_id=1, leader_epoch=0, partition_epoch=0,
-        new_isr=(BrokerState(1, cluster.brokers[1].incarnation_epoch), BrokerState(2)),
+        new_isr=(IsrMember(1, cluster.brokers[1].incarnation_epoch), IsrMember(2)),
     )  # fmt: skip
     queued = submit_alter_partition(coordinator, request)
-    assert queued.payload == alter_partition_payload(request)
+    assert queued.payload == request
     cluster.poll(controller)
-    response = cluster.response(queued)
-    assert (response.error_code, response.leader_epoch, response.partition_epoch) == (
-        ErrorCode.NONE, 0, 1,
+    result = cluster.response(queued)
+    assert (result.error, result.leader, result.leader_epoch, result.partition_epoch) == (
+        ErrorCode.NONE, 1, 0, 1,
     )  # fmt: skip
-    assert response.isr == {1, 2} and set(cluster.state("t").isr) == {1, 2}
+    assert set(result.isr) == {1, 2} and set(cluster.state("t").isr) == {1, 2}
     # The new state precedes the completion in the feed, so a leader following it has both.
     feed = cluster.feed()
     done = next(i for i, c in enumerate(feed) if isinstance(c, AdminRequestChanged)
@@ -67,7 +66,7 @@ def test_fencing_in_the_reference_order(coordinator: Coordinator) -> None:
     assert cluster.outcome(not_leader) is ErrorCode.INVALID_REQUEST
     assert cluster.outcome(future) is ErrorCode.NOT_CONTROLLER
     same = cluster.response(retry)  # equal to the current state: success with that state
-    assert (same.error_code, same.partition_epoch, same.isr) == (
+    assert (same.error, same.partition_epoch, set(same.isr)) == (
         ErrorCode.NONE, current.partition_epoch, {2, 3},
     )  # fmt: skip
     rejected = cluster.response(stale_version)  # a rejection carries the current state
@@ -102,9 +101,7 @@ def test_ineligible_members_are_refused(coordinator: Coordinator) -> None:
 
 def test_unknown_partition(coordinator: Coordinator) -> None:
     cluster, controller = _cluster(coordinator)
-    from replog.coord.types import AlterPartition
-
     request = cluster.submit(AlterPartition(topic="t", partition=7, leader_id=1, leader_epoch=0,
                                             partition_epoch=0, new_isr=[(1, -1)]))  # fmt: skip
     cluster.poll(controller)
-    assert cluster.response(request).error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert cluster.response(request).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

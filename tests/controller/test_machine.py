@@ -8,7 +8,6 @@ from replog.coord.types import BrokerInfo, MetadataSnapshot, PartitionState, Top
 from replog.election.controller_writes import (
     AdmitBrokerWrite,
     CasPartitionWrite,
-    parse_alter_partition_result,
 )
 from replog.election.state_change import Phase, Role, StateChangeKind
 from replog.errors import ErrorCode
@@ -84,7 +83,7 @@ def test_unclean_restart_leaves_the_elr() -> None:
 
 
 def test_alter_partition_rejection_record() -> None:
-    from replog.coord.types import AdminRequest, AlterPartition
+    from replog.coord.types import AdminRequest, AlterPartition, AlterPartitionResult
 
     machine = _machine()
     payload = AlterPartition(topic="t", partition=0, leader_id=2, leader_epoch=4,
@@ -94,8 +93,11 @@ def test_alter_partition_rejection_record() -> None:
     assert done.outcome is ErrorCode.INVALID_REQUEST  # type: ignore[union-attr]
     (record,) = done.state_changes
     assert record.phase is Phase.REJECTED and record.requester.role is Role.LEADER
-    result = parse_alter_partition_result(done.outcome, done.message)  # type: ignore[union-attr]
-    assert (result.leader, result.leader_epoch, result.partition_epoch) == (1, 4, 7)
+    result = done.result  # type: ignore[union-attr]
+    assert result == AlterPartitionResult(
+        ErrorCode.INVALID_REQUEST, leader=1, leader_epoch=4, partition_epoch=7, isr=result.isr
+    )
+    assert done.message == ""  # type: ignore[union-attr]
 
 
 def test_balanced_recovery_elects_the_last_known_leader() -> None:

@@ -56,8 +56,8 @@ def test_seed_001_table_step_by_step(coordinator: Coordinator) -> None:
     # The leader (1) sees 4, 5 and 6 catch up and proposes them, as replog.isr would.
     expand = cluster.propose_isr("foo", 0, [1, 2, 3, 4, 5, 6])
     cluster.poll(controller)  # the ISR grows (step 4), then the leader moves into RAR (step 7)
-    response = cluster.response(expand)
-    assert response.error_code is ErrorCode.NONE and response.isr == {1, 2, 3, 4, 5, 6}
+    result = cluster.response(expand)
+    assert result.error is ErrorCode.NONE and set(result.isr) == {1, 2, 3, 4, 5, 6}
     assert row(cluster.state("foo")) == SEED_TABLE[3]
     cluster.poll(controller)
     assert row(cluster.state("foo")) == SEED_TABLE[4]

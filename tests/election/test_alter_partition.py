@@ -5,13 +5,11 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from replog.coord.types import AlterPartition, IsrMember, LeaderRecoveryState
 from replog.election import (
-    AlterPartitionRequest,
     BrokerRegistration,
     ClusterView,
     ElectionPolicy,
-    IsrMember,
-    LeaderRecoveryState,
     PartitionRegistration,
     Phase,
     handle_alter_partition,
@@ -27,25 +25,25 @@ CURRENT = registration([1, 2, 3], [1, 2], 1, leader_epoch=5, partition_epoch=9)
 CLUSTER = ClusterView(BrokerRegistration(broker_id=b, broker_epoch=100 + b) for b in (1, 2, 3))
 
 
-def request(**changes: object) -> AlterPartitionRequest:
-    base = AlterPartitionRequest(
-        topic_partition=TP,
-        broker_id=1,
-        broker_epoch=101,
+def request(**changes: object) -> AlterPartition:
+    base = AlterPartition(
+        topic=TP.topic,
+        partition=TP.partition,
+        leader_id=1,
+        leader_broker_epoch=101,
         leader_epoch=5,
         partition_epoch=9,
         new_isr=[IsrMember(1, 101), IsrMember(2, 102), IsrMember(3, 103)],
-        requested_ms=40,
     )
     return attrs.evolve(base, **changes)  # type: ignore[arg-type]
 
 
 def decide(
-    req: AlterPartitionRequest,
+    req: AlterPartition,
     current: PartitionRegistration | None = CURRENT,
     cluster: ClusterView = CLUSTER,
 ) -> Decision:
-    return handle_alter_partition(req, current, cluster, policy=POLICY, now_ms=50)
+    return handle_alter_partition(req, current, cluster, policy=POLICY, now_ms=50, requested_ms=40)
 
 
 def test_valid_expansion_commits_with_new_partition_epoch() -> None:
@@ -86,7 +84,8 @@ def test_stale_broker_epoch_member_is_ineligible() -> None:
 
 
 def test_stale_sender_broker_epoch_is_rejected_first() -> None:
-    assert decide(request(broker_epoch=99), current=None).outcome is ErrorCode.STALE_BROKER_EPOCH
+    stale = request(leader_broker_epoch=99)
+    assert decide(stale, current=None).outcome is ErrorCode.STALE_BROKER_EPOCH
 
 
 @pytest.mark.parametrize(
@@ -94,7 +93,7 @@ def test_stale_sender_broker_epoch_is_rejected_first() -> None:
     [
         ({"leader_epoch": 4}, ErrorCode.FENCED_LEADER_EPOCH),
         ({"partition_epoch": 8}, ErrorCode.INVALID_UPDATE_VERSION),
-        ({"broker_id": 2, "broker_epoch": 102}, ErrorCode.INVALID_REQUEST),
+        ({"leader_id": 2, "leader_broker_epoch": 102}, ErrorCode.INVALID_REQUEST),
         ({"leader_epoch": 6}, ErrorCode.NOT_CONTROLLER),
         ({"partition_epoch": 10}, ErrorCode.NOT_CONTROLLER),
         ({"new_isr": [1, 2, 4]}, ErrorCode.INVALID_REQUEST),
@@ -117,7 +116,7 @@ def test_unknown_partition() -> None:
 def test_checks_run_in_spec_order() -> None:
     # Newer epoch beats everything after it; a stale leader epoch beats a wrong sender, which
     # beats a stale partition epoch, which beats a bad ISR, which beats an ineligible member.
-    from_2 = {"broker_id": 2, "broker_epoch": 102}
+    from_2 = {"leader_id": 2, "leader_broker_epoch": 102}
     assert decide(request(leader_epoch=6, **from_2)).outcome is ErrorCode.NOT_CONTROLLER
     assert decide(request(leader_epoch=4, **from_2)).outcome is ErrorCode.FENCED_LEADER_EPOCH
     assert decide(request(partition_epoch=8, **from_2)).outcome is ErrorCode.INVALID_REQUEST
@@ -163,7 +162,7 @@ def test_alter_partition_completing_reassignment_reports_new_leader_elected() ->
         removing_replicas=(1,),
     )
     cluster = ClusterView.of(1, 2, 3, 4)
-    req = request(broker_epoch=-1, new_isr=[1, 2, 3, 4])
+    req = request(leader_broker_epoch=-1, new_isr=[1, 2, 3, 4])
     decision = decide(req, current=moving, cluster=cluster)
     after = applied(decision)
     assert (after.replicas, set(after.isr), after.leader) == ((4, 2, 3), {2, 3, 4}, 4)

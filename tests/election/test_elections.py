@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import attrs
 
+from replog.coord.types import NO_LEADER, AlterPartition, LeaderRecoveryState
 from replog.election import (
-    NO_LEADER,
-    AlterPartitionRequest,
     ClusterView,
     Decision,
     ElectionPolicy,
     ElectionType,
-    LeaderRecoveryState,
     PartitionChangeBuilder,
     handle_alter_partition,
     on_broker_fenced,
@@ -91,9 +89,10 @@ def test_recovering_partition_rejects_isr_expansion_until_recovered() -> None:
     cluster = ClusterView.of(1, 2, 3)
 
     def alter(isr: list[int], state: LeaderRecoveryState, partition_epoch: int = 9) -> Decision:
-        request = AlterPartitionRequest(
-            topic_partition=TP,
-            broker_id=2,
+        request = AlterPartition(
+            topic=TP.topic,
+            partition=TP.partition,
+            leader_id=2,
             leader_epoch=5,
             partition_epoch=partition_epoch,
             new_isr=isr,
@@ -108,8 +107,13 @@ def test_recovering_partition_rejects_isr_expansion_until_recovered() -> None:
     assert after.leader_recovery_state is LeaderRecoveryState.RECOVERED
     assert after.leader_epoch == 5 and after.partition_epoch == 10
     expanded = handle_alter_partition(
-        AlterPartitionRequest(
-            topic_partition=TP, broker_id=2, leader_epoch=5, partition_epoch=10, new_isr=[2, 3]
+        AlterPartition(
+            topic=TP.topic,
+            partition=TP.partition,
+            leader_id=2,
+            leader_epoch=5,
+            partition_epoch=10,
+            new_isr=[2, 3],
         ),
         after,
         cluster,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from replog.coord.types import NO_LEADER, AlterPartition
 from replog.election import (
-    NO_LEADER,
-    AlterPartitionRequest,
     BrokerRegistration,
     ClusterView,
     ElectionPolicy,
@@ -88,8 +87,13 @@ def test_elr_is_cleared_once_isr_reaches_min_isr() -> None:
     partition = PartitionRegistration(
         replicas=(0, 1, 2), isr=(1,), leader=1, leader_epoch=3, partition_epoch=8, elr=(2,)
     )
-    request = AlterPartitionRequest(
-        topic_partition=TP, broker_id=1, leader_epoch=3, partition_epoch=8, new_isr=[1, 0]
+    request = AlterPartition(
+        topic=TP.topic,
+        partition=TP.partition,
+        leader_id=1,
+        leader_epoch=3,
+        partition_epoch=8,
+        new_isr=[1, 0],
     )
     after = applied(
         handle_alter_partition(request, partition, ClusterView.of(0, 1, 2), policy=ELR, now_ms=1)
@@ -99,8 +103,13 @@ def test_elr_is_cleared_once_isr_reaches_min_isr() -> None:
 
 def test_shrink_below_min_isr_by_alter_partition_moves_member_to_elr() -> None:
     partition = PartitionRegistration.initial([0, 1, 2], isr=[0, 1], leader=0)
-    request = AlterPartitionRequest(
-        topic_partition=TP, broker_id=0, leader_epoch=0, partition_epoch=0, new_isr=[0]
+    request = AlterPartition(
+        topic=TP.topic,
+        partition=TP.partition,
+        leader_id=0,
+        leader_epoch=0,
+        partition_epoch=0,
+        new_isr=[0],
     )
     after = applied(
         handle_alter_partition(request, partition, ClusterView.of(0, 1, 2), policy=ELR, now_ms=1)

@@ -15,16 +15,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from replog.coord.types import NO_LEADER, AlterPartition, IsrMember, LeaderRecoveryState
 from replog.election import (
-    NO_LEADER,
-    AlterPartitionRequest,
     BrokerRegistration,
     ClusterView,
     Decision,
     ElectionPolicy,
     ElectionType,
-    IsrMember,
-    LeaderRecoveryState,
     PartitionChangeBuilder,
     PartitionRegistration,
     cancel_reassignment,
@@ -147,9 +144,10 @@ class PartitionMachine(RuleBasedStateMachine):
             registered = self.cluster.broker(b)
             epoch = -1 if registered is None else registered.broker_epoch - int(stale_epoch)
             isr.append(IsrMember(b, epoch))
-        request = AlterPartitionRequest(
-            topic_partition=TP,
-            broker_id=partition.leader,
+        request = AlterPartition(
+            topic=TP.topic,
+            partition=TP.partition,
+            leader_id=partition.leader,
             leader_epoch=partition.leader_epoch,
             partition_epoch=partition.partition_epoch,
             new_isr=isr,

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election import (
-    NO_LEADER,
     ClusterView,
     ElectionPolicy,
-    LeaderRecoveryState,
     PartitionRegistration,
     ReassignmentProgress,
     ReassignmentStep,

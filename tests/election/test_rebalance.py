@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election import (
-    NO_LEADER,
     Actor,
     ClusterView,
     Decision,
     ElectionPolicy,
     ElectionType,
-    LeaderRecoveryState,
     PartitionRegistration,
     TopicPartition,
     elect_leader,

@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 import replog.election
-from replog.election import (
-    NO_LEADER,
-    BrokerRegistration,
-    ClusterView,
-    LeaderRecoveryState,
-    PartitionRegistration,
-    TopicPartition,
-)
+from replog.coord.types import NO_LEADER, LeaderRecoveryState
+from replog.election import BrokerRegistration, ClusterView, PartitionRegistration, TopicPartition
 from replog.errors import InvariantError
 
 BANNED_MODULES = {"time", "socket", "threading", "asyncio", "random", "os"}

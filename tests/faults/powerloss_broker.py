@@ -25,8 +25,7 @@ from typing import Any
 from replog.broker.__main__ import serve
 from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.manager import LogManager
+from replog.log import FaultInjectingFileSystem, LogManager
 
 POWER_LOSS_EXIT = 137
 

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import attrs
 
+from replog.coord.types import AlterPartition, AlterPartitionResult
 from replog.errors import ErrorCode
 from replog.isr import (
     Acks,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     DurabilityMode,
     FetchRequest,
     FetchResponse,
@@ -29,8 +28,7 @@ from replog.isr import (
     Ready,
     StateChange,
 )
-from replog.log.log import Log
-from replog.log.records import read_header
+from replog.log import Log, read_header
 
 from .support import TOPIC, batch, on_wire, open_log, reopen_after_crash
 
@@ -56,7 +54,7 @@ class FetchRespMsg:
 class AlterMsg:
     """An AlterPartition request to the controller."""
 
-    request: AlterPartitionRequest
+    request: AlterPartition
 
 
 @attrs.frozen
@@ -64,8 +62,8 @@ class AlterRespMsg:
     """The controller's answer to ``request``, for broker ``leader``."""
 
     leader: int
-    request: AlterPartitionRequest
-    response: AlterPartitionResponse
+    request: AlterPartition
+    response: AlterPartitionResult
 
 
 @attrs.frozen
@@ -182,22 +180,26 @@ class Cluster:
         ctrl.partition_epoch += 1
         self._publish_metadata()
 
-    def _alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+    def _alter_partition(self, request: AlterPartition) -> AlterPartitionResult:
         ctrl = self.controller
         if request.leader_id != ctrl.leader:
-            return AlterPartitionResponse(ErrorCode.INVALID_REQUEST)
+            return AlterPartitionResult(ErrorCode.INVALID_REQUEST)
         if request.leader_epoch != ctrl.leader_epoch:
-            return AlterPartitionResponse(ErrorCode.FENCED_LEADER_EPOCH)
+            return AlterPartitionResult(ErrorCode.FENCED_LEADER_EPOCH)
         if request.partition_epoch != ctrl.partition_epoch:
-            return AlterPartitionResponse(ErrorCode.INVALID_UPDATE_VERSION)
+            return AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION)
         for member in request.new_isr:
             registered = ctrl.broker_epochs[member.broker_id]
             if member.broker_epoch not in (-1, registered):
-                return AlterPartitionResponse(ErrorCode.INELIGIBLE_REPLICA)
-        ctrl.isr = request.new_isr_ids
+                return AlterPartitionResult(ErrorCode.INELIGIBLE_REPLICA)
+        ctrl.isr = frozenset(request.isr_ids)
         ctrl.partition_epoch += 1
-        return AlterPartitionResponse(
-            ErrorCode.NONE, ctrl.leader_epoch, ctrl.partition_epoch, ctrl.isr
+        return AlterPartitionResult(
+            ErrorCode.NONE,
+            leader=ctrl.leader,
+            leader_epoch=ctrl.leader_epoch,
+            partition_epoch=ctrl.partition_epoch,
+            isr=tuple(sorted(ctrl.isr)),
         )
 
     # ------------------------------------------------------------------ brokers
@@ -263,8 +265,7 @@ class Cluster:
         message = self.network[index] if duplicate else self.network.pop(index)
         if isinstance(message, FetchMsg):
             response = self.nodes[message.leader].partition.on_fetch(message.request, self.clock_ms)
-            if response is not None:
-                self.network.append(FetchRespMsg(message.follower, on_wire(response)))
+            self.network.append(FetchRespMsg(message.follower, on_wire(response)))
         elif isinstance(message, FetchRespMsg):
             self.nodes[message.follower].partition.on_fetch_response(
                 message.response, self.clock_ms
@@ -272,7 +273,7 @@ class Cluster:
         elif isinstance(message, AlterMsg):
             answer = self._alter_partition(message.request)
             self.network.append(AlterRespMsg(message.request.leader_id, message.request, answer))
-            if answer.error_code is ErrorCode.NONE:
+            if answer.error is ErrorCode.NONE:
                 self.network.extend(MetadataMsg(broker_id) for broker_id in self.nodes)
         elif isinstance(message, MetadataMsg):
             self._send_metadata(message.broker)
@@ -302,8 +303,6 @@ class Cluster:
                 self.network.append(AlterMsg(request))
             for result in ready.produce_results:
                 self._on_produce_result(result)
-            for response in ready.fetch_responses:
-                self.network.append(FetchRespMsg(response.replica_id, on_wire(response)))
         self._observe_leader()
 
     def _on_produce_result(self, result: ProduceResult) -> None:

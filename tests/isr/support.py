@@ -7,10 +7,9 @@ from pathlib import Path
 import attrs
 
 from replog.clock import ManualClock
+from replog.coord.types import AlterPartition, AlterPartitionResult
 from replog.errors import ErrorCode
 from replog.isr import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     BytesSlice,
     FetchRequest,
     FetchResponse,
@@ -20,10 +19,14 @@ from replog.isr import (
     ReplicaLog,
     StateChange,
 )
-from replog.log.config import LogConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log import (
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
+    decode_records,
+    encode_batch,
+    iter_batches,
+)
 
 TOPIC = "t"
 
@@ -120,8 +123,7 @@ def fetch_once(leader: Partition, follower: Partition, now_ms: int) -> FollowerO
     if request.requires_flush:
         assert isinstance(follower.log, Log)
         follower.log.flush()
-    response = leader.on_fetch(attrs.evolve(request, max_wait_ms=0), now_ms)
-    assert response is not None
+    response = leader.on_fetch(request, now_ms)
     return follower.on_fetch_response(on_wire(response), now_ms)
 
 
@@ -135,18 +137,20 @@ def follower_fetch(
         current_leader_epoch=leader.leader_epoch,
         last_fetched_epoch=last_fetched_epoch,
     )
-    response = leader.on_fetch(request, now_ms)
-    assert response is not None
-    return response
+    return leader.on_fetch(request, now_ms)
 
 
-def accept_alter_partition(leader: Partition, now_ms: int) -> AlterPartitionRequest:
+def accept_alter_partition(leader: Partition, now_ms: int) -> AlterPartition:
     """Play the coordinator: accept the one pending AlterPartition request."""
     requests = leader.take_ready().alter_partition
     assert len(requests) == 1, requests
     request = requests[0]
-    response = AlterPartitionResponse(
-        ErrorCode.NONE, request.leader_epoch, request.partition_epoch + 1, request.new_isr_ids
+    response = AlterPartitionResult(
+        ErrorCode.NONE,
+        leader=request.leader_id,
+        leader_epoch=request.leader_epoch,
+        partition_epoch=request.partition_epoch + 1,
+        isr=request.isr_ids,
     )
     assert leader.on_alter_partition_response(request, response, now_ms)
     return request

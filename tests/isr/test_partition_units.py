@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from replog.coord.types import AlterPartitionResult
 from replog.errors import ErrorCode, InvalidConfigError, InvariantError
 from replog.isr import (
     Acks,
-    AlterPartitionResponse,
     DurabilityMode,
     FetchRequest,
     FollowerAction,
@@ -47,7 +47,7 @@ def test_alter_partition_rejected_reverts_to_committed_isr(tmp_path: Path) -> No
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition
     assert leader.maximal_isr == {A, B}
-    response = AlterPartitionResponse(ErrorCode.INELIGIBLE_REPLICA)
+    response = AlterPartitionResult(ErrorCode.INELIGIBLE_REPLICA)
     assert not leader.on_alter_partition_response(request, response, 2)
     assert leader.pending_isr_change is None and leader.maximal_isr == {A}
 
@@ -55,7 +55,7 @@ def test_alter_partition_rejected_reverts_to_committed_isr(tmp_path: Path) -> No
 def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> None:
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition
-    fenced = AlterPartitionResponse(ErrorCode.INVALID_UPDATE_VERSION)
+    fenced = AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION)
     assert not leader.on_alter_partition_response(request, fenced, 2)
     assert leader.pending_isr_change == request
     assert not leader.maybe_shrink_isr(10**9)  # one change in flight at a time
@@ -69,10 +69,10 @@ def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> 
 def test_alter_partition_other_error_is_retried_and_late_answers_ignored(tmp_path: Path) -> None:
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition
-    retry = AlterPartitionResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+    retry = AlterPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR)
     leader.on_alter_partition_response(request, retry, 2)
     assert leader.take_ready().alter_partition == (request,)
-    ok = AlterPartitionResponse(ErrorCode.NONE, 0, 0, frozenset({A, B}))
+    ok = AlterPartitionResult(ErrorCode.NONE, leader_epoch=0, partition_epoch=0, isr=(A, B))
     assert leader.on_alter_partition_response(request, ok, 3)
     assert leader.isr == {A, B} and leader.partition_epoch == 0
     assert not leader.on_alter_partition_response(request, ok, 4)  # duplicate: ignored
@@ -131,26 +131,15 @@ def test_ineligible_replica_neither_joins_nor_holds_hw(tmp_path: Path) -> None:
     assert leader.pending_isr_change is None and leader.high_watermark == 1
 
 
-def test_delayed_follower_fetch_completes_when_data_arrives(tmp_path: Path) -> None:
+def test_fetch_with_a_wait_is_answered_at_once(tmp_path: Path) -> None:
+    """The machine keeps no fetches: a fetch finding no data is answered empty at once, whatever
+    its max_wait_ms (the broker's request layer holds long polls)."""
     leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
     leader.become_leader(0, {A, B}, (A, B), 0)
-    request = FetchRequest(B, 0, 0, min_bytes=1, max_wait_ms=500, request_id=4)
-    assert leader.on_fetch(request, 0) is None
-    assert leader.next_deadline_ms() == 500
-    leader.append_as_leader(batch(b"x"), Acks.LEADER, 1)
-    (response,) = leader.take_ready().fetch_responses
-    assert response.request_id == 4 and response.size_bytes > 0 and response.replica_id == B
-
-
-def test_delayed_fetch_expires_empty(tmp_path: Path) -> None:
-    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
-    leader.become_leader(0, {A, B}, (A, B), 0)
-    assert leader.on_fetch(FetchRequest(B, 0, 0, max_wait_ms=500), 0) is None
-    leader.on_tick(499)
-    assert leader.take_ready().fetch_responses == ()
-    leader.on_tick(500)
-    (response,) = leader.take_ready().fetch_responses
+    response = leader.on_fetch(FetchRequest(B, 0, 0, min_bytes=1, max_wait_ms=500), 0)
     assert response.error_code is ErrorCode.NONE and response.size_bytes == 0
+    assert leader.next_deadline_ms() is None
+    assert leader.take_ready().is_empty
 
 
 def test_consumer_reads_only_below_hw(tmp_path: Path) -> None:
@@ -232,3 +221,20 @@ def test_leader_outside_isr_is_a_bug(tmp_path: Path) -> None:
     with pytest.raises(InvariantError):
         leader.become_leader(0, {B}, (A, B), 0)
     assert leader.role is ReplicaRole.OFFLINE
+
+
+def test_new_leader_hides_its_stale_hw_from_consumers(tmp_path: Path) -> None:
+    """A new leader's own HW can lag the one its predecessor showed consumers; until the HW
+    reaches the start of its epoch it answers OFFSET_NOT_AVAILABLE rather than a HW that would
+    go back (the simulator's seed-1 finding, pinned without the simulator)."""
+    log = open_log(tmp_path, "b")
+    write(log, 0, 3)  # replicated from the old leader; its HW never reached this replica
+    assert log.high_watermark == 0
+    new_leader = partition(B, log, REPLICATED)
+    new_leader.become_leader(1, {A, B}, (A, B), 0)
+    consumer = FetchRequest(-1, 0, current_leader_epoch=1)
+    assert new_leader.on_fetch(consumer, 1).error_code is ErrorCode.OFFSET_NOT_AVAILABLE
+    follower_fetch(new_leader, A, 3, 2, last_fetched_epoch=0)  # A has it all: the HW moves
+    assert new_leader.high_watermark == 3
+    answer = new_leader.on_fetch(consumer, 3)
+    assert answer.error_code is ErrorCode.NONE and answer.high_watermark == 3

@@ -196,7 +196,7 @@ def test_scenario_05_kafka7128_join_isr_only_inside_current_epoch(tmp_path: Path
     assert leader.pending_isr_change is None and B not in leader.maximal_isr
     follower_fetch(leader, B, 5, 2, last_fetched_epoch=0)
     pending = leader.pending_isr_change
-    assert pending is not None and pending.new_isr_ids == {A, B, C}
+    assert pending is not None and set(pending.isr_ids) == {A, B, C}
     assert leader.maximal_isr == {A, B, C} and leader.isr == {A, C}
 
 

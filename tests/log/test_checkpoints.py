@@ -10,17 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import InvalidTopicError, MalformedCheckpointError, StorageError
+from replog.log import (
+    REAL_FS,
+    EpochEntry,
+    FaultInjectingFileSystem,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+)
 from replog.log.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
     read_and_delete_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
-from replog.log.epoch_cache import EpochEntry
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.fs import REAL_FS
 
 
 @pytest.fixture

@@ -16,18 +16,20 @@ from replog.errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
-from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE
-from replog.log.config import LogConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import LEADER_EPOCH_CHECKPOINT, Log
-from replog.log.manager import (
-    HW_CHECKPOINT,
-    LOG_START_CHECKPOINT,
+from replog.log import (
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
     LogManager,
-    TopicPartition,
+    decode_records,
+    encode_batch,
+    iter_batches,
+    offset_for_timestamp,
+    offset_of_max_timestamp,
 )
-from replog.log.records import decode_records, encode_batch, iter_batches
-from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
+from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE
+from replog.log.log import LEADER_EPOCH_CHECKPOINT
+from replog.log.manager import HW_CHECKPOINT, LOG_START_CHECKPOINT, TopicPartition
 
 CONFIG = LogConfig(segment_bytes=600, segment_index_bytes=4096, index_interval_bytes=50)
 BATCHES = 8

@@ -11,9 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import StorageError
-from replog.log.checkpoints import LeaderEpochCheckpointFile
-from replog.log.epoch_cache import EpochEntry, LeaderEpochCache
-from replog.log.fault_fs import FaultInjectingFileSystem
+from replog.log import (
+    EpochEntry,
+    FaultInjectingFileSystem,
+    LeaderEpochCache,
+    LeaderEpochCheckpointFile,
+)
 
 
 def _cache(*pairs: tuple[int, int]) -> LeaderEpochCache:

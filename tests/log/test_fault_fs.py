@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.log.fault_fs import FaultInjectingFileSystem
+from replog.log import FaultInjectingFileSystem
 
 
 @pytest.fixture

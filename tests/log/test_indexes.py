@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import CorruptIndexError, InvalidOffsetError, InvariantError
-from replog.log.fs import REAL_FS
+from replog.log import NO_TIMESTAMP, REAL_FS, OffsetIndex, TimeIndex
 from replog.log.index_base import IndexFullError
-from replog.log.offset_index import OffsetIndex, OffsetPosition
-from replog.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from replog.log.offset_index import OffsetPosition
+from replog.log.time_index import TimestampOffset
 
 DEFAULT_INDEX_BYTES = 10_485_760
 

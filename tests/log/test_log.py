@@ -18,18 +18,19 @@ from replog.errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
-from replog.log.config import LogConfig
-from replog.log.epoch_cache import EpochEntry
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import (
+from replog.log import (
     NO_TIMESTAMP,
+    EpochEntry,
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
     decode_records,
     encode_batch,
     iter_batches,
+    offset_for_timestamp,
+    offset_of_max_timestamp,
     validate_batch,
 )
-from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -204,12 +205,13 @@ def test_append_as_follower_drops_a_trailing_partial_batch(fs: FaultInjectingFil
 
 
 def test_append_as_follower_refuses_what_recovery_would_cut(fs: FaultInjectingFileSystem) -> None:
-    """A gap in the offsets or a falling leader epoch (-1 after an epoch counts) would end the
-    log at the next recovery, so neither is appended; the log is unchanged."""
+    """Offsets going back, or a falling leader epoch (-1 after an epoch counts), would end the
+    log at the next recovery, so neither is appended; the log is unchanged. (A gap forward is
+    a compacted leader's: see test_cleaner.py.)"""
     log = _open(fs)
     log.append_as_follower(_batch([b"a", b"b"], base_offset=0, epoch=3))
     with pytest.raises(InvalidOffsetError):
-        log.append_as_follower(_batch([b"gap"], base_offset=3, epoch=3))
+        log.append_as_follower(_batch([b"back"], base_offset=1, epoch=3))
     for epoch in (2, -1):
         with pytest.raises(CorruptRecordError, match="epoch"):
             log.append_as_follower(_batch([b"c"], base_offset=2, epoch=epoch))

@@ -29,10 +29,14 @@ from hypothesis.stateful import (
 )
 
 from replog.clock import ManualClock
-from replog.log.config import LogConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log import (
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
+    decode_records,
+    encode_batch,
+    iter_batches,
+)
 
 CONFIG = LogConfig(segment_bytes=700, segment_index_bytes=96, index_interval_bytes=100)
 

@@ -10,18 +10,21 @@ import pytest
 
 from replog.clock import ManualClock
 from replog.errors import InvalidConfigError, InvalidTopicError, StorageError
-from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE, OffsetCheckpointFile
-from replog.log.config import LogConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
+from replog.log import (
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
+    LogManager,
+    OffsetCheckpointFile,
+    encode_batch,
+)
+from replog.log.checkpoints import CLEAN_SHUTDOWN_FILE
 from replog.log.manager import (
     HW_CHECKPOINT,
     LOG_START_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    LogManager,
     TopicPartition,
 )
-from replog.log.records import encode_batch
 
 CONFIG = LogConfig(segment_bytes=400, segment_index_bytes=4096, retention_ms=-1)
 TP = TopicPartition("orders", 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import attrs
 import cramjam
 import crc32c
 import numpy as np
@@ -12,24 +13,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import CorruptRecordError
-from replog.log import records
-from replog.log.compression import Compression, compress, decompress
-from replog.log.records import (
+from replog.log import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    Compression,
     Record,
     RecordColumns,
     TimestampType,
     decode_columns,
     decode_records,
+    decoding,
     encode_batch,
-    encode_varint,
-    encode_varlong,
+    encoding,
     iter_batches,
     read_header,
     stamp_batch,
     validate_batch,
 )
+from replog.log.compression import compress, decompress
+from replog.log.encoding import encode_varint, encode_varlong
+from replog.log.records import HEADER
 
 BASE_TS = 1_700_000_000_000
 
@@ -87,7 +90,7 @@ def test_varlong_covers_int64_and_varint_rejects_values_outside_int32() -> None:
 @given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
 def test_varlong_round_trips(value: int) -> None:
     encoded = encode_varlong(value)
-    assert records._read_long(encoded, 0, len(encoded)) == (value, len(encoded))
+    assert decoding._read_long(encoded, 0, len(encoded)) == (value, len(encoded))
 
 
 # --- golden bytes ------------------------------------------------------------------------------
@@ -133,7 +136,7 @@ def test_golden_batch_decodes_to_its_fields() -> None:
 def test_single_record_fast_path_gives_the_same_bytes_as_the_general_encoder() -> None:
     for value in (None, b"", b"x" * 100, b"y" * 20_000):
         fast = encode_batch([value], base_timestamp=BASE_TS, base_offset=9)
-        general = records._encode_records([value], None, None, None, BASE_TS)
+        general = encoding._encode_records([value], None, None, None, BASE_TS)
         assert fast[RECORD_BATCH_OVERHEAD:] == general
         assert decode_records(fast) == [Record(9, BASE_TS, None, value)]
 
@@ -211,8 +214,8 @@ def test_plain_fast_path_writes_the_same_bytes_as_the_general_path(
 ) -> None:
     timestamps = [BASE_TS - 5 + 3 * i for i in range(len(values))] if with_timestamps else None
     keys = [key] * len(values)
-    plain = records._encode_plain_records(values, key, timestamps, BASE_TS)
-    assert plain == records._encode_records(values, keys, None, timestamps, BASE_TS)
+    plain = encoding._encode_plain_records(values, key, timestamps, BASE_TS)
+    assert plain == encoding._encode_records(values, keys, None, timestamps, BASE_TS)
 
 
 def test_large_batches_with_offsets_and_lengths_past_the_varint_table_round_trip() -> None:
@@ -571,3 +574,29 @@ def test_columns_check_the_crc() -> None:
 def test_columns_read_at_a_position_in_a_memoryview() -> None:
     log = memoryview(b"".join((SAMPLE, RUN_SAMPLE)))
     assert decode_columns(log, len(SAMPLE)).records() == decode_records(RUN_SAMPLE)
+
+
+def test_header_fields_are_the_layout_every_reader_shares() -> None:
+    """``HEADER`` is the one declaration of the header: each field reads (and writes) exactly
+    what ``read_header`` parses, at the position the format table gives."""
+    batch = bytearray(
+        encode_batch(
+            [b"a", b"bb"],
+            base_timestamp=1_000,
+            timestamps=[1_000, 1_007],
+            base_offset=41,
+            partition_leader_epoch=6,
+            producer_id=9,
+            producer_epoch=2,
+            base_sequence=3,
+        )
+    )
+    header = read_header(batch)
+    assert [f.name for f in HEADER] == [a.name for a in attrs.fields(BatchHeader)]
+    assert (HEADER.max_timestamp.position, HEADER.records_count.end) == (35, 61)
+    for field in HEADER:
+        assert field.read(batch) == getattr(header, field.name), field.name
+        assert field.decode(bytes(batch[field.position : field.end])) == getattr(header, field.name)
+    HEADER.partition_leader_epoch.write(batch, 0, 11)
+    assert read_header(batch).partition_leader_epoch == 11
+    validate_batch(batch)  # the CRC does not cover the leader epoch

@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 
 from replog.clock import ManualClock
-from replog.log.config import LogConfig
-from replog.log.epoch_cache import EpochEntry
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import LEADER_EPOCH_CHECKPOINT, Log
-from replog.log.offset_index import OffsetIndex
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log import (
+    EpochEntry,
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
+    OffsetIndex,
+    decode_records,
+    encode_batch,
+    iter_batches,
+)
+from replog.log.log import LEADER_EPOCH_CHECKPOINT
 
 # Small indexes keep the tests fast; a small interval gives several entries per segment.
 CONFIG = LogConfig(segment_index_bytes=4096, index_interval_bytes=100)

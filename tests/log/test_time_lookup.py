@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from replog.clock import ManualClock
-from replog.log.config import LogConfig
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.log import Log
-from replog.log.records import Compression, encode_batch
-from replog.log.time_lookup import (
+from replog.log import (
+    Compression,
+    FaultInjectingFileSystem,
+    Log,
+    LogConfig,
     TimestampAndOffset,
+    encode_batch,
     offset_for_timestamp,
     offset_of_max_timestamp,
 )

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from replog.testing.linearizability import KvOperation, check_kv
+from replog.simkit.linearizability import KvOperation, check_kv
 
 
 def op(

@@ -10,8 +10,7 @@ import pytest
 
 from replog.client.fetching import slice_columns
 from replog.errors import CorruptRecordError
-from replog.log.compression import Compression
-from replog.log.records import encode_batch
+from replog.log import Compression, encode_batch
 from replog.spark.arrays import FetchArrays, decode_batch, slice_arrays
 
 Row = tuple[str, int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]

@@ -1,5 +1,5 @@
 """``Broker``: the asyncio shell of a ``BrokerDriver`` -- sockets, the event loop, the clock,
-worker threads for coordinator calls and fsyncs.
+worker threads for coordinator calls, fsyncs and log cleanings.
 
 The driver decides everything (see ``replog.broker.driver``); this shell carries out its effects
 and feeds their results back: client connections (``server.Server``; each connection hands the
@@ -33,6 +33,7 @@ from replog.broker.effects import (
     Effect,
     ResetLink,
     Respond,
+    RunCleaning,
     RunFlushes,
     SendToBroker,
     Subscribe,
@@ -197,7 +198,8 @@ class Broker:
         await self._server.close()
         driver.halt()
         self._carry_out()
-        while driver.flush_in_flight:  # a running fsync ends before the logs close
+        # A running fsync, and a cleaning (aborted by halt), end before the logs close.
+        while driver.flush_in_flight or driver.cleaning_in_flight:
             await asyncio.sleep(STATE_POLL_S)
         driver.close_logs()
         driver.unregister()
@@ -272,6 +274,8 @@ class Broker:
             self._spawn(self._send_to_broker(effect))
         elif isinstance(effect, RunFlushes):
             self._spawn(self._flush(effect))
+        elif isinstance(effect, RunCleaning):
+            self._spawn(self._clean(effect))
         elif isinstance(effect, ResetLink):
             link = self._links.pop(effect.broker_id, None)
             if link is not None:
@@ -321,6 +325,12 @@ class Broker:
         failures = await asyncio.to_thread(_run_flushes, effect.pending)
         if self.driver is not None and not self._halting:
             self.driver.on_flushes_done(effect.token, failures, self.now_ms())
+            self._carry_out()
+
+    async def _clean(self, effect: RunCleaning) -> None:
+        await asyncio.to_thread(effect.task.run)
+        if self.driver is not None and not self._halting:
+            self.driver.on_cleaning_done(effect.token, self.now_ms())
             self._carry_out()
 
     async def _subscribe(self, effect: Subscribe) -> None:

@@ -7,6 +7,13 @@ or JSON (anything else) whose keys are the attribute names; ``durability`` is ``
 ``"replicated"``; ``log`` is a table of ``LogConfig`` settings (segment size, retention, ...)
 for every log on the broker, e.g. ``[log]`` / ``retention_ms = 3600000`` in TOML.
 
+The log cleaner compacts the logs of topics with ``cleanup.policy=compact`` (Kafka's names,
+snake_case, units last): ``log_cleaner_enable``, ``log_cleaner_dedupe_buffer_bytes`` (the memory
+of the offset map, Kafka's ``log.cleaner.dedupe.buffer.size``), ``log_cleaner_backoff_ms`` (the
+pause when no log needs cleaning) and ``log_cleaner_io_bytes_per_second_max`` (None: no limit;
+otherwise the next cleaning waits until the bytes the last one read and wrote average out to
+this rate). One cleaning runs at a time per broker (Kafka's ``log.cleaner.threads`` = 1).
+
 The controller's policies are broker settings too (Kafka's names, snake_case): the broker that
 wins the controller role runs with ``controller_config()`` -- the defaults for every topic
 (``default_min_insync_replicas``, ``unclean_leader_election_enable``,
@@ -37,6 +44,7 @@ from replog.errors import InvalidConfigError
 from replog.groups.config import GroupConfig
 from replog.isr.config import DurabilityMode, PartitionConfig
 from replog.log.config import LogConfig
+from replog.log.offset_map import OffsetMap
 
 __all__ = ["BrokerConfig"]
 
@@ -109,6 +117,8 @@ _POSITIVE = (
     "offsets_topic_replication_factor",
     "offsets_topic_min_insync_replicas",
     "offsets_commit_timeout_ms",
+    "log_cleaner_dedupe_buffer_bytes",
+    "log_cleaner_backoff_ms",
 )
 _NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
 _BOOLEAN = (
@@ -116,6 +126,7 @@ _BOOLEAN = (
     "eligible_leader_replicas_enable",
     "last_known_leader_recovery_enable",
     "auto_leader_rebalance_enable",
+    "log_cleaner_enable",
 )
 
 
@@ -151,7 +162,7 @@ class BrokerConfig:
     fetch_bytes_max: int = 50 * 1024 * 1024
     inflight_requests_max: int = 16
     connections_max: int = 1_000
-    #: purgatory size per partition (delayed produces and fetches each)
+    #: purgatory size per partition (acks=all produces waiting for the HW)
     delayed_operations_max: int = 10_000
     #: AlterPartition requests waiting for the controller
     alter_partition_queue_max: int = 10_000
@@ -162,6 +173,11 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     #: segment size, retention and the other settings of every log on this broker
     log: LogConfig = attrs.field(factory=LogConfig, converter=_log_config)
+    #: the log cleaner (module docstring)
+    log_cleaner_enable: bool = True
+    log_cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_io_bytes_per_second_max: int | None = None
     #: controller policies (module docstring); topic configs override the first three
     unclean_leader_election_enable: bool = False
     eligible_leader_replicas_enable: bool = True
@@ -202,6 +218,12 @@ class BrokerConfig:
         if not is_int or not 0 <= percentage <= 100:
             raise InvalidConfigError(
                 f"leader_imbalance_per_broker_percentage must be 0..100, got {percentage!r}"
+            )
+        OffsetMap.for_memory(self.log_cleaner_dedupe_buffer_bytes)  # room for one key at least
+        rate = self.log_cleaner_io_bytes_per_second_max
+        if rate is not None and (not isinstance(rate, int) or isinstance(rate, bool) or rate <= 0):
+            raise InvalidConfigError(
+                f"log_cleaner_io_bytes_per_second_max must be an int > 0 or None, got {rate!r}"
             )
         if self.port > 65535:
             raise InvalidConfigError(f"port must be <= 65535, got {self.port}")

@@ -78,7 +78,7 @@ class ControllerRole:
                 coordinator,
                 broker_id,
                 incarnation,
-                clock_ms=lambda: driver.now_ms,
+                clock=_InputTime(driver),
                 config=config,
                 start_index_source=self._placement_start,
             )
@@ -143,3 +143,19 @@ class ControllerRole:
     def drop(self) -> None:
         """Forget the role without resigning (a crash, or a new incarnation)."""
         self.service = None
+
+
+class _InputTime:
+    """The driver's latest input time as a ``Clock``: the controller reads no time of its own
+    (wall time, which it does not use, comes from the log manager's clock)."""
+
+    def __init__(self, driver: BrokerDriver) -> None:
+        self._driver = driver
+
+    def monotonic_ms(self) -> int:
+        """The ``now_ms`` of the driver's latest input."""
+        return self._driver.now_ms
+
+    def wall_ms(self) -> int:
+        """The log manager's wall clock."""
+        return self._driver.log_manager.clock.wall_ms()

@@ -3,13 +3,14 @@
 Theory of operation. The driver holds every decision the broker makes; its shells (the asyncio
 ``replog.Broker``, the simulator's broker) own sockets, threads and time. Inputs are method calls
 carrying ``now_ms`` (monotonic): ``start``, ``on_request`` / ``on_connection_closed`` from client
-connections, ``on_coord_done``, ``on_broker_response``, ``on_flushes_done`` for effects it asked
-for, ``on_feed_notified`` / ``on_session_event`` from the coordinator's listeners, and
-``on_tick``, which the shell calls every ``tick_interval_ms`` and which runs every periodic duty
-that is due (heartbeat, metadata poll, ISR expiry and checkpoints, retention, controller polls,
-follower fetches, long-poll deadlines, the group coordinator's timers). Outputs are ``effects``
-(``take_effects``): responses, coordinator calls, requests to other brokers, fsyncs. Storage
-calls (``replog.log``) are short and synchronous, and run inside the inputs.
+connections, ``on_coord_done``, ``on_broker_response``, ``on_flushes_done``,
+``on_cleaning_done`` for effects it asked for, ``on_feed_notified`` / ``on_session_event`` from
+the coordinator's listeners, and ``on_tick``, which the shell calls every ``tick_interval_ms``
+and which runs every periodic duty that is due (heartbeat, metadata poll, ISR expiry and
+checkpoints, retention, log cleaning, controller polls, follower fetches, long-poll deadlines,
+the group coordinator's timers). Outputs are ``effects`` (``take_effects``): responses,
+coordinator calls, requests to other brokers, fsyncs, log cleanings. Storage calls
+(``replog.log``) are short and synchronous, and run inside the inputs.
 
 Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads a metadata
 snapshot (deleting stray logs), drains this broker's admin queue and serves (ONLINE);
@@ -28,6 +29,12 @@ Exclusion. A group commit runs its fsyncs off the loop (``RunFlushes``); until i
 log may be truncated or deleted under it, so inputs that may do that (metadata application,
 truncating fetch answers, retention, the admin queue) go through ``exclusive``, which runs them
 at once when no fsync is in flight and otherwise right after it.
+
+Log cleaning. Every ``log_cleaner_backoff_ms`` while no cleaning runs (at once after one that
+did something), the log manager picks the dirtiest compacted log and plans a cleaning; its heavy
+pass runs off the loop (``RunCleaning``, ``on_cleaning_done``) and its result is swapped in
+under ``exclusive`` (it deletes segments). A log truncated, cut by retention or closed while its
+cleaning runs aborts it (``Log.cleaning_generation``); the cleaning's output is then discarded.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ import enum
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import attrs
 
 from replog.broker.client_requests import ClientRequests
 from replog.broker.config import BrokerConfig
@@ -47,10 +56,12 @@ from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.requests import AdminResult, GroupServices
-from replog.controller import alter_partition_payload, alter_partition_response
+from replog.controller import alter_partition_result
 from replog.coord.types import (
     AdminPayload,
     AdminRequestChanged,
+    AlterPartition,
+    AlterPartitionResult,
     BrokerInfo,
     ControllerInfo,
     DamagedReplica,
@@ -61,15 +72,15 @@ from replog.coord.types import (
 )
 from replog.errors import ErrorCode, StorageError
 from replog.isr import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     FetchRequest,
     FetchResponse,
     Partition,
     ProduceResult,
 )
 from replog.isr.config import DurabilityMode
+from replog.log.cleaner import CleaningTask
 from replog.log.log import Log, PendingFlush
+from replog.log.log_cleaner import CleaningResult
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
@@ -130,6 +141,8 @@ class BrokerDriver:
         self._next_feed_ms = 0
         self._next_retention_ms = 0
         self._next_replicated_flush_ms = 0
+        self._cleaning: CleaningTask | None = None
+        self._next_cleaning_ms = 0
         self._stop_deadline_ms: int | None = None
         self._metadata_loaded = False
 
@@ -162,6 +175,11 @@ class BrokerDriver:
     def flush_in_flight(self) -> bool:
         """A group commit is running off the loop."""
         return self._flush_token is not None
+
+    @property
+    def cleaning_in_flight(self) -> bool:
+        """A log cleaning's heavy pass is running off the loop."""
+        return self._cleaning is not None
 
     def take_effects(self) -> list[Effect]:
         """What the shell must do now, in order."""
@@ -266,6 +284,8 @@ class BrokerDriver:
         self.fetches.stop()
         self.controller.resign()
         self.metadata.abandon()
+        if self._cleaning is not None:
+            self._cleaning.abort()  # it reports soon; the shell waits for it before closing
 
     def close_logs(self) -> None:
         """Flush, checkpoint, close every log and write the clean-shutdown markers; then the
@@ -291,6 +311,9 @@ class BrokerDriver:
         self.controller.drop()
         self.requests.fail_all("broker crashed")
         self.outbox.abandon()
+        if self._cleaning is not None:
+            self._cleaning.abort()
+            self._cleaning = None
         for log in list(self.log_manager.logs.values()):
             log.abandon()
         self.log_manager.logs.clear()
@@ -322,6 +345,7 @@ class BrokerDriver:
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + config.retention_check_interval_ms
             self.exclusive(self._apply_retention)
+        self._maybe_start_cleaning(now_ms)
         self.controller.on_tick(now_ms)
         self.fetches.on_tick(now_ms)
         self.requests.on_tick(now_ms)
@@ -365,6 +389,11 @@ class BrokerDriver:
         """The shell ran a ``RunFlushes``; ``failures`` the logs whose fsync failed."""
         self.now_ms = now_ms
         self.outbox.done(token, failures, None)
+
+    def on_cleaning_done(self, token: int, now_ms: int) -> None:
+        """The shell ran a ``RunCleaning``."""
+        self.now_ms = now_ms
+        self.outbox.done(token, None, None)
 
     def on_feed_notified(self, now_ms: int) -> None:
         """The coordinator says the feed has new records."""
@@ -443,20 +472,20 @@ class BrokerDriver:
         if self.config.durability is DurabilityMode.FSYNC:
             self._start_flush()
 
-    def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
+    def _send_alter_partition(self, request: AlterPartition) -> None:
         if self._alter_inflight >= self.config.alter_partition_queue_max:
             return  # the partition retries: its proposal stays pending
         self._alter_inflight += 1
-        payload = alter_partition_payload(request, leader_broker_epoch=self.incarnation_epoch)
+        payload = attrs.evolve(request, leader_broker_epoch=self.incarnation_epoch)
 
         def completed(change: AdminRequestChanged | None, why: str) -> None:
             self._alter_inflight -= 1
             if change is None:
-                response = AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT)
+                result = AlterPartitionResult(ErrorCode.REQUEST_TIMED_OUT)
             else:
-                response = alter_partition_response(change)
+                result = alter_partition_result(change)
             if self._rm is not None:
-                self.rm.on_alter_partition_response(request, response, self.now_ms)
+                self.rm.on_alter_partition_response(request, result, self.now_ms)
                 self.after_input()
 
         deadline_ms = self.now_ms + self.config.request_timeout_ms
@@ -534,6 +563,38 @@ class BrokerDriver:
         for waiter in waiters:
             waiter(self.now_ms)
         self.after_input()
+
+    def _maybe_start_cleaning(self, now_ms: int) -> None:
+        config = self.config
+        if not config.log_cleaner_enable or self._cleaning is not None:
+            return
+        if now_ms < self._next_cleaning_ms or self.state is BrokerState.STOPPING:
+            return
+        task = self.log_manager.begin_cleaning(config.log_cleaner_dedupe_buffer_bytes)
+        if task is None:
+            self._next_cleaning_ms = now_ms + config.log_cleaner_backoff_ms
+            return
+        self._cleaning = task
+        self.outbox.clean(task, lambda _r, _e: self.exclusive(lambda: self._cleaned(task, now_ms)))
+
+    def _cleaned(self, task: CleaningTask, started_ms: int) -> None:
+        """Swap a finished cleaning in (``exclusive``: it deletes segments)."""
+        self._cleaning = None
+        try:
+            result = self.log_manager.complete_cleaning(task)
+        except StorageError as exc:
+            _log.error("broker %s: log cleaning swap failed: %s", self.broker_id, exc)
+            result = CleaningResult.FAILED
+        wait_ms = 0
+        rate = self.config.log_cleaner_io_bytes_per_second_max
+        outcome = task.outcome
+        if rate is not None and outcome is not None:
+            stats = outcome.stats
+            moved = stats.map_bytes_read + stats.bytes_read + stats.bytes_written
+            wait_ms = moved * 1000 // rate - (self.now_ms - started_ms)
+        if result is not CleaningResult.SWAPPED:
+            wait_ms = max(wait_ms, self.config.log_cleaner_backoff_ms)
+        self._next_cleaning_ms = self.now_ms + max(wait_ms, 0)
 
     def _apply_retention(self) -> None:
         try:

@@ -12,6 +12,9 @@ after every input and carries each effect out, feeding the result back as a new 
   ``on_broker_response(token, response)`` or ``on_broker_unreachable(token, reason)``;
 - ``RunFlushes``: fsync these logs (a worker thread; nothing truncates them meanwhile), then
   ``on_flushes_done(token, failures)``;
+- ``RunCleaning``: run a log cleaning's heavy pass (``task.run()``: reading the dirty section,
+  building the offset map, writing the ``.cleaned`` segments) off the loop, then
+  ``on_cleaning_done(token)``; the driver swaps the result in under ``exclusive``;
 - ``ResetLink``: drop the connection to a broker (its fetch session ended);
 - ``Subscribe``: the broker registered: push feed notices (``on_feed_notified``) and this
   broker's session events (``on_session_event``) to the driver.
@@ -25,6 +28,7 @@ from typing import Any
 import attrs
 
 from replog.coord.contract import Coordinator
+from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
 from replog.protocol import RecordsRef
 from replog.protocol.schema import Message
@@ -35,6 +39,7 @@ __all__ = [
     "Effect",
     "ResetLink",
     "Respond",
+    "RunCleaning",
     "RunFlushes",
     "SendToBroker",
     "Subscribe",
@@ -96,6 +101,14 @@ class RunFlushes:
 
 
 @attrs.frozen
+class RunCleaning:
+    """Run ``task.run()`` off the loop (it never raises); report with ``on_cleaning_done``."""
+
+    token: int
+    task: CleaningTask = attrs.field(repr=False)
+
+
+@attrs.frozen
 class Subscribe:
     """Listen to the coordinator's feed and to ``broker_id``'s session events."""
 
@@ -103,4 +116,13 @@ class Subscribe:
     incarnation_epoch: int
 
 
-Effect = Respond | CloseClient | CoordCall | SendToBroker | ResetLink | RunFlushes | Subscribe
+Effect = (
+    Respond
+    | CloseClient
+    | CoordCall
+    | SendToBroker
+    | ResetLink
+    | RunFlushes
+    | RunCleaning
+    | Subscribe
+)

@@ -54,7 +54,7 @@ from replog.groups import (
     Write,
 )
 from replog.isr import Acks, ProduceResult
-from replog.log.records import decode_records, encode_batch, iter_batches
+from replog.log import decode_records, encode_batch, iter_batches
 from replog.protocol.consumer_protocol import subscribed_topics
 from replog.protocol.schema import Message
 

@@ -15,10 +15,12 @@ from typing import Any
 from replog.broker.effects import (
     CoordCall,
     Effect,
+    RunCleaning,
     RunFlushes,
     SendToBroker,
 )
 from replog.coord.contract import Coordinator
+from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
 from replog.protocol.schema import Message
 
@@ -68,6 +70,13 @@ class Outbox:
         """A group commit; ``then(failures, None)`` with [(tp, reason)] of the failed ones."""
         token = self._token(then)
         self._effects.append(RunFlushes(token, tuple(pending)))
+        return token
+
+    def clean(self, task: CleaningTask, then: Continuation) -> int:
+        """A log cleaning's heavy pass; ``then(None, None)`` once it ran (its result is in
+        ``task``)."""
+        token = self._token(then)
+        self._effects.append(RunCleaning(token, task))
         return token
 
     def done(self, token: int, result: Any, error: BaseException | None) -> None:

@@ -22,7 +22,7 @@ deterministic simulator drives it the same way the asyncio runtime does:
 - time: ``tick`` expires delayed operations and shrinks ISRs, ``maybe_checkpoint`` writes the
   HW / recovery-point / log-start checkpoints;
 - outputs: ``take_ready`` drains AlterPartition requests for the controller channel, produce
-  completions and completed delayed fetches.
+  completions and damaged replicas to report.
 
 While the coordinator session is not CONNECTED (``set_metadata_current(False)``) this broker
 completes no acks=all produce as leader: new ones are refused, parked ones end
@@ -39,6 +39,8 @@ import attrs
 
 from replog.coord.types import (
     AdminPayload,
+    AlterPartition,
+    AlterPartitionResult,
     BrokerChanged,
     BrokerInfo,
     CloseReplica,
@@ -57,13 +59,12 @@ from replog.errors import (
     ErrorCode,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidRecordError,
     RecordBatchTooLargeError,
     StorageError,
 )
 from replog.isr import (
     Acks,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     FetchRequest,
     FetchResponse,
     FollowerAction,
@@ -96,12 +97,11 @@ def _other_incarnation(stored_id: str | None, topic_id: str) -> bool:
 
 @attrs.frozen
 class ManagerReady:
-    """What the driver must do after an input: AlterPartition writes to hand to the controller,
-    produce completions and delayed fetch answers (each tagged with its partition)."""
+    """What the driver must do after an input: AlterPartition writes to hand to the controller
+    and produce completions (each tagged with its partition)."""
 
-    alter_partition: tuple[AlterPartitionRequest, ...] = ()
+    alter_partition: tuple[AlterPartition, ...] = ()
     produce_results: tuple[tuple[TP, ProduceResult], ...] = ()
-    fetch_responses: tuple[tuple[TP, FetchResponse], ...] = ()
     #: replicas found damaged (partition, first damaged offset): report to the controller
     damaged: tuple[tuple[TP, int], ...] = ()
 
@@ -135,7 +135,7 @@ class ReplicaManager:
     _next_request_id: int = attrs.field(init=False, default=1)
     _last_shrink_ms: int = attrs.field(init=False, default=0)
     _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
-    _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    _out_alter: list[AlterPartition] = attrs.field(init=False, factory=list)
     #: partitions whose state names this broker leader while its registration is fenced
     _deferred_leads: set[TP] = attrs.field(init=False, factory=set)
     #: partition -> first damaged offset of a replica a read found damaged (not yet repaired)
@@ -511,6 +511,8 @@ class ReplicaManager:
             )
         except RecordBatchTooLargeError:
             result = ProduceResult(request_id, -1, ErrorCode.MESSAGE_TOO_LARGE)
+        except InvalidRecordError:  # a record without a key on a compacted topic
+            result = ProduceResult(request_id, -1, ErrorCode.INVALID_RECORD)
         except (CorruptRecordError, InvalidOffsetError):
             result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
         except StorageError:
@@ -530,7 +532,7 @@ class ReplicaManager:
         multi-partition long poll by waiting on ``data_version``)."""
         tp = (topic, partition)
         caller_request_id = request.request_id
-        request = attrs.evolve(request, request_id=self.next_request_id(), max_wait_ms=0)
+        request = attrs.evolve(request, request_id=self.next_request_id())
         replica = self.partitions.get(tp)
         if replica is None:
             return FetchResponse(
@@ -555,8 +557,6 @@ class ReplicaManager:
         if replica.high_watermark != hw_before:
             self._touch(tp)
         self._collect(tp, replica)
-        if response is None:  # max_wait_ms=0 never parks; be defensive all the same
-            response = FetchResponse(request.request_id, ErrorCode.NONE, request.fetch_offset)
         return attrs.evolve(response, request_id=caller_request_id)
 
     # ------------------------------------------------------------------ fetch (follower side)
@@ -589,14 +589,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ ISR changes
 
     def on_alter_partition_response(
-        self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int
+        self, request: AlterPartition, result: AlterPartitionResult, now_ms: int
     ) -> bool:
         """The controller's answer to an AlterPartition request this manager emitted."""
         tp = (request.topic, request.partition)
         replica = self.partitions.get(tp)
         if replica is None:
             return False
-        committed = replica.on_alter_partition_response(request, response, now_ms)
+        committed = replica.on_alter_partition_response(request, result, now_ms)
         self._touch(tp)
         self._collect(tp, replica)
         return committed
@@ -704,13 +704,13 @@ class ReplicaManager:
                 if result.error_code is ErrorCode.NONE and not self.metadata_current:
                     result = attrs.evolve(result, error_code=ErrorCode.REQUEST_TIMED_OUT)
             self._held_produce.append((tp, result))
-        if ready.produce_results or ready.fetch_responses:
+        if ready.produce_results:
             self._touch(tp)
 
     def take_ready(self) -> ManagerReady:
         """Drain AlterPartition requests and produce completions."""
         ready = ManagerReady(
-            tuple(self._out_alter), tuple(self._held_produce), (), tuple(self._out_damaged)
+            tuple(self._out_alter), tuple(self._held_produce), tuple(self._out_damaged)
         )
         self._out_alter.clear()
         self._held_produce.clear()

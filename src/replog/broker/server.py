@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -280,8 +281,15 @@ async def write_parts(writer: asyncio.StreamWriter, parts: list[bytes | RecordsR
             continue
         await writer.drain()
         for piece in source.pieces:
-            # A fresh file object per piece: sendfile moves its offset, not the log's.
-            with open(piece.handle.path, "rb") as f:
+            # A duplicate of the segment's own descriptor, never the path: the log cleaner may
+            # have swapped another file in under that name since the slice was taken (a closed
+            # segment's descriptor is -1: os.dup fails and the client is dropped). sendfile
+            # moves the shared file offset, which the log never uses (pread, O_APPEND).
+            try:
+                fd = os.dup(piece.handle.fileno())
+            except OSError as exc:
+                raise ConnectionError("segment closed under a fetch; dropping client") from exc
+            with os.fdopen(fd, "rb") as f:
                 sent = await loop.sendfile(writer.transport, f, piece.position, piece.size_bytes)
             if sent != piece.size_bytes:
                 raise ConnectionError("segment shorter than the fetch slice; dropping client")

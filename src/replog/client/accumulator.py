@@ -21,7 +21,8 @@ import attrs
 from replog.client.errors import BufferFullError
 from replog.errors import invariant
 from replog.log.compression import Compression
-from replog.log.records import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD, encode_batch
+from replog.log.encoding import encode_batch
+from replog.log.records import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 from replog.topics import TopicPartitionLike
 
 __all__ = ["PendingRecord", "ProducerBatch", "RecordAccumulator", "TopicPartitionLike"]

@@ -13,7 +13,8 @@ from itertools import repeat
 
 import attrs
 
-from replog.log.records import Buffer, RecordColumns, decode_columns, iter_batches
+from replog.log.decoding import decode_columns
+from replog.log.records import Buffer, RecordColumns, iter_batches
 
 __all__ = [
     "ColumnSlice",

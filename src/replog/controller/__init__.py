@@ -5,22 +5,22 @@
 epoch. ``alter_partition.py`` is the channel partition leaders use to reach it.
 
 AlterPartition channel. A partition leader (``replog.isr``) proposes ISR changes as
-``AlterPartitionRequest`` values. The broker runtime turns one into an ``AlterPartition`` admin
-payload (``alter_partition_payload``) and queues it for ``CONTROLLER_TARGET`` with
-``submit_admin_request``; it stays queued across controller failovers. The controller validates
-it (``election.handle_alter_partition``, the reference's order), compare-and-sets the partition
-state, and completes the request: the outcome is the error code, the message holds the
-resulting (or, on a rejection, current) leader, leader epoch, partition epoch and ISR. The
-leader follows the feed, and on ``AdminRequestChanged(COMPLETED)`` for its request turns it into
-an ``AlterPartitionResponse`` with ``alter_partition_response``. On success the new
-``PartitionChanged`` record precedes the completion in the feed.
+``replog.coord.types.AlterPartition`` values. The broker runtime stamps its own incarnation on
+one and queues it, as it is, for ``CONTROLLER_TARGET`` (``submit_admin_request``); it stays
+queued across controller failovers. The controller validates it
+(``election.handle_alter_partition``, the reference's order), compare-and-sets the partition
+state, and completes the request with the error code as the outcome and an
+``AlterPartitionResult`` (the resulting or, on a rejection, current leader, leader epoch,
+partition epoch and ISR) as the result. The leader follows the feed, and on
+``AdminRequestChanged(COMPLETED)`` for its request hands ``alter_partition_result(change)`` to
+its partition. On success the new ``PartitionChanged`` record precedes the completion in the
+feed.
 """
 
 from __future__ import annotations
 
 from replog.controller.alter_partition import (
-    alter_partition_payload,
-    alter_partition_response,
+    alter_partition_result,
     submit_alter_partition,
 )
 from replog.controller.service import (
@@ -43,8 +43,7 @@ __all__ = [
     "ControllerRole",
     "ControllerService",
     "TopicPolicy",
-    "alter_partition_payload",
-    "alter_partition_response",
+    "alter_partition_result",
     "fixed_placement_start",
     "random_placement_start",
     "submit_alter_partition",

@@ -1,6 +1,6 @@
 """The AlterPartition channel between partition leaders and the controller (see the package
-docstring): leader request -> queued ``AlterPartition`` payload -> completion -> leader
-response."""
+docstring): the leader's ``AlterPartition`` is queued as it is -> the controller completes the
+admin request with an ``AlterPartitionResult`` -> the leader takes that result back."""
 
 from __future__ import annotations
 
@@ -11,56 +11,27 @@ from replog.coord.types import (
     AdminRequestChanged,
     AdminRequestChangeReason,
     AlterPartition,
-    LeaderRecoveryState,
+    AlterPartitionResult,
 )
-from replog.election.controller_writes import parse_alter_partition_result
-from replog.isr.messages import AlterPartitionRequest, AlterPartitionResponse
 
-__all__ = ["alter_partition_payload", "alter_partition_response", "submit_alter_partition"]
-
-
-def alter_partition_payload(
-    request: AlterPartitionRequest,
-    *,
-    leader_broker_epoch: int = -1,
-    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED,
-) -> AlterPartition:
-    """The admin payload carrying a leader's proposal (``leader_broker_epoch``: the leader's
-    own incarnation, checked by the controller unless -1)."""
-    return AlterPartition(
-        topic=request.topic,
-        partition=request.partition,
-        leader_id=request.leader_id,
-        leader_epoch=request.leader_epoch,
-        partition_epoch=request.partition_epoch,
-        new_isr=tuple((m.broker_id, m.broker_epoch) for m in request.new_isr),
-        leader_broker_epoch=leader_broker_epoch,
-        leader_recovery_state=leader_recovery_state,
-    )
+__all__ = ["alter_partition_result", "submit_alter_partition"]
 
 
 def submit_alter_partition(
-    coordinator: Coordinator,
-    request: AlterPartitionRequest,
-    *,
-    leader_broker_epoch: int = -1,
-    timeout_ms: int | None = None,
+    coordinator: Coordinator, request: AlterPartition, *, timeout_ms: int | None = None
 ) -> AdminRequest:
     """Queue a leader's proposal for whichever broker is (or will be) the controller."""
-    payload = alter_partition_payload(request, leader_broker_epoch=leader_broker_epoch)
-    return coordinator.submit_admin_request(CONTROLLER_TARGET, payload, timeout_ms=timeout_ms)
+    return coordinator.submit_admin_request(CONTROLLER_TARGET, request, timeout_ms=timeout_ms)
 
 
-def alter_partition_response(change: AdminRequestChanged) -> AlterPartitionResponse:
-    """The leader's view of a completed AlterPartition request."""
+def alter_partition_result(change: AdminRequestChanged) -> AlterPartitionResult:
+    """The leader's view of a completed AlterPartition request: the controller's result, or
+    the outcome alone for a completion that carries none (a request dropped unhandled, e.g.
+    superseded in a full queue)."""
     if change.reason is not AdminRequestChangeReason.COMPLETED or not isinstance(
         change.request.payload, AlterPartition
     ):
         raise ValueError(f"not a completed AlterPartition request: {change}")
-    result = parse_alter_partition_result(change.outcome, change.message)
-    return AlterPartitionResponse(
-        error_code=result.error,
-        leader_epoch=result.leader_epoch,
-        partition_epoch=result.partition_epoch,
-        isr=frozenset(result.isr),
-    )
+    if change.result is None:
+        return AlterPartitionResult(change.outcome)
+    return change.result

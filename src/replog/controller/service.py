@@ -37,6 +37,7 @@ import logging
 import random
 from collections.abc import Callable
 
+from replog.clock import Clock
 from replog.coord.contract import Coordinator
 from replog.coord.errors import (
     AdminQueueFullError,
@@ -106,7 +107,7 @@ class ControllerService:
         broker_id: int,
         incarnation_epoch: int,
         *,
-        clock_ms: Callable[[], int],
+        clock: Clock,
         config: ControllerConfig | None = None,
         start_index_source: Callable[[int], tuple[int, int]] | None = None,
         timeout_ms: int | None = None,
@@ -114,7 +115,7 @@ class ControllerService:
         self.coordinator = coordinator
         self.broker_id = broker_id
         self.incarnation_epoch = incarnation_epoch
-        self.clock_ms = clock_ms
+        self.clock = clock
         self.config = config or ControllerConfig()
         self.start_index_source = start_index_source or random_placement_start()
         self.timeout_ms = timeout_ms
@@ -151,7 +152,7 @@ class ControllerService:
         self.controller_epoch = info.controller_epoch
         self.role = ControllerRole.ACTIVE
         self.lost_reason = ""
-        self._rebuild(self.clock_ms())
+        self._rebuild(self.clock.monotonic_ms())
         return self.is_active
 
     def resign(self) -> bool:
@@ -201,7 +202,7 @@ class ControllerService:
         state-change records of the writes applied. Does nothing unless ACTIVE."""
         if not self.is_active:
             return []
-        now = self.clock_ms() if now_ms is None else now_ms
+        now = self.clock.monotonic_ms() if now_ms is None else now_ms
         records: list[StateChange] = []
         try:
             self._read_feed(now, records)
@@ -325,6 +326,7 @@ class ControllerService:
                     write.request_id,
                     outcome=write.outcome,
                     message=write.message,
+                    result=write.result,
                     controller_epoch=epoch,
                     timeout_ms=t,
                 )

@@ -20,6 +20,7 @@ from replog.coord.types import (
     AdminPayload,
     AdminRequest,
     AlterPartition,
+    AlterPartitionResult,
     CloseReplica,
     CreateTopic,
     DamagedReplica,
@@ -132,11 +133,18 @@ class AdminQueues:
         """The target's queued requests, oldest first."""
         return list(self._queues.get(target, {}).values())
 
-    def complete(self, write: WriteFn, request_id: int, outcome: ErrorCode, message: str) -> bool:
+    def complete(
+        self,
+        write: WriteFn,
+        request_id: int,
+        outcome: ErrorCode,
+        message: str,
+        result: AlterPartitionResult | None = None,
+    ) -> bool:
         """Remove a queued request and record its outcome; False if it is not queued."""
         target = self._target_of.pop(request_id, None)
         if target is None:
             return False
         request = self._queues[target].pop(request_id)
-        write(lambda seq: records.admin_completed(seq, request, outcome, message))
+        write(lambda seq: records.admin_completed(seq, request, outcome, message, result))
         return True

@@ -36,6 +36,7 @@ CLASSES: dict[str, type[Any]] = {
         t.StartReplica,
         t.CloseReplica,
         t.AlterPartition,
+        t.AlterPartitionResult,
         t.DamagedReplica,
         t.AdminRequest,
         t.BrokerChanged,

@@ -50,6 +50,7 @@ from replog.coord.types import (
     NO_LEADER,
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerInfo,
     CasResult,
     ChangeBatch,
@@ -393,12 +394,15 @@ class Coordinator(abc.ABC):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
         """Remove a request from its queue, recording ``outcome``; returns False if it is not
         queued (already completed: completion is idempotent). The caller makes the request's
-        effect durable *before* completing it. Feed: AdminRequestChanged(COMPLETED).
+        effect durable *before* completing it. Feed: AdminRequestChanged(COMPLETED), carrying
+        ``outcome``, ``message`` and the structured ``result`` as given (the controller's
+        answer to an AlterPartition; None for requests answered by the outcome alone).
 
         The controller passes ``controller_epoch``: the completion is then fenced exactly like
         the other controller writes, checked first and atomically with the removal. If it is

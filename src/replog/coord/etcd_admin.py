@@ -12,7 +12,7 @@ from replog.coord import codec, records
 from replog.coord.admin import requests_to_drop, validate_admin_request
 from replog.coord.etcd_client import JsonObj, KeyValue, op_delete, op_put, op_range
 from replog.coord.etcd_txn import Done, EtcdTxnBase, Plan, plan
-from replog.coord.types import AdminPayload, AdminRequest, MetadataChange
+from replog.coord.types import AdminPayload, AdminRequest, AlterPartitionResult, MetadataChange
 from replog.errors import ErrorCode
 
 __all__ = ["EtcdAdminMixin"]
@@ -66,6 +66,7 @@ class EtcdAdminMixin(EtcdTxnBase):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
@@ -88,7 +89,7 @@ class EtcdAdminMixin(EtcdTxnBase):
             request: AdminRequest = codec.loads(queued[0].value)
 
             def build(seq: int) -> list[MetadataChange]:
-                return records.admin_completed(seq, request, outcome, message)
+                return records.admin_completed(seq, request, outcome, message, result)
 
             ops = [op_delete(id_key), op_delete(queue_key)]
             return plan(last, seq_mod, compares, ops, build, lambda _: True)

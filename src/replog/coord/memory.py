@@ -47,6 +47,7 @@ from replog.coord.sessions import SessionListeners, session_event
 from replog.coord.types import (
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerChangeReason,
     BrokerInfo,
     CasResult,
@@ -604,6 +605,7 @@ class MemoryCoordinator(Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
@@ -611,4 +613,4 @@ class MemoryCoordinator(Coordinator):
         with self._op(timeout_ms):
             if controller_epoch is not None:
                 self._check_controller(controller_epoch)
-            return self._admin.complete(self._write, request_id, outcome, message)
+            return self._admin.complete(self._write, request_id, outcome, message, result)

@@ -10,6 +10,7 @@ from replog.coord.types import (
     AdminRequest,
     AdminRequestChanged,
     AdminRequestChangeReason,
+    AlterPartitionResult,
     BrokerChanged,
     BrokerChangeReason,
     BrokerInfo,
@@ -136,7 +137,11 @@ def partition_changed(
 
 
 def admin_completed(
-    seq: int, request: AdminRequest, outcome: ErrorCode, message: str
+    seq: int,
+    request: AdminRequest,
+    outcome: ErrorCode,
+    message: str,
+    result: AlterPartitionResult | None = None,
 ) -> list[MetadataChange]:
     """``complete_admin_request``: AdminRequestChanged(COMPLETED)."""
     return [
@@ -146,6 +151,7 @@ def admin_completed(
             request=request,
             outcome=outcome,
             message=message,
+            result=result,
         )
     ]
 

@@ -50,6 +50,8 @@ from replog.coord.types import (
     TOPIC_CONFIGS_MAX,
     AdminRequestChanged,
     AdminRequestChangeReason,
+    AlterPartition,
+    AlterPartitionResult,
     BrokerChanged,
     BrokerChangeReason,
     BrokerInfo,
@@ -60,6 +62,8 @@ from replog.coord.types import (
     ControllerInfo,
     CreateTopic,
     DeleteTopic,
+    IsrMember,
+    LeaderRecoveryState,
     MetadataChange,
     MetadataSnapshot,
     PartitionChanged,
@@ -1018,6 +1022,41 @@ class CoordinatorContract:
         assert [(c.request, c.outcome, c.message) for c in self.completions(coord)] == [
             (queued, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
         ]
+
+    def test_alter_partition_completes_with_its_structured_result(self, coord: Coordinator) -> None:
+        """An AlterPartition is queued as the leader made it and completed with the controller's
+        ``AlterPartitionResult``, which the feed hands back equal (no text in between)."""
+        brokers, ctl = self.cluster(coord)
+        proposal = AlterPartition(
+            topic="t",
+            partition=0,
+            leader_id=1,
+            leader_epoch=3,
+            partition_epoch=8,
+            new_isr=(IsrMember(1, brokers[0].incarnation_epoch), IsrMember(2)),
+            leader_broker_epoch=brokers[0].incarnation_epoch,
+            leader_recovery_state=LeaderRecoveryState.RECOVERING,
+        )
+        queued = coord.submit_admin_request(CONTROLLER_TARGET, proposal)
+        other = coord.submit_admin_request(CONTROLLER_TARGET, DeleteTopic(topic="t"))
+        assert coord.pending_admin_requests(CONTROLLER_TARGET) == [queued, other]
+        assert queued.payload == proposal
+        result = AlterPartitionResult(
+            ErrorCode.INELIGIBLE_REPLICA, leader=1, leader_epoch=3, partition_epoch=9, isr=(1, 3)
+        )
+        assert coord.complete_admin_request(
+            queued.request_id,
+            outcome=ErrorCode.INELIGIBLE_REPLICA,
+            result=result,
+            controller_epoch=ctl.controller_epoch,
+        )
+        assert coord.complete_admin_request(other.request_id, controller_epoch=ctl.controller_epoch)
+        done = self.completions(coord)
+        assert [(c.request, c.outcome, c.message, c.result) for c in done] == [
+            (queued, ErrorCode.INELIGIBLE_REPLICA, "", result),
+            (other, ErrorCode.NONE, "", None),
+        ]
+        assert isinstance(done[0].result, AlterPartitionResult)
 
     def test_stale_controller_cannot_complete_admin_requests(self, coord: Coordinator) -> None:
         brokers, old = self.cluster(coord)

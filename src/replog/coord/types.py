@@ -13,11 +13,12 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import attrs
 
 from replog.errors import ErrorCode
+from replog.topics import TopicPartition
 
 __all__ = [
     "CONTROLLER_TARGET",
@@ -29,6 +30,7 @@ __all__ = [
     "AdminRequestChanged",
     "AdminRequestKind",
     "AlterPartition",
+    "AlterPartitionResult",
     "BrokerChangeReason",
     "BrokerChanged",
     "BrokerInfo",
@@ -41,6 +43,7 @@ __all__ = [
     "CreateTopic",
     "DamagedReplica",
     "DeleteTopic",
+    "IsrMember",
     "LeaderRecoveryState",
     "MetadataChange",
     "MetadataSnapshot",
@@ -131,8 +134,10 @@ class SessionState(enum.Enum):
 
 
 class LeaderRecoveryState(enum.IntEnum):
-    """KIP-704: RECOVERING after an unclean election until the leader has recovered (Kafka's
-    values)."""
+    """KIP-704: RECOVERING after an unclean election until the new leader has recovered its log.
+
+    The values are Kafka's wire numbers. A partition never goes RECOVERED -> RECOVERING except
+    through an unclean election (``replog.election`` decides; the store only keeps it)."""
 
     RECOVERED = 0
     RECOVERING = 1
@@ -341,22 +346,38 @@ class CloseReplica:
     topic_id: str = ""
 
 
-def _isr_pairs(values: Iterable[Iterable[int]]) -> tuple[tuple[int, int], ...]:
-    pairs = []
+class IsrMember(NamedTuple):
+    """A proposed ISR member: the broker and the broker epoch the leader saw it fetch with
+    (KIP-903; -1 when unknown). A plain ``(broker_id, broker_epoch)`` pair, also in the store."""
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+def _isr_members(values: Iterable[IsrMember | tuple[int, int] | int]) -> tuple[IsrMember, ...]:
+    """ISR members from members, ``(broker_id, broker_epoch)`` pairs or bare broker ids."""
+    members = []
     for value in values:
-        broker_id, broker_epoch = _ints(value)
-        pairs.append((broker_id, broker_epoch))
-    return tuple(pairs)
+        if isinstance(value, int):
+            members.append(IsrMember(value))
+        else:
+            broker_id, broker_epoch = value
+            members.append(IsrMember(int(broker_id), int(broker_epoch)))
+    return tuple(members)
 
 
 @attrs.frozen(kw_only=True)
 class AlterPartition:
-    """A partition leader's ISR change proposal (KIP-497), queued for ``CONTROLLER_TARGET``.
+    """A partition leader's ISR change proposal (KIP-497/903/704): the one AlterPartition
+    request value. The leader's partition machine makes it (``replog.isr``), the broker queues
+    it for ``CONTROLLER_TARGET``, and the controller validates it
+    (``replog.election.handle_alter_partition``) and completes the admin request with an
+    ``AlterPartitionResult``.
 
-    The fields are those of ``replog.isr.messages.AlterPartitionRequest``: ``new_isr`` holds
-    ``(broker_id, broker_epoch)`` pairs (KIP-903; epoch -1 when unknown). ``leader_broker_epoch``
-    is the sender's own incarnation (-1: unchecked). The controller completes the request with
-    the outcome and the resulting state (see ``replog.controller``)."""
+    It applies only if the stored partition epoch is still ``partition_epoch`` and the leader
+    epoch still ``leader_epoch`` (a compare-and-set). ``new_isr`` lists the proposed members in
+    assignment order, each with the broker epoch the leader saw (KIP-903).
+    ``leader_broker_epoch`` is the sender's own incarnation (-1: unchecked)."""
 
     kind: ClassVar[AdminRequestKind] = AdminRequestKind.ALTER_PARTITION
     topic: str
@@ -364,9 +385,33 @@ class AlterPartition:
     leader_id: int
     leader_epoch: int
     partition_epoch: int
-    new_isr: tuple[tuple[int, int], ...] = attrs.field(converter=_isr_pairs)
+    new_isr: tuple[IsrMember, ...] = attrs.field(converter=_isr_members)
     leader_broker_epoch: int = -1
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        """The partition the proposal is for."""
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def isr_ids(self) -> tuple[int, ...]:
+        """The proposed ISR as broker ids, in the order proposed."""
+        return tuple(m.broker_id for m in self.new_isr)
+
+
+@attrs.frozen
+class AlterPartitionResult:
+    """What a leader learns from a completed AlterPartition, carried by the completion
+    (``AdminRequestChanged.result``): the error and the partition as the controller holds it
+    afterwards (the new state on success, the current one on a rejection; ``NO_LEADER``, -1 and
+    () when the partition is unknown or the request was never handled)."""
+
+    error: ErrorCode
+    leader: int = NO_LEADER
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = attrs.field(default=(), converter=_ints)
 
 
 @attrs.frozen(kw_only=True)
@@ -484,13 +529,16 @@ class ControllerChanged:
 
 @attrs.frozen(kw_only=True)
 class AdminRequestChanged:
-    """An admin request was queued, or completed with ``outcome`` (and ``message``)."""
+    """An admin request was queued, or completed with ``outcome``, a ``message`` for people
+    and, for requests whose answer is more than an error code (AlterPartition), the structured
+    ``result``."""
 
     seq: int
     reason: AdminRequestChangeReason
     request: AdminRequest
     outcome: ErrorCode = ErrorCode.NONE
     message: str = ""
+    result: AlterPartitionResult | None = None
 
 
 MetadataChange = (

@@ -9,7 +9,7 @@ from typing import Any
 
 from replog.coord import codec, records
 from replog.coord.admin import requests_to_drop
-from replog.coord.types import AdminPayload, AdminRequest
+from replog.coord.types import AdminPayload, AdminRequest, AlterPartitionResult
 from replog.coord.zk_codec import QUEUES, queue_dir
 from replog.coord.zk_io import Op, Plan, ZkIo
 from replog.errors import ErrorCode, invariant
@@ -69,6 +69,7 @@ class ZkAdminQueues:
         request_id: int,
         outcome: ErrorCode,
         message: str,
+        result: AlterPartitionResult | None,
         deadline: float,
         *,
         client: Any = None,
@@ -96,7 +97,7 @@ class ZkAdminQueues:
             got = io.get(c, path, deadline)
             if got is None:
                 return Plan(False, write=False)
-            done = records.admin_completed(seq, _decode(got[0]), outcome, message)
+            done = records.admin_completed(seq, _decode(got[0]), outcome, message, result)
             ops.append(("delete", path, got[1].version))
             return Plan(True, ops, done)
 

@@ -65,6 +65,7 @@ from replog.coord.sessions import SessionListeners
 from replog.coord.types import (
     AdminPayload,
     AdminRequest,
+    AlterPartitionResult,
     BrokerInfo,
     CasResult,
     ChangeBatch,
@@ -663,6 +664,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         *,
         outcome: ErrorCode = ErrorCode.NONE,
         message: str = "",
+        result: AlterPartitionResult | None = None,
         controller_epoch: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
@@ -671,13 +673,14 @@ class ZooKeeperCoordinator(ZkSessionsMixin, Coordinator):
         deadline = self._deadline(timeout_ms)
         with kazoo_errors():
             if controller_epoch is None:
-                return self._admin.complete(request_id, outcome, message, deadline)
+                return self._admin.complete(request_id, outcome, message, result, deadline)
             epoch = controller_epoch
             client = self._controller_client(epoch, deadline)
             return self._admin.complete(
                 request_id,
                 outcome,
                 message,
+                result,
                 deadline,
                 client=client,
                 fence=lambda: self._fence(client, epoch, deadline),

@@ -16,8 +16,6 @@ admin elections), ``state_change`` (the state-change log records), ``decision``.
 from __future__ import annotations
 
 from replog.election.alter_partition import (
-    AlterPartitionRequest,
-    IsrMember,
     handle_alter_partition,
     response_error,
 )
@@ -57,10 +55,8 @@ from replog.election.rebalance import (
     partitions_to_rebalance,
 )
 from replog.election.state import (
-    NO_LEADER,
     BrokerRegistration,
     ClusterView,
-    LeaderRecoveryState,
     PartitionRegistration,
     TopicPartition,
 )
@@ -76,9 +72,7 @@ from replog.election.state_change import (
 
 __all__ = [
     "DEFAULT_REQUESTER",
-    "NO_LEADER",
     "Actor",
-    "AlterPartitionRequest",
     "BrokerRegistration",
     "ClusterView",
     "Decision",
@@ -86,9 +80,7 @@ __all__ = [
     "ElectionType",
     "InconsistentRackError",
     "InvalidReplicationFactorError",
-    "IsrMember",
     "LeaderImbalance",
-    "LeaderRecoveryState",
     "PartitionChangeBuilder",
     "PartitionRegistration",
     "Phase",

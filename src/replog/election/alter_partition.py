@@ -21,23 +21,19 @@ with the leader epoch and partition epoch it holds. The controller checks, in th
 A valid proposal goes through the ``PartitionChangeBuilder`` (ELR maintenance, and the KRaft
 reassignment completion, which may move leadership: the response is then NEW_LEADER_ELECTED,
 see ``response_error``).
+
+The request is ``replog.coord.types.AlterPartition``, the value the leader's partition machine
+made and the broker queued: ``leader_id`` / ``leader_broker_epoch`` identify the sender.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import attrs
 
+from replog.coord.types import AlterPartition, LeaderRecoveryState
 from replog.election.decision import Decision
 from replog.election.partition_change import ElectionPolicy, PartitionChangeBuilder
-from replog.election.state import (
-    ClusterView,
-    LeaderRecoveryState,
-    PartitionRegistration,
-    TopicPartition,
-    format_ids,
-)
+from replog.election.state import ClusterView, PartitionRegistration, format_ids
 from replog.election.state_change import (
     DEFAULT_REQUESTER,
     Actor,
@@ -47,54 +43,17 @@ from replog.election.state_change import (
 )
 from replog.errors import ErrorCode, unreachable
 
-__all__ = [
-    "AlterPartitionRequest",
-    "IsrMember",
-    "handle_alter_partition",
-    "response_error",
-]
-
-
-@attrs.frozen
-class IsrMember:
-    """A proposed ISR member and the broker epoch the leader saw it fetch with (-1: unknown)."""
-
-    broker_id: int
-    broker_epoch: int = -1
-
-
-def _members(values: Iterable[IsrMember | int]) -> tuple[IsrMember, ...]:
-    return tuple(v if isinstance(v, IsrMember) else IsrMember(int(v)) for v in values)
-
-
-@attrs.frozen(kw_only=True)
-class AlterPartitionRequest:
-    """One partition of an AlterPartition request. ``broker_id``/``broker_epoch`` identify the
-    sender; ``requested_ms`` is when the leader sent it (for the state-change record)."""
-
-    topic_partition: TopicPartition
-    broker_id: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[IsrMember, ...] = attrs.field(converter=_members)
-    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
-    broker_epoch: int = -1
-    requested_ms: int = 0
-
-    @property
-    def isr_ids(self) -> tuple[int, ...]:
-        """The proposed ISR as broker ids, in the order proposed."""
-        return tuple(m.broker_id for m in self.new_isr)
+__all__ = ["handle_alter_partition", "response_error"]
 
 
 def _validate(
-    request: AlterPartitionRequest, current: PartitionRegistration | None, cluster: ClusterView
+    request: AlterPartition, current: PartitionRegistration | None, cluster: ClusterView
 ) -> ErrorCode | None:
     """The error for ``request`` (steps 0-8), ``ErrorCode.NONE`` for an idempotent retry that
     matches the current state, or None when the proposal is valid and must be built."""
-    sender = cluster.broker(request.broker_id)
-    if request.broker_epoch != -1 and (
-        sender is None or sender.broker_epoch != request.broker_epoch
+    sender = cluster.broker(request.leader_id)
+    if request.leader_broker_epoch != -1 and (
+        sender is None or sender.broker_epoch != request.leader_broker_epoch
     ):
         return ErrorCode.STALE_BROKER_EPOCH
     if current is None:
@@ -106,7 +65,7 @@ def _validate(
         return ErrorCode.NOT_CONTROLLER
     if request.leader_epoch < current.leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH
-    if request.broker_id != current.leader:
+    if request.leader_id != current.leader:
         return ErrorCode.INVALID_REQUEST
     ids = request.isr_ids
     if (
@@ -134,19 +93,21 @@ def _validate(
 
 
 def handle_alter_partition(
-    request: AlterPartitionRequest,
+    request: AlterPartition,
     current: PartitionRegistration | None,
     cluster: ClusterView,
     *,
     policy: ElectionPolicy,
     now_ms: int,
+    requested_ms: int | None = None,
     controller: Actor = DEFAULT_REQUESTER,
     complete_reassignment: bool = True,
 ) -> Decision:
     """Validate ``request`` against ``current`` (None: unknown partition) and decide.
 
     Returns the new registration (or the current one for an idempotent retry) or the error
-    code; the state changes start with the alter-partition record (COMPLETED or REJECTED)."""
+    code; the state changes start with the alter-partition record (COMPLETED or REJECTED),
+    which says the leader asked at ``requested_ms`` (default: ``now_ms``)."""
     error = _validate(request, current, cluster)
     proposed = f"proposed isr={format_ids(request.isr_ids)}"
     if request.leader_recovery_state is LeaderRecoveryState.RECOVERING:
@@ -157,10 +118,10 @@ def handle_alter_partition(
             handled_request(
                 StateChangeKind.ALTER_PARTITION,
                 request.topic_partition,
-                requester=Actor.leader(request.broker_id),
+                requester=Actor.leader(request.leader_id),
                 handler=controller,
                 registration=registration,
-                requested_ms=request.requested_ms,
+                requested_ms=now_ms if requested_ms is None else requested_ms,
                 now_ms=now_ms,
                 error=code,
                 detail=proposed,
@@ -184,12 +145,12 @@ def handle_alter_partition(
     return Decision(built.outcome, record(built.registration, ErrorCode.NONE) + built.state_changes)
 
 
-def response_error(request: AlterPartitionRequest, decision: Decision) -> ErrorCode:
+def response_error(request: AlterPartition, decision: Decision) -> ErrorCode:
     """The error code the AlterPartition response carries: the decision's error; else
     NEW_LEADER_ELECTED when the change moved leadership off the sender (a reassignment that
     completed as a side effect); else NONE."""
     if not decision.ok:
         return decision.error
-    if decision.registration.leader != request.broker_id:
+    if decision.registration.leader != request.leader_id:
         return ErrorCode.NEW_LEADER_ELECTED
     return ErrorCode.NONE

@@ -542,14 +542,18 @@ class ControllerMachine:
         error: ErrorCode,
         message: str,
         records: Iterable[StateChange] = (),
+        *,
+        result: ct.AlterPartitionResult | None = None,
     ) -> CompleteRequestWrite:
-        """The completion write of ``request`` in ``group``."""
+        """The completion write of ``request`` in ``group`` (with the structured ``result`` of
+        an AlterPartition)."""
         return CompleteRequestWrite(
             group=group,
             cause=WriteCause(request=request),
             request_id=request.request_id,
             outcome=error,
             message=message,
+            result=result,
             state_changes=tuple(records),
         )
 

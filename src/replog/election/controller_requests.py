@@ -17,12 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from replog.coord import types as ct
-from replog.election.alter_partition import (
-    AlterPartitionRequest,
-    IsrMember,
-    handle_alter_partition,
-    response_error,
-)
+from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
 from replog.election.controller_writes import (
     AddPartitionsWrite,
@@ -31,7 +26,7 @@ from replog.election.controller_writes import (
     DeleteTopicWrite,
     SubmitRequestWrite,
     WriteCause,
-    format_alter_partition_result,
+    alter_partition_result,
     partition_state,
 )
 from replog.election.partition_change import create_partition
@@ -41,12 +36,7 @@ from replog.election.placement import (
     assign_replicas,
 )
 from replog.election.reassignment import cancel_reassignment, next_reassignment_step
-from replog.election.state import (
-    LeaderRecoveryState,
-    PartitionRegistration,
-    TopicPartition,
-    format_ids,
-)
+from replog.election.state import PartitionRegistration, TopicPartition, format_ids
 from replog.election.state_change import Actor, StateChange, StateChangeKind, handled_request
 from replog.errors import ErrorCode
 from replog.topics import collision_key
@@ -329,21 +319,11 @@ def alter_partition(
     machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AlterPartition, now_ms: int
 ) -> list[ControllerWrite]:
     """A leader's ISR proposal, validated in the reference's order; the completion carries
-    the error and the resulting (or current) leader epoch, partition epoch and ISR."""
-    tp = TopicPartition(payload.topic, payload.partition)
+    the error and the resulting (or current) partition as an ``AlterPartitionResult``."""
+    tp = payload.topic_partition
     current = machine.partitions.get(tp)
-    proposal = AlterPartitionRequest(
-        topic_partition=tp,
-        broker_id=payload.leader_id,
-        leader_epoch=payload.leader_epoch,
-        partition_epoch=payload.partition_epoch,
-        new_isr=tuple(IsrMember(b, e) for b, e in payload.new_isr),
-        leader_recovery_state=LeaderRecoveryState(int(payload.leader_recovery_state)),
-        broker_epoch=payload.leader_broker_epoch,
-        requested_ms=now_ms,
-    )
     decision = handle_alter_partition(
-        proposal,
+        payload,
         current,
         machine.cluster,
         policy=machine.policy(tp),
@@ -353,14 +333,13 @@ def alter_partition(
     )
     group = machine.new_group()
     cause = WriteCause(request=request)
-    error = response_error(proposal, decision)
+    error = response_error(payload, decision)
     writes: list[ControllerWrite] = []
     if decision.ok and current is not None:
         writes.extend(machine.cas_writes(tp, decision, cause, group))
-    result = machine.partitions.get(tp)
-    message = format_alter_partition_result(result)
+    result = alter_partition_result(error, machine.partitions.get(tp))
     records = [] if writes else decision.state_changes
-    return [*writes, machine.complete(request, group, error, message, records)]
+    return [*writes, machine.complete(request, group, error, "", records, result=result)]
 
 
 def start_reassignment(

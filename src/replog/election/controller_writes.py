@@ -14,26 +14,19 @@ never completed on the strength of a write that did not happen.
 the write is applied; the driver reports them only then.
 
 This module also holds the conversions between the coordinator's values (``PartitionState``,
-``BrokerInfo``) and the election package's (``PartitionRegistration``, ``BrokerRegistration``),
-and the text form of an AlterPartition result, which travels in the admin request's completion
-message (``format_alter_partition_result`` / ``parse_alter_partition_result``).
+``BrokerInfo``, ``AlterPartitionResult``) and the election package's (``PartitionRegistration``,
+``BrokerRegistration``).
 """
 
 from __future__ import annotations
-
-import re
-from collections.abc import Sequence
 
 import attrs
 
 from replog.coord import types as ct
 from replog.election.state import (
-    NO_LEADER,
     BrokerRegistration,
-    LeaderRecoveryState,
     PartitionRegistration,
     TopicPartition,
-    format_ids,
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode
@@ -41,7 +34,6 @@ from replog.errors import ErrorCode
 __all__ = [
     "AddPartitionsWrite",
     "AdmitBrokerWrite",
-    "AlterPartitionResult",
     "CasPartitionWrite",
     "CompleteRequestWrite",
     "ControllerOutput",
@@ -50,9 +42,8 @@ __all__ = [
     "DeleteTopicWrite",
     "SubmitRequestWrite",
     "WriteCause",
+    "alter_partition_result",
     "broker_registration",
-    "format_alter_partition_result",
-    "parse_alter_partition_result",
     "partition_state",
     "registration_of",
 ]
@@ -131,13 +122,15 @@ class SubmitRequestWrite:
 
 @attrs.frozen(kw_only=True)
 class CompleteRequestWrite:
-    """``complete_admin_request(request_id, outcome, message)``; always last in its group."""
+    """``complete_admin_request(request_id, outcome, message, result)``; always last in its
+    group."""
 
     group: int
     cause: WriteCause
     request_id: int
     outcome: ErrorCode
     message: str
+    result: ct.AlterPartitionResult | None = None
     state_changes: tuple[StateChange, ...] = ()
 
 
@@ -193,7 +186,7 @@ def registration_of(state: ct.PartitionState) -> PartitionRegistration:
         leader=state.leader,
         leader_epoch=state.leader_epoch,
         partition_epoch=state.partition_epoch,
-        leader_recovery_state=LeaderRecoveryState(int(state.leader_recovery_state)),
+        leader_recovery_state=state.leader_recovery_state,
         elr=state.elr,
         last_known_elr=state.last_known_elr,
         adding_replicas=state.adding_replicas,
@@ -211,7 +204,7 @@ def partition_state(registration: PartitionRegistration) -> ct.PartitionState:
         partition_epoch=registration.partition_epoch,
         elr=registration.elr,
         last_known_elr=registration.last_known_elr,
-        leader_recovery_state=ct.LeaderRecoveryState(registration.leader_recovery_state.value),
+        leader_recovery_state=registration.leader_recovery_state,
         adding_replicas=registration.adding_replicas,
         removing_replicas=registration.removing_replicas,
     )
@@ -228,47 +221,17 @@ def broker_registration(info: ct.BrokerInfo) -> BrokerRegistration:
     )
 
 
-# ---- the AlterPartition result, carried in the completion message ----
-
-
-@attrs.frozen
-class AlterPartitionResult:
-    """What a leader learns from a completed AlterPartition: the error code and the partition
-    as the controller holds it afterwards (the new state on success, the current one on a
-    rejection; -1 and () when the partition is unknown)."""
-
-    error: ErrorCode
-    leader: int = NO_LEADER
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    isr: tuple[int, ...] = ()
-
-
-_RESULT = re.compile(
-    r"leader=(?P<leader>-?\d+) leader_epoch=(?P<le>-?\d+) partition_epoch=(?P<pe>-?\d+)"
-    r" isr=\[(?P<isr>[\d,]*)\]"
-)
-
-
-def format_alter_partition_result(registration: PartitionRegistration | None) -> str:
-    """``leader=1 leader_epoch=3 partition_epoch=7 isr=[1,2]`` (the completion message)."""
+def alter_partition_result(
+    error: ErrorCode, registration: PartitionRegistration | None
+) -> ct.AlterPartitionResult:
+    """The completion's answer to an AlterPartition: ``error`` and the partition as the
+    controller holds it afterwards (``registration``; None when the partition is unknown)."""
     if registration is None:
-        return "leader=-1 leader_epoch=-1 partition_epoch=-1 isr=[]"
-    r = registration
-    return (
-        f"leader={r.leader} leader_epoch={r.leader_epoch}"
-        f" partition_epoch={r.partition_epoch} isr={format_ids(r.isr)}"
-    )
-
-
-def parse_alter_partition_result(outcome: ErrorCode, message: str) -> AlterPartitionResult:
-    """Inverse of ``format_alter_partition_result`` plus the completion's outcome. A message
-    without the fields (e.g. a request dropped unhandled) gives the error alone."""
-    match = _RESULT.search(message)
-    if match is None:
-        return AlterPartitionResult(outcome)
-    isr_text = match["isr"]
-    isr: Sequence[int] = tuple(int(b) for b in isr_text.split(",")) if isr_text else ()
-    return AlterPartitionResult(
-        outcome, int(match["leader"]), int(match["le"]), int(match["pe"]), tuple(isr)
+        return ct.AlterPartitionResult(error)
+    return ct.AlterPartitionResult(
+        error,
+        leader=registration.leader,
+        leader_epoch=registration.leader_epoch,
+        partition_epoch=registration.partition_epoch,
+        isr=registration.isr,
     )

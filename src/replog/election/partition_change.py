@@ -42,15 +42,9 @@ from collections.abc import Collection, Iterable, Sequence
 
 import attrs
 
+from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election.decision import Decision
-from replog.election.state import (
-    NO_LEADER,
-    ClusterView,
-    LeaderRecoveryState,
-    PartitionRegistration,
-    TopicPartition,
-    format_ids,
-)
+from replog.election.state import ClusterView, PartitionRegistration, TopicPartition, format_ids
 from replog.election.state_change import (
     DEFAULT_REQUESTER,
     Actor,

@@ -36,6 +36,7 @@ from collections.abc import Collection, Sequence
 
 import attrs
 
+from replog.coord.types import LeaderRecoveryState
 from replog.election.decision import Decision
 from replog.election.partition_change import (
     ElectionPolicy,
@@ -43,13 +44,7 @@ from replog.election.partition_change import (
     PartitionChangeBuilder,
     ReplicaAssignment,
 )
-from replog.election.state import (
-    ClusterView,
-    LeaderRecoveryState,
-    PartitionRegistration,
-    TopicPartition,
-    format_ids,
-)
+from replog.election.state import ClusterView, PartitionRegistration, TopicPartition, format_ids
 from replog.election.state_change import (
     DEFAULT_REQUESTER,
     Actor,

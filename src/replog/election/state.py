@@ -14,37 +14,21 @@ followed by the removing ones.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 
 import attrs
 
+from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.errors import invariant
 from replog.topics import TopicPartition
 
 __all__ = [
-    "NO_LEADER",
     "BrokerRegistration",
     "ClusterView",
-    "LeaderRecoveryState",
     "PartitionRegistration",
     "TopicPartition",
     "format_ids",
 ]
-
-NO_LEADER = -1
-"""The leader field of a partition that has no leader (offline)."""
-
-
-class LeaderRecoveryState(enum.Enum):
-    """KIP-704: RECOVERING after an unclean election until the new leader has recovered its log.
-
-    ``.value`` is Kafka's wire number. A registration never goes RECOVERED -> RECOVERING except
-    through an unclean election.
-    """
-
-    RECOVERED = 0
-    RECOVERING = 1
 
 
 def format_ids(values: Iterable[int]) -> str:

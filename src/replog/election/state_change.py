@@ -4,7 +4,8 @@ registration to the next, ``handled_request`` for a request the controller handl
 
 from __future__ import annotations
 
-from replog.election.state import NO_LEADER, PartitionRegistration, TopicPartition
+from replog.coord.types import NO_LEADER
+from replog.election.state import PartitionRegistration, TopicPartition
 from replog.errors import ErrorCode
 from replog.state_change import (
     DEFAULT_REQUESTER,

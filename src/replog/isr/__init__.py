@@ -24,9 +24,6 @@ from replog.isr.isr_state import (
 )
 from replog.isr.messages import (
     CONSUMER_REPLICA_ID,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    BrokerState,
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
@@ -34,23 +31,18 @@ from replog.isr.messages import (
     Ready,
 )
 from replog.isr.partition import Partition, ReplicaRole
-from replog.isr.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from replog.isr.purgatory import DelayedProduce, Purgatory
 from replog.isr.replica import UNKNOWN_OFFSET, ReplicaState
-from replog.isr.replica_log import UNDEFINED_EPOCH, BytesSlice, LogSlice, ReplicaLog
+from replog.isr.replica_log import BytesSlice, LogSlice, ReplicaLog
 from replog.state_change import StateChange, StateChangeSink, discard_state_change
 
 __all__ = [
     "CONSUMER_REPLICA_ID",
-    "UNDEFINED_EPOCH",
     "UNKNOWN_OFFSET",
     "Acks",
-    "AlterPartitionRequest",
-    "AlterPartitionResponse",
     "Assignment",
-    "BrokerState",
     "BytesSlice",
     "CommittedIsr",
-    "DelayedFetch",
     "DelayedProduce",
     "DurabilityMode",
     "EpochEndOffset",

@@ -19,10 +19,11 @@ import enum
 
 import attrs
 
+from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode, invariant
 from replog.isr.config import DurabilityMode, PartitionConfig
 from replog.isr.messages import EpochEndOffset, FetchRequest, FetchResponse
-from replog.isr.replica_log import UNDEFINED_EPOCH, ReplicaLog
+from replog.isr.replica_log import ReplicaLog
 
 __all__ = [
     "FollowerAction",
@@ -56,7 +57,7 @@ def truncation_offset(leader: EpochEndOffset, log: ReplicaLog) -> TruncationDeci
     if leader.epoch == UNDEFINED_EPOCH:
         return TruncationDecision(min(leader.end_offset, log_end_offset), complete=True)
     own_epoch, own_end_offset = log.end_offset_for_epoch(leader.epoch)
-    if own_end_offset == UNDEFINED_EPOCH:
+    if own_end_offset == UNDEFINED_EPOCH_OFFSET:
         return TruncationDecision(min(leader.end_offset, log_end_offset), complete=True)
     if own_epoch != leader.epoch:
         return TruncationDecision(min(own_end_offset, log_end_offset), complete=False)

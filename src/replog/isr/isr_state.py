@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import attrs
 
-from replog.isr.messages import AlterPartitionRequest
+from replog.coord.types import AlterPartition
 
 __all__ = [
     "Assignment",
@@ -51,7 +51,7 @@ class PendingExpandIsr:
 
     isr: frozenset[int]
     joining: int
-    request: AlterPartitionRequest
+    request: AlterPartition
     last_committed: CommittedIsr
 
     @property
@@ -71,7 +71,7 @@ class PendingShrinkIsr:
 
     isr: frozenset[int]
     leaving: frozenset[int]
-    request: AlterPartitionRequest
+    request: AlterPartition
     last_committed: CommittedIsr
 
     @property

@@ -6,9 +6,10 @@ and return a ``FetchResponse`` holding a slice of the log, never the bytes thems
 
 from __future__ import annotations
 
+from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode
 from replog.isr.messages import EpochEndOffset, FetchRequest, FetchResponse
-from replog.isr.replica_log import UNDEFINED_EPOCH, BytesSlice, LogSlice, ReplicaLog
+from replog.isr.replica_log import BytesSlice, LogSlice, ReplicaLog
 
 __all__ = ["check_fetch_epoch", "read_for_fetch"]
 
@@ -63,7 +64,7 @@ def read_for_fetch(log: ReplicaLog, request: FetchRequest) -> FetchResponse:
         return answer(ErrorCode.OFFSET_OUT_OF_RANGE)
     if request.is_from_follower and request.last_fetched_epoch != UNDEFINED_EPOCH:
         epoch, end_offset = log.end_offset_for_epoch(request.last_fetched_epoch)
-        if end_offset == UNDEFINED_EPOCH:
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
             return answer(ErrorCode.OFFSET_OUT_OF_RANGE)
         if epoch < request.last_fetched_epoch or end_offset < fetch_offset:
             return answer(ErrorCode.NONE, diverging=EpochEndOffset(epoch, end_offset))

@@ -2,19 +2,21 @@
 
 The partition machine never sends anything itself. It returns (or queues in ``Ready``) these
 values, and the driver turns them into wire messages, coordinator writes and client replies.
+ISR changes travel as the coordinator's own values (``replog.coord.types.AlterPartition`` out,
+``AlterPartitionResult`` back), so the proposal the leader makes is the one the controller
+validates.
 """
 
 from __future__ import annotations
 
 import attrs
 
+from replog.coord.types import AlterPartition
+from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode
-from replog.isr.replica_log import UNDEFINED_EPOCH, LogSlice
+from replog.isr.replica_log import LogSlice
 
 __all__ = [
-    "AlterPartitionRequest",
-    "AlterPartitionResponse",
-    "BrokerState",
     "EpochEndOffset",
     "FetchRequest",
     "FetchResponse",
@@ -37,7 +39,7 @@ class EpochEndOffset:
     @property
     def is_undefined(self) -> bool:
         """True for Kafka's (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) answer."""
-        return self.end_offset == UNDEFINED_EPOCH
+        return self.end_offset == UNDEFINED_EPOCH_OFFSET
 
 
 @attrs.frozen
@@ -90,47 +92,6 @@ class FetchResponse:
 
 
 @attrs.frozen
-class BrokerState:
-    """An ISR member as sent in AlterPartition: broker id plus its broker epoch (KIP-903)."""
-
-    broker_id: int
-    broker_epoch: int = -1
-
-
-@attrs.frozen
-class AlterPartitionRequest:
-    """A conditional ISR write: applies only if the stored partition epoch is still
-    ``partition_epoch`` and the leader epoch still ``leader_epoch`` (KIP-497 CAS)."""
-
-    topic: str
-    partition: int
-    leader_id: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[BrokerState, ...]
-
-    @property
-    def new_isr_ids(self) -> frozenset[int]:
-        """The proposed ISR as broker ids."""
-        return frozenset(b.broker_id for b in self.new_isr)
-
-
-@attrs.frozen
-class AlterPartitionResponse:
-    """The coordinator's answer: ``NONE`` with the stored state, or an error code.
-
-    ``OPERATION_NOT_ATTEMPTED``/``INELIGIBLE_REPLICA`` reject the change (the leader reverts);
-    ``FENCED_LEADER_EPOCH``, ``INVALID_UPDATE_VERSION`` and friends mean the leader is stale and
-    waits for new metadata; any other error is retried.
-    """
-
-    error_code: ErrorCode
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    isr: frozenset[int] = frozenset()
-
-
-@attrs.frozen
 class ProduceResult:
     """The outcome of one produce to this partition (acks=0: the driver sends nothing, and on an
     error closes the connection)."""
@@ -144,11 +105,10 @@ class ProduceResult:
 class Ready:
     """Everything the machine wants the driver to do, drained by ``Partition.take_ready()``."""
 
-    alter_partition: tuple[AlterPartitionRequest, ...] = ()
+    alter_partition: tuple[AlterPartition, ...] = ()
     produce_results: tuple[ProduceResult, ...] = ()
-    fetch_responses: tuple[FetchResponse, ...] = ()
 
     @property
     def is_empty(self) -> bool:
         """True when there is nothing to do."""
-        return not (self.alter_partition or self.produce_results or self.fetch_responses)
+        return not (self.alter_partition or self.produce_results)

@@ -3,8 +3,9 @@
 Theory of operation. A broker holds one ``Partition`` per replica it hosts. The driver feeds it
 inputs (``become_leader``, ``append_as_leader``, ``on_fetch``, ``on_alter_partition_response``,
 ``on_tick``, ...) with the current time as ``now_ms``, and acts on what comes back: a value
-returned directly, or queued for ``take_ready()`` (AlterPartition writes, produce completions,
-completed delayed fetches). It never reads a clock, opens a socket or starts a thread.
+returned directly, or queued for ``take_ready()`` (AlterPartition writes, produce completions).
+Fetches are answered at once; long polls wait in the broker's request layer. It never reads a
+clock, opens a socket or starts a thread.
 
 As **leader** it keeps the seeds' sets: AR (``assigned``), ISR (``isr``, the committed one, and
 ``maximal_isr`` while a change is pending), CUR (``catching_up`` = AR - ISR) and RAR
@@ -25,6 +26,7 @@ import enum
 
 import attrs
 
+from replog.coord.types import AlterPartition, AlterPartitionResult, IsrMember
 from replog.errors import ErrorCode, invariant
 from replog.isr.config import Acks, DurabilityMode, PartitionConfig
 from replog.isr.follower import FollowerAction, FollowerFetcher, FollowerOutcome
@@ -37,15 +39,12 @@ from replog.isr.isr_state import (
 )
 from replog.isr.leader_fetch import check_fetch_epoch, read_for_fetch
 from replog.isr.messages import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    BrokerState,
     FetchRequest,
     FetchResponse,
     ProduceResult,
     Ready,
 )
-from replog.isr.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from replog.isr.purgatory import DelayedProduce, Purgatory
 from replog.isr.replica import ReplicaState
 from replog.isr.replica_log import ReplicaLog
 from replog.state_change import Actor, StateChange, StateChangeSink, discard_state_change
@@ -105,15 +104,12 @@ class Partition:
     _ineligible: frozenset[int] = attrs.field(init=False, default=frozenset())
     _fetcher: FollowerFetcher | None = attrs.field(init=False, default=None)
     _produces: Purgatory[DelayedProduce] = attrs.field(init=False)
-    _fetches: Purgatory[DelayedFetch] = attrs.field(init=False)
-    _out_alter: list[AlterPartitionRequest] = attrs.field(init=False, factory=list)
+    _out_alter: list[AlterPartition] = attrs.field(init=False, factory=list)
     _out_produce: list[ProduceResult] = attrs.field(init=False, factory=list)
-    _out_fetch: list[FetchResponse] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
         capacity = self.config.delayed_operations_max
         self._produces = Purgatory(capacity, watch_key=lambda op: op.required_offset)
-        self._fetches = Purgatory(capacity)
 
     # ------------------------------------------------------------------ the seeds' vocabulary
 
@@ -143,7 +139,7 @@ class Partition:
         return self.assignment.target_replicas
 
     @property
-    def pending_isr_change(self) -> AlterPartitionRequest | None:
+    def pending_isr_change(self) -> AlterPartition | None:
         """The AlterPartition request in flight, if any."""
         state = self.isr_state
         return None if isinstance(state, CommittedIsr) else state.request
@@ -235,8 +231,7 @@ class Partition:
             f"isr={sorted(isr_set)} ar={list(replicas)} leo={self.log.log_end_offset} "
             f"hw={self.log.high_watermark}",
         )
-        # Delayed fetches re-check the epoch now; the ISR may be down to min ISR, move the HW.
-        self._complete_delayed_fetches(force=is_new_epoch)
+        # The ISR may be down to min ISR: move the HW.
         self.maybe_increment_leader_hw(now_ms)
         return True
 
@@ -290,7 +285,6 @@ class Partition:
                     produce.request_id, produce.base_offset, ErrorCode.NOT_LEADER_OR_FOLLOWER
                 )
             )
-        self._complete_delayed_fetches(force=True)
         self._record(
             Kind.BECOME_FOLLOWER,
             f"leader={leader} leo={self.log.log_end_offset} hw={self.log.high_watermark}",
@@ -339,7 +333,6 @@ class Partition:
         end_offset = self.log.log_end_offset
         invariant(end_offset > base_offset, f"append left LEO at {end_offset}")
         self.maybe_increment_leader_hw(now_ms)
-        self._complete_delayed_fetches(force=False)
         if acks != Acks.ALL:
             return ProduceResult(request_id, base_offset, ErrorCode.NONE)
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
@@ -412,7 +405,6 @@ class Partition:
             invariant(result is not None, "a produce at or below the HW must complete")
             if result is not None:
                 self._out_produce.append(result)
-        self._complete_delayed_fetches(force=False)
 
     # ------------------------------------------------------------------ ISR changes
 
@@ -465,9 +457,9 @@ class Partition:
         return True
 
     def on_alter_partition_response(
-        self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int
+        self, request: AlterPartition, result: AlterPartitionResult, now_ms: int
     ) -> bool:
-        """Apply the coordinator's answer to ``request``. Returns True if an ISR committed.
+        """Apply the controller's answer to ``request``. Returns True if an ISR committed.
 
         Accepted: commit the returned ISR and partition epoch, then maybe advance the HW.
         Rejected (``OPERATION_NOT_ATTEMPTED``, ``INELIGIBLE_REPLICA``): revert to the last
@@ -479,20 +471,21 @@ class Partition:
         state = self.isr_state
         if not self.is_leader or isinstance(state, CommittedIsr) or state.request != request:
             return False
-        code = response.error_code
+        code = result.error
         if code is ErrorCode.NONE:
             if (
-                response.leader_epoch != self.leader_epoch
-                or response.partition_epoch < self.partition_epoch
+                result.leader_epoch != self.leader_epoch
+                or result.partition_epoch < self.partition_epoch
             ):
                 return False
+            committed_isr = frozenset(result.isr)
             invariant(
-                response.isr <= set(self.assignment.replicas),
-                f"committed ISR {set(response.isr)} not within AR {self.assigned}",
+                committed_isr <= set(self.assignment.replicas),
+                f"committed ISR {set(committed_isr)} not within AR {self.assigned}",
             )
-            self.isr_state = CommittedIsr(response.isr)
-            self.partition_epoch = response.partition_epoch
-            self._record(Kind.ALTER_PARTITION, f"isr={sorted(response.isr)}", leader=True)
+            self.isr_state = CommittedIsr(committed_isr)
+            self.partition_epoch = result.partition_epoch
+            self._record(Kind.ALTER_PARTITION, f"isr={sorted(committed_isr)}", leader=True)
             self.maybe_increment_leader_hw(now_ms)
             return True
         if code in _REJECTED:
@@ -507,15 +500,15 @@ class Partition:
             self._out_alter.append(request)
         return False
 
-    def _alter_partition_request(self, new_isr: frozenset[int]) -> AlterPartitionRequest:
+    def _alter_partition_request(self, new_isr: frozenset[int]) -> AlterPartition:
         members = [b for b in self.assignment.replicas if b in new_isr]
-        return AlterPartitionRequest(
+        return AlterPartition(
             topic=self.topic,
             partition=self.partition,
             leader_id=self.broker_id,
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
-            new_isr=tuple(BrokerState(b, self._member_broker_epoch(b)) for b in members),
+            new_isr=tuple(IsrMember(b, self._member_broker_epoch(b)) for b in members),
         )
 
     def _member_broker_epoch(self, broker_id: int) -> int:
@@ -535,8 +528,9 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: fetches
 
-    def on_fetch(self, request: FetchRequest, now_ms: int) -> FetchResponse | None:
-        """Serve a follower's or consumer's fetch; None if it waits in purgatory.
+    def on_fetch(self, request: FetchRequest, now_ms: int) -> FetchResponse:
+        """Serve a follower's or consumer's fetch now, with whatever there is (``max_wait_ms``
+        is the caller's: the broker's request layer keeps long polls and reads again).
 
         Fenced by leader epoch (KIP-320). A follower whose last fetched epoch does not match
         gets ``diverging_epoch`` and nothing else. Otherwise the follower's LEO and caught-up
@@ -561,10 +555,6 @@ class Partition:
             return response
         if replica is not None:
             self._update_follower_fetch_state(replica, request, leader_end_offset, now_ms)
-        if response.size_bytes < request.min_bytes and request.max_wait_ms > 0:
-            parked = DelayedFetch(request, now_ms + request.max_wait_ms, self.log.high_watermark)
-            if self._fetches.add(parked, parked.deadline_ms):
-                return None
         return response
 
     @property
@@ -605,43 +595,11 @@ class Partition:
         if moved:
             self.maybe_increment_leader_hw(now_ms)
 
-    def _complete_delayed_fetches(self, *, force: bool) -> None:
-        """Answer parked fetches that now have ``min_bytes`` or an error, and followers' when
-        the HW moved (so they learn it promptly); all of them when forced."""
-        answers: dict[int, FetchResponse] = {}
-
-        def satisfied(parked: DelayedFetch) -> bool:
-            response = self._answer_parked_fetch(parked.request)
-            if (
-                force
-                or response.error_code is not ErrorCode.NONE
-                or response.diverging_epoch is not None
-                or response.size_bytes >= parked.request.min_bytes
-                or (
-                    parked.request.is_from_follower
-                    and response.high_watermark > parked.high_watermark
-                )
-            ):
-                answers[id(parked)] = response
-                return True
-            return False
-
-        for parked in self._fetches.pop_where(satisfied):
-            self._out_fetch.append(answers[id(parked)])
-
-    def _answer_parked_fetch(self, request: FetchRequest) -> FetchResponse:
-        error = check_fetch_epoch(self.is_leader, self.leader_epoch, request)
-        if error is not ErrorCode.NONE:
-            return FetchResponse(
-                request.request_id, error, request.fetch_offset, replica_id=request.replica_id
-            )
-        return read_for_fetch(self.log, request)
-
     # ------------------------------------------------------------------ time
 
     def on_tick(self, now_ms: int) -> None:
-        """Expire delayed operations: produces end ``REQUEST_TIMED_OUT``, fetches answer with
-        whatever is there. Call it by ``next_deadline_ms()``."""
+        """Expire delayed produces (they end ``REQUEST_TIMED_OUT``). Call it by
+        ``next_deadline_ms()``."""
         now_ms = self._observe(now_ms)
         for produce in self._produces.pop_expired(now_ms):
             result = self._check_produce(produce)
@@ -650,25 +608,16 @@ class Partition:
                     produce.request_id, produce.base_offset, ErrorCode.REQUEST_TIMED_OUT
                 )
             self._out_produce.append(result)
-        for parked in self._fetches.pop_expired(now_ms):
-            self._out_fetch.append(self._answer_parked_fetch(parked.request))
 
     def next_deadline_ms(self) -> int | None:
         """When ``on_tick`` next has something to expire (None: nothing pending)."""
-        deadlines = [
-            d
-            for d in (self._produces.next_deadline_ms(), self._fetches.next_deadline_ms())
-            if d is not None
-        ]
-        return min(deadlines) if deadlines else None
+        return self._produces.next_deadline_ms()
 
     def take_ready(self) -> Ready:
-        """Drain what the driver must do: AlterPartition writes, produce results, fetch
-        responses completed from purgatory."""
-        ready = Ready(tuple(self._out_alter), tuple(self._out_produce), tuple(self._out_fetch))
+        """Drain what the driver must do: AlterPartition writes and produce results."""
+        ready = Ready(tuple(self._out_alter), tuple(self._out_produce))
         self._out_alter.clear()
         self._out_produce.clear()
-        self._out_fetch.clear()
         return ready
 
     # ------------------------------------------------------------------ follower side

@@ -1,10 +1,10 @@
-"""Delayed operations: produces waiting for the HW, fetches waiting for data (Kafka's purgatory).
+"""Delayed operations: acks=all produces waiting for the HW (Kafka's produce purgatory).
 
 A ``Purgatory`` holds operations keyed by deadline (``sortedcontainers``) and, optionally, by a
 *watch key*: the offset whose arrival completes the operation. For produces the watch key is the
-required offset, so an HW move pops exactly the produces it satisfies. Fetches are completed by
-a predicate (they re-read the log). Every queue is bounded; a full queue refuses new operations
-rather than growing without limit.
+required offset, so an HW move pops exactly the produces it satisfies. Every queue is bounded; a
+full queue refuses new operations rather than growing without limit. (Long-polling fetches wait
+in the broker's request layer, ``replog.broker.requests.fetch``, not here.)
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import attrs
 from sortedcontainers import SortedList
 
 from replog.errors import invariant
-from replog.isr.messages import FetchRequest
 
-__all__ = ["DelayedFetch", "DelayedProduce", "Purgatory"]
+__all__ = ["DelayedProduce", "Purgatory"]
 
 T = TypeVar("T")
 
@@ -32,16 +31,6 @@ class DelayedProduce:
     base_offset: int
     required_offset: int
     deadline_ms: int
-
-
-@attrs.frozen
-class DelayedFetch:
-    """A fetch that found fewer than ``min_bytes`` and may wait until ``deadline_ms``;
-    ``high_watermark`` is the HW when it was parked (a follower is answered when it moves)."""
-
-    request: FetchRequest
-    deadline_ms: int
-    high_watermark: int
 
 
 class Purgatory(Generic[T]):

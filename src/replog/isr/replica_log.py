@@ -1,6 +1,6 @@
 """The slice of the storage engine the replication core needs: ``ReplicaLog``.
 
-``replog.log.log.Log`` satisfies this protocol structurally; tests may use any other object that
+``replog.log.Log`` satisfies this protocol structurally; tests may use any other object that
 does. Keeping the surface this small is what lets the same machine run on real segment files,
 on a fault-injecting filesystem, or inside a deterministic simulator.
 """
@@ -11,10 +11,7 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["BytesSlice", "LogSlice", "ReplicaLog", "UNDEFINED_EPOCH"]
-
-#: Kafka's "no epoch / no offset" marker in OffsetsForLeaderEpoch answers.
-UNDEFINED_EPOCH = -1
+__all__ = ["BytesSlice", "LogSlice", "ReplicaLog"]
 
 
 class LogSlice(Protocol):
@@ -47,7 +44,7 @@ class BytesSlice:
 
 
 class ReplicaLog(Protocol):
-    """What ``Partition`` calls on its local log (a subset of ``replog.log.log.Log``)."""
+    """What ``Partition`` calls on its local log (a subset of ``replog.log.Log``)."""
 
     @property
     def log_start_offset(self) -> int:

@@ -8,7 +8,9 @@ Two ways to go through a ``.log`` file from a byte position:
 - `BatchWalk` checks every batch the way recovery does and stops at the first one that fails:
   the file ends inside it (a torn write), its length is under the 61-byte header, its magic is
   not 2, its CRC-32C does not match, it does not start at the offset after the previous batch
-  (offsets are dense; the base offset is outside the CRC), its last offset goes past the end of
+  (offsets are dense; the base offset is outside the CRC) -- except in compacted data, below
+  ``gaps_below`` (the log's clean offset, see `replog.log.cleaner`), where a batch may start
+  later than that, never earlier -- its last offset goes past the end of
   the segment's offset range, or its partition leader epoch is below the previous batch's (a
   leader epoch never falls along a log; the field is outside the CRC; -1, "no epoch", after an
   epoch >= 0 is a fall too, while -1 before any epoch is fine). The walk keeps its position,
@@ -32,10 +34,12 @@ from replog.errors import CorruptRecordError, unreachable
 from replog.log.fs import FileHandle
 from replog.log.records import (
     CRC_START,
+    HEADER,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,
+    OFFSET_AND_LENGTH,
     RECORD_BATCH_OVERHEAD,
 )
 
@@ -46,7 +50,9 @@ _log = logging.getLogger(__name__)
 _SCAN_CHUNK_BYTES = 64 * 1024
 _WALK_CHUNK_BYTES = 4 * 1024 * 1024
 _MIN_CHUNK_BYTES = 64 * 1024
-_LAST_OFFSET_DELTA_AT = 23
+_unpack_framing = OFFSET_AND_LENGTH.unpack_from
+_unpack_delta = HEADER.last_offset_delta.codec.unpack_from
+_LAST_OFFSET_DELTA_AT = HEADER.last_offset_delta.position
 
 
 class BatchPosition(NamedTuple):
@@ -71,13 +77,11 @@ def scan_headers(
         chunk_bytes = min(chunk_bytes * 2, _SCAN_CHUNK_BYTES)
         cursor = 0
         while cursor + RECORD_BATCH_OVERHEAD <= len(chunk):
-            base_offset = int.from_bytes(chunk[cursor : cursor + 8], "big", signed=True)
-            size = int.from_bytes(chunk[cursor + 8 : cursor + 12], "big", signed=True)
-            size += LOG_OVERHEAD
+            base_offset, length = _unpack_framing(chunk, cursor)
+            size = length + LOG_OVERHEAD
             if size < RECORD_BATCH_OVERHEAD or position + cursor + size > end_position:
                 return
-            at = cursor + _LAST_OFFSET_DELTA_AT
-            delta = int.from_bytes(chunk[at : at + 4], "big", signed=True)
+            (delta,) = _unpack_delta(chunk, cursor + _LAST_OFFSET_DELTA_AT)
             yield BatchPosition(base_offset, base_offset + delta, position + cursor, size)
             cursor += size
         if cursor == 0:
@@ -114,7 +118,9 @@ class BatchWalk:
     ``stop`` says why the walk ended early (None: it reached ``end_position``).
 
     ``end_offset`` (exclusive) bounds the offsets the batches may hold: the next segment's base
-    offset, or the largest offset a relative index entry can reach."""
+    offset, or the largest offset a relative index entry can reach. A batch whose base offset
+    is at most ``gaps_below`` may start after the offset the previous batch ended at (offsets a
+    log cleaner removed)."""
 
     handle: FileHandle
     position: int
@@ -123,6 +129,7 @@ class BatchWalk:
     last_epoch: int
     end_offset: int
     stop: WalkStop | None = None
+    gaps_below: int = 0
 
     def __iter__(self) -> Iterator[ValidBatch]:
         return self._batches(_WALK_CHUNK_BYTES)
@@ -177,7 +184,7 @@ class BatchWalk:
             return -1
         if len(chunk) - cursor < LOG_OVERHEAD:
             return len(chunk) - cursor + 1  # more than the chunk holds: read again from here
-        size = int.from_bytes(chunk[cursor + 8 : cursor + 12], "big", signed=True) + LOG_OVERHEAD
+        size = HEADER.batch_length.read(chunk, cursor) + LOG_OVERHEAD
         if size < RECORD_BATCH_OVERHEAD:
             self._stop(f"batch declares {size} bytes, under the 61-byte header")
             return -1
@@ -196,7 +203,7 @@ class BatchWalk:
             reason = f"magic {magic}, not {MAGIC}"
         elif crc32c.crc32c(view[cursor + CRC_START : cursor + size]) != crc:
             reason = f"CRC {crc:#010x} does not match its bytes"
-        elif base != self.next_offset:
+        elif base != self.next_offset and not self.next_offset < base <= self.gaps_below:
             reason = f"base offset {base}, expected {self.next_offset}"
         elif delta < 0 or last >= self.end_offset:
             reason = f"last offset {last} outside [{base}, {self.end_offset})"
@@ -231,6 +238,19 @@ class PrefixCheck:
     unchecked_end: int
     walk: BatchWalk | None = None
     _reported_position: int = -1
+    #: offsets below this may be missing (compacted data): see `BatchWalk`
+    _gaps_below: int = 0
+
+    @property
+    def gaps_below(self) -> int:
+        """Where offset gaps stop being legal (the log's clean offset)."""
+        return self._gaps_below
+
+    @gaps_below.setter
+    def gaps_below(self, offset: int) -> None:
+        self._gaps_below = offset
+        if self.walk is not None:
+            self.walk.gaps_below = offset
 
     @property
     def damage(self) -> WalkStop | None:
@@ -254,6 +274,7 @@ class PrefixCheck:
                 next_offset=self.base_offset,
                 last_epoch=NO_PARTITION_LEADER_EPOCH,
                 end_offset=end_offset,
+                gaps_below=self._gaps_below,
             )
         if walk.stop is None:
             walk.advance(min(end, self.unchecked_end))

@@ -6,7 +6,8 @@ Layout (UTF-8, every line ends with ``\\n``)::
     <count>\\n              # number of entry lines that follow
     <entry>\\n              # count times, formatted by the file's formatter
 
-    replication-offset-checkpoint, recovery-point-offset-checkpoint, log-start-offset-checkpoint:
+    replication-offset-checkpoint, recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+    cleaner-offset-checkpoint:
         entry = "<topic> <partition> <offset>"          e.g. "0\\n2\\nfoo 0 42\\nfoo 1 17\\n"
     leader-epoch-checkpoint (per partition dir):
         entry = "<epoch> <start_offset>", ascending    e.g. "0\\n2\\n0 0\\n1 2\\n"
@@ -24,6 +25,10 @@ Reading is strict, because a checkpoint decides what recovery trusts:
   duplicate key raise `MalformedCheckpointError` naming the file and the 1-based line;
 - ``\\r\\n`` line ends are accepted on read (Kafka's reader accepts them too);
 - any ``OSError`` becomes `StorageError`, whose ``log_dir`` is the log dir holding the file.
+
+``cleaner-offset-checkpoint`` (per log dir) holds each compacted log's clean offset, the end of
+what the log cleaner has cleaned (`CleanerOffsetCheckpoint`: one entry is read and rewritten at a
+time, as Kafka's LogCleanerManager does).
 
 ``.kafka_cleanshutdown`` (per log dir) is JSON ``{"version":0,"brokerEpoch":N}``, written in place
 and fsynced at clean shutdown, read and deleted at startup (see
@@ -46,8 +51,10 @@ from replog.log.epoch_cache import EpochEntry
 from replog.log.fs import FileSystem
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT_FILE",
     "CLEAN_SHUTDOWN_FILE",
     "CheckpointFile",
+    "CleanerOffsetCheckpoint",
     "CheckpointFormatter",
     "LEADER_EPOCH_CHECKPOINT_FILE",
     "LOG_START_OFFSET_CHECKPOINT_FILE",
@@ -64,6 +71,7 @@ RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
@@ -250,6 +258,38 @@ class OffsetCheckpointFile:
     def read(self) -> dict[tuple[str, int], int]:
         """(topic, partition) -> offset; {} for a missing or empty file."""
         return {(t, p): o for t, p, o in self._file.read()}
+
+
+class CleanerOffsetCheckpoint:
+    """One partition's entry in its log dir's ``cleaner-offset-checkpoint``: read, rewrite
+    (the other partitions' entries are kept) and remove it. Every write is atomic and durable
+    before it returns."""
+
+    def __init__(self, fs: FileSystem, log_dir: str, topic: str, partition: int) -> None:
+        self._file = OffsetCheckpointFile(fs, os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE))
+        self._key = (topic, partition)
+
+    @property
+    def path(self) -> str:
+        """The checkpoint's path."""
+        return self._file.path
+
+    def read(self) -> int | None:
+        """This partition's offset; None if it has no entry. `MalformedCheckpointError` if the
+        file does not parse."""
+        return self._file.read().get(self._key)
+
+    def write(self, offset: int) -> None:
+        """Set this partition's entry to ``offset``."""
+        offsets = self._file.read()
+        offsets[self._key] = offset
+        self._file.write(offsets)
+
+    def remove(self) -> None:
+        """Drop this partition's entry (its log was deleted); nothing is written if it has none."""
+        offsets = self._file.read()
+        if offsets.pop(self._key, None) is not None:
+            self._file.write(offsets)
 
 
 # ------------------------------------------------------------------------ leader epochs

@@ -2,6 +2,12 @@
 
 Names follow Kafka's topic configs with units last (``segment.bytes`` -> ``segment_bytes``);
 defaults are Kafka's (reference §1 "Defaults" and §7) unless noted.
+
+``cleanup_policy`` is Kafka's ``cleanup.policy``: ``delete`` (retention deletes old segments),
+``compact`` (the log cleaner keeps the latest record of every key; retention only drops segments
+below the log start offset) or ``compact,delete`` (both). The compaction settings are Kafka's
+``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms`` and
+``delete.retention.ms`` (see `replog.log.cleaner`).
 """
 
 from __future__ import annotations
@@ -13,9 +19,27 @@ import attrs
 
 from replog.errors import InvalidConfigError
 
-__all__ = ["LogConfig"]
+__all__ = ["CLEANUP_POLICIES", "LogConfig", "normalize_cleanup_policy"]
 
 _INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+"""The values ``cleanup_policy`` takes, normalized (`normalize_cleanup_policy`)."""
+
+
+def normalize_cleanup_policy(value: str) -> str:
+    """Kafka's ``cleanup.policy`` list (``delete``, ``compact``, both in either order, spaces
+    allowed) as one of `CLEANUP_POLICIES`; `InvalidConfigError` for anything else."""
+    if not isinstance(value, str):
+        raise InvalidConfigError(f"cleanup_policy must be a string, got {value!r}")
+    parts = {part.strip().lower() for part in value.split(",")}
+    if not parts or not parts <= {"delete", "compact"} or "" in parts:
+        raise InvalidConfigError(
+            f"cleanup.policy must be delete, compact or compact,delete, got {value!r}"
+        )
+    return ",".join(sorted(parts))
+
+
 _Validator = Callable[[Any, "attrs.Attribute[int]", int], None]
 
 
@@ -41,6 +65,11 @@ def _unlimited_or_at_least(minimum: int) -> _Validator:
     return check
 
 
+def _ratio(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidConfigError(f"{attribute.name} must be a number in [0, 1], got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class LogConfig:
     """Settings of one partition log.
@@ -61,6 +90,21 @@ class LogConfig:
     retention_bytes: int = attrs.field(default=-1, validator=_unlimited_or_at_least(0))
     max_message_bytes: int = attrs.field(default=1048588, validator=_at_least(0))
     file_delete_delay_ms: int = attrs.field(default=60000, validator=_at_least(0))
+    cleanup_policy: str = attrs.field(default="delete", converter=normalize_cleanup_policy)
+    min_cleanable_dirty_ratio: float = attrs.field(default=0.5, validator=_ratio)
+    min_compaction_lag_ms: int = attrs.field(default=0, validator=_at_least(0))
+    max_compaction_lag_ms: int = attrs.field(default=_INT64_MAX, validator=_at_least(1))
+    delete_retention_ms: int = attrs.field(default=24 * 3600 * 1000, validator=_at_least(0))
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this log (``cleanup.policy`` holds ``compact``)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention by time and size applies (``cleanup.policy`` holds ``delete``)."""
+        return "delete" in self.cleanup_policy
 
     def __attrs_post_init__(self) -> None:
         if self.segment_bytes > _INT32_MAX:
@@ -72,6 +116,11 @@ class LogConfig:
         if self.segment_index_bytes > _INT32_MAX:
             raise InvalidConfigError(
                 f"segment_index_bytes must be <= {_INT32_MAX}, got {self.segment_index_bytes}"
+            )
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"min_compaction_lag_ms ({self.min_compaction_lag_ms}) must be <= "
+                f"max_compaction_lag_ms ({self.max_compaction_lag_ms})"
             )
         if self.segment_jitter_ms >= self.segment_ms:
             raise InvalidConfigError(

@@ -10,17 +10,17 @@ tail): what follows is reported as unreadable bytes, never skipped silently.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator
 from typing import TextIO
 
 from replog.errors import CorruptRecordError
+from replog.log.decoding import decode_records
 from replog.log.fs import REAL_FS
 from replog.log.offset_index import OffsetIndex
 from replog.log.records import (
+    HEADER,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
-    decode_records,
     read_header,
     validate_batch,
 )
@@ -29,7 +29,6 @@ from replog.log.time_index import TimeIndex
 
 __all__ = ["dump_path"]
 
-_LENGTH = struct.Struct(">i")
 _MAX_INDEX_BYTES = 2**31 - 1
 
 
@@ -93,8 +92,7 @@ def _frames(data: bytes) -> Iterator[tuple[int, int]]:
     """(position, size) of every batch that frames (size field sane, fits in the file)."""
     position = 0
     while len(data) - position >= RECORD_BATCH_OVERHEAD:
-        (length,) = _LENGTH.unpack_from(data, position + 8)
-        size = length + LOG_OVERHEAD
+        size = HEADER.batch_length.read(data, position) + LOG_OVERHEAD
         if size < RECORD_BATCH_OVERHEAD or position + size > len(data):
             return
         yield position, size

@@ -26,15 +26,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import invariant
 
 if TYPE_CHECKING:
     from replog.log.checkpoints import LeaderEpochCheckpointFile
 
-__all__ = ["EpochEntry", "LeaderEpochCache", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+__all__ = ["EpochEntry", "LeaderEpochCache"]
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 

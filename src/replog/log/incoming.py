@@ -9,19 +9,23 @@ fetch (cut at the byte limit) is not an error.
 
 from __future__ import annotations
 
-import struct
-
 import crc32c
 
 from replog.errors import CorruptRecordError
 from replog.log.records import (
+    CRC_START,
+    HEADER,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAGIC,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     validate_batch,
 )
 
 __all__ = ["check_producer_batch", "parse_batches"]
+
+_unpack_header = HEADER_STRUCT.unpack_from
 
 
 def parse_batches(
@@ -33,21 +37,17 @@ def parse_batches(
     found: list[tuple[int, BatchHeader]] = []
     position = 0
     while position < len(view):
-        if len(view) - position < 12:
+        if len(view) - position < LOG_OVERHEAD:
             if whole:
                 raise CorruptRecordError("trailing bytes after the last batch", position)
             break
-        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + 12
-        if position + size > len(view) and not whole and size >= 61:
+        size = HEADER.batch_length.read(view, position) + LOG_OVERHEAD
+        if position + size > len(view) and not whole and size >= RECORD_BATCH_OVERHEAD:
             break
         header = validate_batch(view[position : position + size])
         found.append((position, header))
         position += size
     return found
-
-
-_PRODUCER_HEADER = struct.Struct(">qiibIhiqq")  # base offset .. max timestamp (bytes 0-43)
-_RECORDS_COUNT = struct.Struct(">i")
 
 
 def check_producer_batch(data: bytearray, position: int) -> tuple[int, int, int]:
@@ -56,17 +56,16 @@ def check_producer_batch(data: bytearray, position: int) -> tuple[int, int, int]
     last offset delta, max timestamp). Records inside are checked when decoded."""
     if len(data) - position < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError("trailing bytes after the last batch", position)
-    _, length, _, magic, crc, _, delta, _, max_timestamp = _PRODUCER_HEADER.unpack_from(
+    (_, length, _, magic, crc, _, delta, _, max_timestamp, _, _, _, count) = _unpack_header(
         data, position
     )
     size = length + LOG_OVERHEAD
-    if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
+    if magic != MAGIC or size < RECORD_BATCH_OVERHEAD or position + size > len(data):
         validate_batch(data, position)  # raises with the precise reason
-    (count,) = _RECORDS_COUNT.unpack_from(data, position + 57)
     if delta < 0 or count != delta + 1:
         raise CorruptRecordError(
             f"batch at {position} has {count} records but last offset delta {delta}", position
         )
-    if crc32c.crc32c(memoryview(data)[position + 21 : position + size]) != crc:
+    if crc32c.crc32c(memoryview(data)[position + CRC_START : position + size]) != crc:
         validate_batch(data, position)
     return size, delta, max_timestamp

@@ -7,8 +7,17 @@ recovery point onwards is re-validated batch by batch (size, magic, CRC-32C, den
 partition leader epoch that does not fall; see `BatchWalk`); the first invalid or partial batch
 ends the log: its segment is cut there and every later segment is deleted. So does a segment
 that ends before the next one begins (a crash loses the unsynced tail of every rolled segment,
-not just the last one's), so offsets stay dense. Data below the recovery point was fsynced and
-is not scanned again here (reads check it, see `LogSegment`).
+not just the last one's), so offsets stay dense -- except below the log's clean offset
+(``gaps_below``), where the log cleaner removed records and offsets may be missing, between
+batches and at a segment's end. Data below the recovery point was fsynced and is not scanned
+again here (reads check it, see `LogSegment`).
+
+Before any of that, the leftovers of an interrupted cleaning are settled as Kafka does
+(LogLoader): ``.cleaned`` files (a cleaning that never started its swap) are deleted, and so is
+every ``.swap`` file at or above the lowest ``.cleaned`` offset (a swap that had not finished
+renaming its files); each remaining ``.swap`` segment replaces the old segment files in
+``[its base offset, its next offset)`` and is renamed into place. ``.deleted`` and ``.tmp``
+files are deleted.
 
 The loader never guesses: what it cut is returned in a `RecoveryReport`.
 """
@@ -22,16 +31,28 @@ from sortedcontainers import SortedDict
 
 from replog.clock import Clock
 from replog.errors import CorruptIndexError, InvalidOffsetError
+from replog.log.batch_walk import scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
 from replog.log.records import NO_PARTITION_LEADER_EPOCH
 from replog.log.segment import LogSegment, Recovered, offset_from_file_name
 
-__all__ = ["LoadedLog", "RecoveryReport", "load_segments"]
+__all__ = [
+    "CLEANED_SUFFIX",
+    "LoadedLog",
+    "RecoveryReport",
+    "SWAP_SUFFIX",
+    "complete_interrupted_swaps",
+    "load_segments",
+]
+
+_log = logging.getLogger(__name__)
 
 _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
-_STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+_STRAY_SUFFIXES = (".deleted", ".tmp")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 
 @attrs.frozen
@@ -45,9 +66,19 @@ class RecoveryReport:
     truncation_reason: str | None = None
     deleted_segments: tuple[int, ...] = ()
     deleted_stray_files: tuple[str, ...] = ()
+    #: base offsets of cleaned segments whose interrupted swap the load completed
+    completed_swaps: tuple[int, ...] = ()
     rebuilt_indexes: tuple[int, ...] = ()
     restarted_at_log_start: bool = False
     log_end_offset: int = 0
+
+    @property
+    def interrupted_cleaning(self) -> bool:
+        """Whether a log cleaning was cut short by a crash (its files were found)."""
+        names = self.deleted_stray_files
+        return bool(self.completed_swaps) or any(
+            name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for name in names
+        )
 
     @property
     def cut_anything(self) -> bool:
@@ -94,9 +125,12 @@ def load_segments(
     recovery_point: int,
     log_start_offset: int,
     had_clean_shutdown: bool,
+    gaps_below: int = 0,
 ) -> LoadedLog:
-    """Open every segment in ``dir_path`` and recover what needs it (reference §3, in order)."""
+    """Open every segment in ``dir_path`` and recover what needs it (reference §3, in order).
+    Offsets below ``gaps_below`` (the log's clean offset) may be missing."""
     stray = _delete_stray_files(fs, dir_path)
+    completed = complete_interrupted_swaps(fs, dir_path, stray)
     segments: SortedDict = SortedDict()
     needs_recovery: set[int] = set()
     names = set(fs.listdir(dir_path))
@@ -112,6 +146,7 @@ def load_segments(
             continue
         segments[base] = LogSegment.open(fs, dir_path, base, config, clock, create=False)
         segments[base].indexes_expected_valid = had_clean_shutdown
+        segments[base].gaps_below = gaps_below
         if f"{base:020d}.index" not in names:
             needs_recovery.add(base)
     _link_segments(segments)
@@ -143,7 +178,12 @@ def load_segments(
             # A crash loses the unsynced tail of *every* segment: a rolled segment can come back
             # short (even empty) without any bytes to cut, while later segments survive. The
             # log must end where this segment ends, or offsets would be missing in the middle.
-            ends_early = bool(later_bases) and segment.read_next_offset() != later_bases[0]
+            # (Below the clean offset the cleaner may have removed the segment's last batches.)
+            ends_early = (
+                bool(later_bases)
+                and later_bases[0] > gaps_below
+                and segment.read_next_offset() != later_bases[0]
+            )
             if cut > 0 or ends_early:
                 if cut > 0:
                     truncated_bytes, truncated_segment = cut, base
@@ -194,6 +234,7 @@ def load_segments(
         truncation_reason=truncation_reason,
         deleted_segments=tuple(deleted),
         deleted_stray_files=tuple(stray),
+        completed_swaps=tuple(completed),
         rebuilt_indexes=tuple(rebuilt),
         restarted_at_log_start=restarted,
         log_end_offset=next_offset,
@@ -244,13 +285,73 @@ def _link_segments(segments: SortedDict) -> None:
 
 
 def _delete_stray_files(fs: FileSystem, dir_path: str) -> list[str]:
-    """Remove leftovers of interrupted deletes, cleanings and checkpoint writes."""
+    """Remove leftovers of interrupted deletes and checkpoint writes."""
     removed = []
     for name in fs.listdir(dir_path):
         if name.endswith(_STRAY_SUFFIXES):
             fs.remove(f"{dir_path}/{name}")
             removed.append(name)
     return removed
+
+
+def complete_interrupted_swaps(fs: FileSystem, dir_path: str, removed: list[str]) -> list[int]:
+    """Settle an interrupted cleaning (module docstring): delete ``.cleaned`` files and the
+    ``.swap`` files at or above the lowest of them, then let each remaining ``.swap`` segment
+    replace the old files in its offset range. Deleted names go to ``removed``; returns the
+    base offsets of the swaps completed."""
+    names = fs.listdir(dir_path)
+    cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and _has_offset(n)]
+    swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and _has_offset(n)]
+    min_cleaned = min((offset_from_file_name(n) for n in cleaned), default=None)
+    valid_swaps = []
+    for name in swaps:
+        if min_cleaned is not None and offset_from_file_name(name) >= min_cleaned:
+            fs.remove(f"{dir_path}/{name}")  # its swap never finished renaming its files
+            removed.append(name)
+        else:
+            valid_swaps.append(name)
+    for name in cleaned:
+        fs.remove(f"{dir_path}/{name}")
+        removed.append(name)
+    ranges = []
+    for name in valid_swaps:
+        if name.endswith(".log" + SWAP_SUFFIX):
+            base = offset_from_file_name(name)
+            ranges.append((base, _next_offset_of(fs, f"{dir_path}/{name}", base)))
+    if ranges:
+        low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        for name in fs.listdir(dir_path):
+            suffix = name[name.find(".") :] if "." in name else ""
+            in_range = _has_offset(name) and low <= offset_from_file_name(name) < high
+            if suffix in _SEGMENT_SUFFIXES and in_range:
+                # compacted, not yet deleted (or a cleaned index already renamed: the segment
+                # finds it missing and rebuilds it)
+                fs.remove(f"{dir_path}/{name}")
+    for name in valid_swaps:
+        fs.rename(f"{dir_path}/{name}", f"{dir_path}/{name.removesuffix(SWAP_SUFFIX)}")
+    if valid_swaps or cleaned:
+        fs.fsync_dir(dir_path)
+    if ranges:
+        _log.info("%s: completed the swap of cleaned segment(s) %s", dir_path, ranges)
+    return sorted(r[0] for r in ranges)
+
+
+def _next_offset_of(fs: FileSystem, path: str, base_offset: int) -> int:
+    """The offset after the last whole batch of the ``.log`` file at ``path`` (its base
+    offset if it has none), read from the batch headers (no index is opened or created)."""
+    handle = fs.open(path, create=False)
+    try:
+        next_offset = base_offset
+        for found in scan_headers(handle, 0, handle.size(), 64 * 1024):
+            next_offset = found.last_offset + 1
+        return next_offset
+    finally:
+        handle.close()
+
+
+def _has_offset(name: str) -> bool:
+    """Whether a file name starts with a segment's base offset (``<digits>.``)."""
+    return "." in name and name[: name.find(".")].isdigit()
 
 
 def _floor_key(segments: SortedDict, offset: int) -> int | None:

@@ -11,6 +11,14 @@ Every OS error while appending, flushing or truncating takes the log offline: th
 surfaces as `StorageError`, and every later call raises it too, so nothing continues silently
 after a failed write or fsync.
 
+Compaction: a compacted log (``cleanup.policy`` holding ``compact``) is cleaned by
+`replog.log.log_cleaner`, which keeps the latest record of each key. Offsets stay, with gaps:
+below the log's ``clean_offset`` (its ``cleaner-offset-checkpoint`` entry, made durable before
+any cleaned data depends on it) offsets may be missing between batches and at the end of a
+segment, and reads step over them; above it the log is dense. A follower appending a leader's
+compacted batches moves its own clean offset past the gaps it receives (after flushing what it
+holds), so its recovery accepts them too. Truncating below the clean offset lowers it.
+
 Time: the log reads its injected `Clock`'s wall time (what record timestamps are compared with)
 for segment creation, roll by ``segment.ms`` and retention by ``retention.ms``; no method takes
 a time argument.
@@ -19,9 +27,9 @@ a time argument.
 from __future__ import annotations
 
 import contextlib
-import struct
+import os
 from collections.abc import Iterator
-from typing import NamedTuple, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 import attrs
 from sortedcontainers import SortedDict
@@ -31,20 +39,27 @@ from replog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidOffsetError,
+    InvalidRecordError,
+    InvalidTopicError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     StorageError,
     invariant,
 )
-from replog.log.checkpoints import LeaderEpochCheckpointFile
+from replog.log.checkpoints import CleanerOffsetCheckpoint, LeaderEpochCheckpointFile
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_columns
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSlice, FileSystem
 from replog.log.incoming import check_producer_batch, parse_batches
 from replog.log.loader import RecoveryReport, load_segments
-from replog.log.records import NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
+from replog.log.records import HEADER, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
+from replog.topics import TopicPartition, validate_topic_name
+
+if TYPE_CHECKING:
+    from replog.log.cleaner import CleaningTask
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
 
@@ -102,8 +117,11 @@ class PendingFlush:
                 raise StorageError(f"fsync of {segment!r} failed: {exc}", segment.dir_path) from exc
 
 
-_STAMP = struct.Struct(">q")
-_EPOCH = struct.Struct(">i")
+# The leader stamps each batch's base offset and leader epoch in place (outside the CRC), with
+# the fields' own codecs bound here: two calls per batch on the produce path.
+_stamp_base_offset = HEADER.base_offset.codec.pack_into
+_stamp_leader_epoch = HEADER.partition_leader_epoch.codec.pack_into
+_LEADER_EPOCH_AT = HEADER.partition_leader_epoch.position
 
 
 @attrs.define(eq=False)
@@ -122,6 +140,17 @@ class Log:
     recovery_report: RecoveryReport
     _next_offset: int
     _offline_reason: str | None = None
+    #: below this offset the log is compacted and offsets may be missing (module docstring)
+    clean_offset: int = 0
+    _clean_checkpoint: CleanerOffsetCheckpoint | None = None
+    #: a crash cut a cleaning short: the next one starts from the log start (Kafka does so
+    #: when it has no checkpoint), since the clean offset may cover data never cleaned
+    clean_from_log_start: bool = False
+    #: grows whenever segments go away under a running cleaning (truncation, retention,
+    #: close), which makes its outcome stale
+    cleaning_generation: int = 0
+    #: the cleaning running off the loop on this log, aborted when the log changes under it
+    cleaning: CleaningTask | None = None
 
     @classmethod
     def open(
@@ -143,6 +172,8 @@ class Log:
             fs.makedirs(dir_path)
             checkpoint = LeaderEpochCheckpointFile(fs, f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}")
             epoch_cache = LeaderEpochCache(checkpoint, checkpoint.read())
+            clean_checkpoint = _clean_checkpoint_of(fs, dir_path)
+            clean_offset = 0 if clean_checkpoint is None else clean_checkpoint.read() or 0
             loaded = load_segments(
                 fs,
                 dir_path,
@@ -152,11 +183,12 @@ class Log:
                 recovery_point=recovery_point,
                 log_start_offset=log_start_offset,
                 had_clean_shutdown=had_clean_shutdown,
+                gaps_below=clean_offset,
             )
         except OSError as exc:
             raise StorageError(f"cannot open log {dir_path}: {exc}", dir_path) from exc
         hw = min(max(high_watermark, loaded.log_start_offset), loaded.log_end_offset)
-        return cls(
+        log = cls(
             dir_path=dir_path,
             config=config,
             fs=fs,
@@ -168,7 +200,17 @@ class Log:
             high_watermark=hw,
             recovery_report=loaded.report,
             next_offset=loaded.log_end_offset,
+            clean_offset=clean_offset,
+            clean_checkpoint=clean_checkpoint,
+            clean_from_log_start=loaded.report.interrupted_cleaning,
         )
+        if clean_offset > log.log_end_offset:
+            # What the clean offset covered was lost (the entry was written before data that
+            # never became durable): new appends there are dense again.
+            log.clean_from_log_start = True
+            with log.storage_errors("cleaner checkpoint write"):
+                log.set_clean_offset(log.log_end_offset)
+        return log
 
     # -- state ------------------------------------------------------------------------------
 
@@ -201,6 +243,31 @@ class Log:
         """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), §5."""
         return self.epoch_cache.end_offset_for(epoch, self._next_offset)
 
+    def set_clean_offset(self, offset: int) -> None:
+        """Make ``offset`` the clean offset: durable in ``cleaner-offset-checkpoint`` first,
+        then offsets below it may be missing. `StorageError` if the checkpoint cannot be
+        written; `InvalidOffsetError` if this log's directory name is no partition's (its entry
+        could not be written) and gaps would be allowed."""
+        if offset == self.clean_offset:
+            return
+        if self._clean_checkpoint is None:
+            if offset > self.clean_offset:
+                raise InvalidOffsetError(
+                    f"{self.dir_path} is not named <topic>-<partition>: it cannot record a "
+                    "clean offset, so it cannot hold compacted data"
+                )
+        else:
+            self._clean_checkpoint.write(offset)
+        self.clean_offset = offset
+        for segment in self.segments.values():
+            segment.gaps_below = offset
+
+    def _segments_changed(self) -> None:
+        """Segments went away or were cut: a running cleaning read what is no longer there."""
+        self.cleaning_generation += 1
+        if self.cleaning is not None:
+            self.cleaning.abort()
+
     def _check_online(self) -> None:
         if self._offline_reason is not None:
             raise StorageError(
@@ -230,9 +297,12 @@ class Log:
         """Validate ``batch`` (one or more record batches), give it offsets from the LEO,
         stamp ``leader_epoch`` into it, and append it. The CRC does not cover either field.
         `FencedLeaderEpochError` if ``leader_epoch`` is below the last batch's: leader epochs
-        never fall along a log (recovery would end the log there)."""
+        never fall along a log (recovery would end the log there). On a compacted log every
+        record needs a key (`InvalidRecordError`, Kafka's INVALID_RECORD)."""
         self._check_online()
         data = bytearray(batch)
+        if self.config.compact:
+            require_keys(data)
         offset = first_offset = self._next_offset
         if len(data) >= RECORD_BATCH_OVERHEAD and self.epoch_cache.latest_epoch == leader_epoch:
             fast = self._append_one_fast(data, offset, leader_epoch)
@@ -246,8 +316,8 @@ class Log:
         while position < len(data):
             size, last_offset_delta, max_timestamp = check_producer_batch(data, position)
             self._check_size(size)
-            _STAMP.pack_into(data, position, offset)
-            _EPOCH.pack_into(data, position + 12, leader_epoch)
+            _stamp_base_offset(data, position, offset)
+            _stamp_leader_epoch(data, position + _LEADER_EPOCH_AT, leader_epoch)
             last = offset + last_offset_delta
             metas.append(BatchMeta(last, max_timestamp, size))
             offset = last + 1
@@ -272,8 +342,8 @@ class Log:
         segment: LogSegment = self.segments.peekitem(-1)[1]
         if not segment.can_append_without_bookkeeping(size, max_timestamp, last):
             return None
-        _STAMP.pack_into(data, 0, offset)
-        _EPOCH.pack_into(data, 12, leader_epoch)
+        _stamp_base_offset(data, 0, offset)
+        _stamp_leader_epoch(data, _LEADER_EPOCH_AT, leader_epoch)
         try:
             segment.append_without_bookkeeping(data, last, max_timestamp)
         except _IO_ERRORS as exc:
@@ -290,8 +360,9 @@ class Log:
         batch at the end (the fetch hit its byte limit) is dropped; None if nothing is whole.
 
         The batches must continue the log as recovery expects it to: each starts at the offset
-        after the previous one (`InvalidOffsetError`) and no leader epoch falls below the one
-        before it (`CorruptRecordError`)."""
+        after the previous one, or later (the leader's cleaner removed the offsets between;
+        they become part of this log's clean section), never earlier (`InvalidOffsetError`),
+        and no leader epoch falls below the one before it (`CorruptRecordError`)."""
         self._check_online()
         found = parse_batches(batches, whole=False)
         if not found:
@@ -299,8 +370,11 @@ class Log:
         expected = self._next_offset
         last_epoch = self._last_batch_epoch()
         metas = []
+        gap_end = 0
         for _, header in found:
-            if header.base_offset != expected:
+            if header.base_offset > expected:
+                gap_end = header.base_offset
+            elif header.base_offset != expected:
                 raise InvalidOffsetError(
                     f"follower append at offset {header.base_offset} does not continue "
                     f"{self.dir_path} at {expected}"
@@ -315,6 +389,8 @@ class Log:
             metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
             expected = header.last_offset + 1
             last_epoch = epoch
+        if gap_end > self.clean_offset:
+            self._allow_gaps_below(gap_end)
         for _, header in found:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and epoch != self.epoch_cache.latest_epoch:
@@ -323,6 +399,16 @@ class Log:
         end_position = found[-1][0] + found[-1][1].size_bytes
         view = memoryview(batches)[first_position:end_position]
         return self._append(view, metas, found[0][1].base_offset)
+
+    def _allow_gaps_below(self, offset: int) -> None:
+        """Before appending batches with offsets missing below ``offset``: make everything the
+        log holds durable, then the clean offset. Recovery then takes the gaps for compacted
+        data, never for a tail a crash cut (nothing below ``offset`` can be lost)."""
+        self.flush()
+        try:
+            self.set_clean_offset(offset)
+        except StorageError as exc:
+            self._fail("cleaner checkpoint write", exc)
 
     def _append(
         self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int
@@ -389,6 +475,7 @@ class Log:
         segment = LogSegment.open(
             self.fs, self.dir_path, new_base, self.config, self.clock, create=True
         )
+        segment.gaps_below = self.clean_offset
         self.segments[new_base] = segment
         return segment
 
@@ -417,36 +504,58 @@ class Log:
         if start_offset >= limit:
             return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
         index = max(self.segments.bisect_right(start_offset) - 1, 0)
-        base = self.segments.keys()[index]
-        segment: LogSegment = self.segments[base]
-        following = self.segments.keys()[index + 1] if index + 1 < len(self.segments) else None
-        segment_end = end if following is None else following
-        try:
-            max_position = segment.size_bytes
-            if limit < segment_end:
-                bound = segment.translate_offset(limit)
-                if bound is not None:
-                    max_position = bound.position
-            piece = segment.read(
-                start_offset,
-                max_bytes,
-                max_position,
-                min_one_batch=min_one_batch,
-                end_offset=segment_end,
-            )
-            if piece is None:
+        read_from = start_offset
+        while True:
+            base = self.segments.keys()[index]
+            segment: LogSegment = self.segments[base]
+            following = self.segments.keys()[index + 1] if index + 1 < len(self.segments) else None
+            segment_end = end if following is None else following
+            try:
+                piece = self._read_segment(
+                    segment, read_from, limit, segment_end, max_bytes, min_one_batch
+                )
+            except _IO_ERRORS as exc:
+                self._fail("read", exc)
+            if piece is not None:
+                break
+            if following is None or following > self.clean_offset:
                 # A consistent segment holds every offset below the next one's base.
                 raise segment.missing_offset_error(segment_end) or CorruptRecordError(
-                    f"no batch of {segment!r} holds offset {start_offset}",
+                    f"no batch of {segment!r} holds offset {read_from}",
                     path=segment.path(".log"),
-                    first_offset=start_offset,
+                    first_offset=read_from,
                     last_offset=segment_end - 1,
                 )
-        except _IO_ERRORS as exc:
-            self._fail("read", exc)
+            if following >= limit:  # the cleaner emptied the rest of what may be served
+                return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
+            index, read_from = index + 1, following  # compacted away: go on in the next one
         if piece.size_bytes == 0:
             return FetchSlice(EMPTY_SLICE_PIECES, start_offset)
         return FetchSlice((piece,), start_offset)
+
+    def _read_segment(
+        self,
+        segment: LogSegment,
+        start_offset: int,
+        limit: int,
+        segment_end: int,
+        max_bytes: int,
+        min_one_batch: bool,
+    ) -> FileSlice | None:
+        """`LogSegment.read` bounded by ``limit`` (exclusive); None if no batch of the segment
+        reaches ``start_offset``."""
+        max_position = segment.size_bytes
+        if limit < segment_end:
+            bound = segment.translate_offset(limit)
+            if bound is not None:
+                max_position = bound.position
+        return segment.read(
+            start_offset,
+            max_bytes,
+            max_position,
+            min_one_batch=min_one_batch,
+            end_offset=segment_end,
+        )
 
     def batches(self, start_offset: int | None = None) -> Iterator[bytes]:
         """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
@@ -547,6 +656,7 @@ class Log:
         if offset < self.segments.peekitem(0)[0]:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._segments_changed()
         try:
             for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
                 self.segments.pop(base).delete()
@@ -556,6 +666,8 @@ class Log:
             self._next_offset = active.read_next_offset()
             active.resize_indexes(self.config.segment_index_bytes)
             self.epoch_cache.truncate_from_end(self._next_offset)
+            if self.clean_offset > self._next_offset:
+                self.set_clean_offset(self._next_offset)  # what is appended next is dense
         except _IO_ERRORS as exc:
             self._fail("truncate", exc)
         self.log_start_offset = min(self.log_start_offset, self._next_offset)
@@ -566,6 +678,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (follower out of range)."""
         self._check_online()
+        self._segments_changed()
         try:
             for base in list(self.segments):
                 self.segments.pop(base).delete()
@@ -573,6 +686,8 @@ class Log:
                 self.fs, self.dir_path, offset, self.config, self.clock, create=True
             )
             self.epoch_cache.clear_and_flush()
+            if self.clean_offset > offset:
+                self.set_clean_offset(offset)
         except _IO_ERRORS as exc:
             self._fail("truncate", exc)
         self._next_offset = offset
@@ -601,6 +716,7 @@ class Log:
         )
         if count == 0:
             return 0
+        self._segments_changed()
         if count == len(segments):
             self._roll(self._next_offset)  # an active segment always remains
         for segment in segments[:count]:
@@ -618,7 +734,8 @@ class Log:
 
         A full index never makes this fail. An IO error does: every segment is still closed,
         then the log goes offline and `StorageError` is raised (so no clean-shutdown marker
-        vouches for what may not have reached the disk)."""
+        vouches for what may not have reached the disk). A running cleaning is aborted."""
+        self._segments_changed()
         failure: OSError | StorageError | None = None
         for segment in self.segments.values():
             try:
@@ -637,6 +754,7 @@ class Log:
 
     def abandon(self) -> None:
         """Drop file descriptors without writing anything (after a simulated crash)."""
+        self._segments_changed()
         for segment in self.segments.values():
             try:
                 segment.close_without_trim()
@@ -648,3 +766,27 @@ class Log:
             f"Log({self.dir_path!r}, start={self.log_start_offset}, hw={self.high_watermark}, "
             f"leo={self._next_offset}, segments={len(self.segments)})"
         )
+
+
+def require_keys(data: bytes | bytearray | memoryview) -> None:
+    """Refuse record batches holding a record without a key (`InvalidRecordError`): a
+    compacted log keeps the latest record of each key, so a keyless one has no place in it
+    (Kafka's LogValidator)."""
+    for position, _ in parse_batches(data, whole=True):
+        for key in decode_columns(data, position).keys:
+            if key is None:
+                raise InvalidRecordError(
+                    f"compacted topic cannot accept a record without a key (batch at {position})"
+                )
+
+
+def _clean_checkpoint_of(fs: FileSystem, dir_path: str) -> CleanerOffsetCheckpoint | None:
+    """The ``cleaner-offset-checkpoint`` entry of the log in ``dir_path`` (in its parent, the
+    log dir); None if the directory is not named ``<topic>-<partition>``."""
+    path = dir_path.rstrip("/")
+    try:
+        tp = TopicPartition.parse(os.path.basename(path))
+        validate_topic_name(tp.topic)
+    except (ValueError, InvalidTopicError):
+        return None
+    return CleanerOffsetCheckpoint(fs, os.path.dirname(path) or ".", tp.topic, tp.partition)

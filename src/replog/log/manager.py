@@ -27,13 +27,16 @@ from replog.errors import (
     StorageError,
 )
 from replog.log.checkpoints import (
+    CleanerOffsetCheckpoint,
     OffsetCheckpointFile,
     read_and_delete_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from replog.log.cleaner import CleaningTask
 from replog.log.config import LogConfig
 from replog.log.fs import REAL_FS, FileSystem
 from replog.log.log import Log
+from replog.log.log_cleaner import CleaningResult, LogCleanerManager
 from replog.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from replog.topics import TopicPartition, validate_topic_name, validate_topic_partition
 
@@ -88,6 +91,8 @@ class LogManager:
     dirs: list[_LogDir]
     logs: dict[TopicPartition, Log] = attrs.Factory(dict)
     configs: dict[str, LogConfig] = attrs.Factory(dict)
+    #: the log cleaner's choices (which compacted log next, which failed)
+    cleaner: LogCleanerManager = attrs.Factory(LogCleanerManager)
     _dir_of: dict[TopicPartition, _LogDir] = attrs.Factory(dict)
 
     @classmethod
@@ -210,6 +215,12 @@ class LogManager:
             raise StorageError(log_dir.offline_reason, log_dir.path) from exc
         for table in (log_dir.high_watermarks, log_dir.recovery_points, log_dir.log_start_offsets):
             table.pop((tp.topic, tp.partition), None)
+        self.cleaner.forget(tp)
+        try:
+            CleanerOffsetCheckpoint(self.fs, log_dir.path, tp.topic, tp.partition).remove()
+        except (StorageError, MalformedCheckpointError) as exc:
+            log_dir.offline_reason = str(exc)
+            raise StorageError(log_dir.offline_reason, log_dir.path) from exc
         return True
 
     # -- topic IDs (KIP-516) --------------------------------------------------------------
@@ -302,6 +313,18 @@ class LogManager:
         if errors:
             raise errors[0]
         return deleted
+
+    def begin_cleaning(self, map_memory_bytes: int) -> CleaningTask | None:
+        """Plan a cleaning of the dirtiest compacted log (`replog.log.log_cleaner`); run the
+        task anywhere, then hand it to `complete_cleaning` on this thread. None: nothing to
+        clean now, or a cleaning is running."""
+        logs = {tp: log for tp, log in self.logs.items() if not log.is_offline}
+        return self.cleaner.maybe_begin(logs, self.clock.wall_ms(), map_memory_bytes)
+
+    def complete_cleaning(self, task: CleaningTask) -> CleaningResult:
+        """Swap a finished cleaning in (or discard it if its log changed meanwhile). A log
+        that fails the swap goes offline (`StorageError`)."""
+        return self.cleaner.complete(self.logs, task)
 
     def _open_logs(self) -> Iterable[Log]:
         return [log for log in self.logs.values() if not log.is_offline]

@@ -6,7 +6,9 @@ DeleteRecords or by a leader); the log is larger than ``retention_bytes`` (delet
 left stays at or above it); the segment's largest timestamp is older than ``retention_ms``
 (wall time now minus the max record timestamp, or the last append's wall time when no record
 has a timestamp). No rule deletes a segment that reaches past the high watermark, nor the active
-segment while it is empty. `Log.delete_old_segments` does the deleting.
+segment while it is empty. The size and time rules apply only when ``cleanup.policy`` holds
+``delete``; a compacted-only log loses segments to the log start alone (Kafka's rule).
+`Log.delete_old_segments` does the deleting.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def retention_cut(
         high_watermark,
         lambda segment, next_base: next_base is not None and next_base <= log_start_offset,
     )
+    if not config.delete:
+        return count
     if config.retention_bytes >= 0:
         excess = sum(s.size_bytes for s in segments[count:]) - config.retention_bytes
 

@@ -20,7 +20,6 @@ timestamp.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -34,7 +33,12 @@ from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileHandle, FileSlice, FileSystem
 from replog.log.index_build import index_batches, open_checked_indexes
 from replog.log.offset_index import OffsetIndex
-from replog.log.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD
+from replog.log.records import (
+    HEADER,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+)
 from replog.log.time_index import TimeIndex
 
 __all__ = [
@@ -49,8 +53,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-_MAX_TIMESTAMP = struct.Struct(">q")
-_MAX_TIMESTAMP_AT = 35  # byte position of max_timestamp in a batch header
+_MAX_TIMESTAMP = HEADER.max_timestamp
 
 
 def log_file_name(base_offset: int, suffix: str) -> str:
@@ -117,6 +120,11 @@ class LogSegment:
     #: `Log`: the end of this segment's offset range, which index entries must stay below.
     next_base_offset: int | None = None
     _index_full: bool = False
+    #: offsets below this may be missing between batches (the log's clean offset: compacted
+    #: data), see `BatchWalk`; set by `Log` and the loader
+    _gaps_below: int = 0
+    #: appended to every file name: ``.cleaned`` while the log cleaner writes a segment
+    file_suffix: str = ""
     #: where the batch after each recently appended one starts: offset -> file position. A
     #: follower's next fetch asks for exactly such an offset, so `translate_offset` starts
     #: there instead of scanning up to index_interval_bytes of batches from the index entry.
@@ -132,10 +140,13 @@ class LogSegment:
         clock: Clock,
         *,
         create: bool,
+        file_suffix: str = "",
     ) -> LogSegment:
         """Open (or with ``create=True`` create) the segment starting at ``base_offset``; its
-        ``created_ms`` is ``clock.wall_ms()`` now."""
-        handle = fs.open(f"{dir_path}/{log_file_name(base_offset, '.log')}", create=create)
+        ``created_ms`` is ``clock.wall_ms()`` now. ``file_suffix`` follows every file name
+        (``00000000000000000000.log.cleaned``)."""
+        path = f"{dir_path}/{log_file_name(base_offset, '.log')}{file_suffix}"
+        handle = fs.open(path, create=create)
         size = handle.size()
         now_ms = clock.wall_ms()
         segment = cls(
@@ -149,6 +160,7 @@ class LogSegment:
             created_ms=now_ms,
             prefix_check=PrefixCheck(handle, base_offset, unchecked_end=size),
             last_modified_ms=now_ms,
+            file_suffix=file_suffix,
         )
         if size == 0:
             segment._max_timestamp_loaded = True
@@ -162,7 +174,23 @@ class LogSegment:
 
     def path(self, suffix: str) -> str:
         """Path of this segment's file with ``suffix`` (``.log``, ``.index``, ``.timeindex``)."""
-        return f"{self.dir_path}/{log_file_name(self.base_offset, suffix)}"
+        return f"{self.dir_path}/{log_file_name(self.base_offset, suffix)}{self.file_suffix}"
+
+    @property
+    def gaps_below(self) -> int:
+        """Offsets below this may be missing between batches (compacted data)."""
+        return self._gaps_below
+
+    @gaps_below.setter
+    def gaps_below(self, offset: int) -> None:
+        self._gaps_below = offset
+        self._prefix_check.gaps_below = offset
+
+    def mark_checked(self) -> None:
+        """Every byte of the file may be served unchecked: this process wrote it from batches
+        it validated (a segment the log cleaner wrote)."""
+        self._prefix_check = PrefixCheck(self.log_file, self.base_offset, unchecked_end=0)
+        self._prefix_check.gaps_below = self._gaps_below
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -246,7 +274,9 @@ class LogSegment:
             if meta.max_timestamp > self._max_timestamp:
                 self._max_timestamp = meta.max_timestamp
                 self._offset_of_max_timestamp = meta.last_offset
-            if self._bytes_since_last_index_entry > interval:
+            if self._bytes_since_last_index_entry > interval and not self._index_full:
+                # (`Log` rolls before an index fills; a segment the cleaner writes in one go
+                # keeps a sparser index instead, as a rebuilt one does)
                 self._add_index_entry(meta.last_offset, position)
             self._bytes_since_last_index_entry += meta.size_bytes
             position += meta.size_bytes
@@ -332,12 +362,18 @@ class LogSegment:
             return max_timestamp - rolling
         return self.clock.wall_ms() - self.created_ms
 
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (-1 when the segment is empty or it has none): when
+        the segment's data began, for ``max.compaction.lag.ms``."""
+        rolling = self._rolling_timestamp()
+        return NO_TIMESTAMP if rolling is None else rolling
+
     def _rolling_timestamp(self) -> int | None:
         """The first batch's max timestamp, read from the file once (after a restart the
         segment was not written by this process); None while the segment is empty."""
         if self._rolling_based_timestamp is None and self.size_bytes >= RECORD_BATCH_OVERHEAD:
-            (value,) = _MAX_TIMESTAMP.unpack(self.log_file.pread(_MAX_TIMESTAMP_AT, 8))
-            self._rolling_based_timestamp = int(value)
+            raw = self.log_file.pread(_MAX_TIMESTAMP.position, _MAX_TIMESTAMP.size_bytes)
+            self._rolling_based_timestamp = _MAX_TIMESTAMP.decode(raw)
         return self._rolling_based_timestamp
 
     # -- read -------------------------------------------------------------------------------
@@ -413,8 +449,8 @@ class LogSegment:
         if self._prefix_check.good_end(0, size, self._end_offset_bound()) < size:
             return self._prefix_check.error(end_offset)
         first_missing = self.read_next_offset()
-        if first_missing >= end_offset:
-            return None
+        if first_missing >= end_offset or end_offset <= self._gaps_below:
+            return None  # complete, or the cleaner removed the offsets at its end
         return self._prefix_check.missing_error(first_missing, end_offset, size)
 
     def _end_offset_bound(self) -> int:
@@ -477,8 +513,10 @@ class LogSegment:
         for found in self._scan_from_index(offset):
             if found.last_offset < offset:
                 continue
-            raw = self.log_file.pread(found.position + _MAX_TIMESTAMP_AT, 8)
-            (batch_max,) = _MAX_TIMESTAMP.unpack(raw)
+            raw = self.log_file.pread(
+                found.position + _MAX_TIMESTAMP.position, _MAX_TIMESTAMP.size_bytes
+            )
+            batch_max = _MAX_TIMESTAMP.decode(raw)
             if batch_max > self._max_timestamp:
                 self._max_timestamp, self._offset_of_max_timestamp = batch_max, found.last_offset
 
@@ -515,7 +553,7 @@ class LogSegment:
             self.log_file.truncate(valid_bytes)
             self.size_bytes = valid_bytes
             self._bytes_since_last_index_entry -= truncated
-        self._prefix_check = PrefixCheck(self.log_file, self.base_offset, unchecked_end=0)
+        self.mark_checked()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         stop = walk.stop
@@ -534,6 +572,7 @@ class LogSegment:
             next_offset=self.base_offset,
             last_epoch=last_epoch,
             end_offset=self._end_offset_bound(),
+            gaps_below=self._gaps_below,
         )
         interval = self.config.index_interval_bytes
         found = index_batches(walk, self.offset_index, self.time_index, interval, epoch_cache)

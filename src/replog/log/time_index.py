@@ -17,7 +17,7 @@ one slot ``is_full`` keeps in reserve.
 from __future__ import annotations
 
 import struct
-from typing import ClassVar, Final, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import attrs
 import numpy as np
@@ -31,11 +31,9 @@ from replog.log.index_base import (
     IndexFullError,
     check_layout,
 )
+from replog.log.records import NO_TIMESTAMP
 
-__all__ = ["NO_TIMESTAMP", "TIME_INDEX_ENTRY", "TimeIndex", "TimestampOffset"]
-
-NO_TIMESTAMP: Final = -1
-"""Kafka's "no timestamp" value (the same as ``replog.log.records.NO_TIMESTAMP``)."""
+__all__ = ["TIME_INDEX_ENTRY", "TimeIndex", "TimestampOffset"]
 
 TIME_INDEX_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
 _ENTRY_CODEC = struct.Struct(">qi")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from replog.log.records import TimestampType, decode_records, read_header
+from replog.log.decoding import decode_records
+from replog.log.records import HEADER, TimestampType, read_header
 
 if TYPE_CHECKING:
     from replog.log.log import Log
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TimestampAndOffset", "offset_for_timestamp", "offset_of_max_timestamp"]
 
-_MAX_TIMESTAMP_AT = 35  # byte position of maxTimestamp in a batch header
+_MAX_TIMESTAMP = HEADER.max_timestamp
 
 
 class TimestampAndOffset(NamedTuple):
@@ -54,8 +55,7 @@ def _offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAn
             segment.check_batch(batch, end)  # never answer from (or skip by) a damaged batch
             if batch.base_offset >= max_offset:
                 return None
-            raw = segment.log_file.pread(batch.position + _MAX_TIMESTAMP_AT, 8)
-            if int.from_bytes(raw, "big", signed=True) < target:
+            if _batch_max_timestamp(segment, batch) < target:
                 continue
             for timestamp, offset in _records(segment, batch):
                 # Every record of the batch counts (the index points at a batch's last offset),
@@ -84,8 +84,7 @@ def _offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | 
             segment.check_batch(batch, end)
             if batch.base_offset >= max_offset:
                 break
-            raw = segment.log_file.pread(batch.position + _MAX_TIMESTAMP_AT, 8)
-            if best is not None and int.from_bytes(raw, "big", signed=True) <= best[0]:
+            if best is not None and _batch_max_timestamp(segment, batch) <= best[0]:
                 continue
             for timestamp, offset in _records(segment, batch):
                 if offset < log.log_start_offset or offset >= max_offset:
@@ -95,6 +94,14 @@ def _offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | 
         else:
             segment.check_complete(end)  # the scan did not stop early at broken framing
     return best
+
+
+def _batch_max_timestamp(segment: LogSegment, batch: BatchPosition) -> int:
+    """The max timestamp in the header of ``batch`` (one field read from the file)."""
+    raw = segment.log_file.pread(
+        batch.position + _MAX_TIMESTAMP.position, _MAX_TIMESTAMP.size_bytes
+    )
+    return _MAX_TIMESTAMP.decode(raw)
 
 
 def _segment_end(log: Log, base: int) -> int:

@@ -30,13 +30,9 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from replog.errors import CorruptRecordError
-from replog.log.records import (
-    BatchHeader,
-    decode_records,
-    encode_batch,
-    iter_batches,
-    validate_batch,
-)
+from replog.log.decoding import decode_records
+from replog.log.encoding import encode_batch
+from replog.log.records import BatchHeader, iter_batches, validate_batch
 from replog.raft.messages import SnapshotId
 
 __all__ = [

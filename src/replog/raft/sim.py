@@ -7,7 +7,7 @@ fault, and each node incarnation draws its election timeouts from its own seeded
 single thread pops ``(time_ms, seq, action)`` events from a heap. Nodes are real `RaftNode`
 drivers on real files under a `FaultInjectingFileSystem` each; an fsync takes a random disk
 delay and the node's messages wait for it, so a crash in between loses what was not durable.
-The network is ``replog.testing.net.SimNetwork``: delay, loss, duplication, reordering,
+The network is ``replog.simkit.net.SimNetwork``: delay, loss, duplication, reordering,
 symmetric and one-way partitions, clogged links.
 
 Clients (``sim_clients.py``) run read / write / compare-and-set operations on a replicated
@@ -24,7 +24,7 @@ must be elected, every client must complete operations again and every node must
 
 After every event the `QuorumChecker` (``sim_checks.py``) checks the nodes that event touched
 (nothing else can have changed); at the end the client history
-must be linearizable (``replog.testing.linearizability``). The first violation stops the run;
+must be linearizable (``replog.simkit.linearizability``). The first violation stops the run;
 ``--seed S`` replays it exactly.
 """
 
@@ -56,8 +56,8 @@ from replog.raft.sim_checks import NodeView, QuorumChecker
 from replog.raft.sim_clients import ClientPool
 from replog.raft.states import Leader
 from replog.raft.storage import metadata_log_config
-from replog.testing.linearizability import check_kv
-from replog.testing.net import NetConfig, SimNetwork
+from replog.simkit.linearizability import check_kv
+from replog.simkit.net import NetConfig, SimNetwork
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
 

@@ -24,7 +24,7 @@ from replog.errors import ErrorCode
 from replog.raft.entries import Entry
 from replog.raft.kv import KvOp
 from replog.raft.node import RaftNode
-from replog.testing.linearizability import KvOperation
+from replog.simkit.linearizability import KvOperation
 
 if TYPE_CHECKING:
     from replog.raft.sim import Simulation

@@ -2,12 +2,12 @@
 
 ``python -m replog.testing.sim --seeds N`` runs N seeds; ``--seed S`` reproduces one. Only IO
 and time are simulated: the real ``replog.log``, ``replog.isr``, ``replog.election``,
-``replog.controller`` and the in-memory coordinator run unchanged (see ``sim.py``).
+``replog.controller`` and the in-memory coordinator run unchanged (see ``sim.py``). The
+simulated network comes from ``replog.simkit``, shared with the quorum's simulator.
 """
 
 from __future__ import annotations
 
 from replog.testing.history import Anomaly, History, check_history
-from replog.testing.net import SimNetwork
 
-__all__ = ["Anomaly", "History", "SimNetwork", "check_history"]
+__all__ = ["Anomaly", "History", "check_history"]

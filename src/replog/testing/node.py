@@ -11,7 +11,8 @@ out the driver's effects on simulated resources:
 - coordinator calls run on the shared ``MemoryCoordinator`` after a small delay, as a worker
   thread would pick them up, and fail while this broker is cut off from it;
 - group-commit fsyncs complete after ``disk_ms`` (a failed fsync takes its log offline and
-  the operator restarts the broker, see ``Simulation.on_storage_failure``);
+  the operator restarts the broker, see ``Simulation.on_storage_failure``); a log cleaning's
+  heavy pass runs after ``disk_ms`` too, in one step, and reports at once;
 - requests to other brokers time out after ``fetch_timeout_ms`` when no answer comes;
 - ``on_tick`` every ``tick_ms``; session events the next instant.
 
@@ -21,6 +22,7 @@ incarnation's events die with it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -35,6 +37,7 @@ from replog.broker.effects import (
     Effect,
     ResetLink,
     Respond,
+    RunCleaning,
     RunFlushes,
     SendToBroker,
     Subscribe,
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["SimBroker", "frame_of"]
 
 Reply = Callable[[bytes | None], None]
+_SERVING = frozenset({BrokerState.ONLINE, BrokerState.STOPPING})
 COORD_DELAY_MS_MAX = 2
 
 
@@ -91,6 +95,9 @@ class SimBroker:
         self.gen = 0
         self.driver: BrokerDriver | None = None
         self.coord_cut = False
+        #: a controlled stop is under way (the shell still serves until the driver is ready)
+        self.stopping = False
+        self._serving = False
         self._conn_ids = itertools.count(1)
         self._replies: dict[int, tuple[int, Reply]] = {}
         self._subscriptions: list[Subscription] = []
@@ -153,6 +160,8 @@ class SimBroker:
             state_listener=self._note_state,
         )
         self.driver = driver
+        self.stopping = False
+        self._serving = True
         driver.start(sim.now_ms, 9000 + self.broker_id)
         self._carry_out()
         self._every(gen, sim.opts.tick_ms, self._tick)
@@ -160,11 +169,60 @@ class SimBroker:
 
     def kill(self, *, power_loss: bool, tear: bool) -> None:
         """Crash: drop every object; with ``power_loss`` the disk loses unsynced writes too."""
+        self.stopping = False
         self._stop_incarnation()
         self.gen += 1
         if power_loss:
             self.fs.crash(tear=tear)
         self.sim.trace(f"broker {self.broker_id} {'lost power' if power_loss else 'crashed'}")
+
+    def stop(self, *, controlled: bool, then: Callable[[], None]) -> None:
+        """Shut down as ``replog.Broker.stop`` does: with ``controlled``, leadership moves away
+        first (the broker keeps serving meanwhile); then serving stops, a running fsync ends,
+        the logs close cleanly (checkpoints, clean-shutdown marker) and the broker unregisters.
+        ``then`` runs once it is down (not when it crashes on the way)."""
+        driver = self.driver
+        if driver is None or driver.state is not BrokerState.ONLINE:
+            return
+        sim, gen = self.sim, self.gen
+        self.stopping = True
+        driver.begin_stop(sim.now_ms, controlled=controlled)
+        self._carry_out()
+
+        def halt_when_ready() -> None:
+            live = self._live(gen)
+            if live is None:
+                return
+            if not live.stop_ready:
+                sim.after(sim.opts.tick_ms, halt_when_ready)
+                return
+            self._serving = False
+            live.halt()
+            self._carry_out()
+            close_when_flushed()
+
+        def close_when_flushed() -> None:
+            live = self._live(gen)
+            if live is None:
+                return
+            if live.flush_in_flight:
+                sim.after(sim.opts.disk_ms, close_when_flushed)
+                return
+            live.close_logs()
+            live.unregister()
+            for effect in live.take_effects():
+                if isinstance(effect, CoordCall) and not self.coord_cut:
+                    with contextlib.suppress(Exception):
+                        effect.call(sim.coordinator)
+            self._stop_incarnation()
+            self.gen += 1
+            self.stopping = False
+            sim.trace(
+                f"broker {self.broker_id} stopped ({'controlled' if controlled else 'plain'})"
+            )
+            then()
+
+        halt_when_ready()
 
     def _stop_incarnation(self) -> None:
         for sub in self._subscriptions:
@@ -216,6 +274,8 @@ class SimBroker:
             self._send_to_broker(effect)
         elif isinstance(effect, RunFlushes):
             self._flush(effect)
+        elif isinstance(effect, RunCleaning):
+            self._clean(effect)
         elif isinstance(effect, Subscribe):
             self._subscribe(effect)
         elif isinstance(effect, ResetLink):
@@ -255,6 +315,19 @@ class SimBroker:
             self._carry_out()
             if failures:
                 sim.on_storage_failure(self)
+
+        sim.after(sim.opts.disk_ms, run)
+
+    def _clean(self, effect: RunCleaning) -> None:
+        sim, gen = self.sim, self.gen
+
+        def run() -> None:
+            driver = self._live(gen)
+            if driver is None:
+                return
+            effect.task.run()
+            driver.on_cleaning_done(effect.token, sim.now_ms)
+            self._carry_out()
 
         sim.after(sim.opts.disk_ms, run)
 
@@ -324,7 +397,7 @@ class SimBroker:
         """A request frame from node ``src`` (a client or another broker) on a connection of
         its own; the answer frame goes back over the network (None: connection closed)."""
         driver = self.driver
-        if driver is None or driver.state is not BrokerState.ONLINE:
+        if driver is None or not self._serving or driver.state not in _SERVING:
             return  # connection refused: the sender times out
         header, body = decode_request(frame)
         conn_id = next(self._conn_ids)

@@ -1,25 +1,26 @@
 """The deterministic simulator: ``python -m replog.testing.sim --seeds N [--seed S] [--verbose]``.
 
-Theory of operation. One seed fixes everything: ``SimOptions.draw(seed)`` picks the cluster
-shape (brokers, partitions, RF, min ISR), the durability mode, the acks, the network's fault
-rates and the fault mix; ``random.Random(seed)`` then drives every delay and fault. A single
-thread pops events from a heap of ``(time_ms, seq, action)``; nothing reads the wall clock or a
-real network. Brokers are ``SimBroker`` (node.py): the real ``LogManager`` on a
-``FaultInjectingFileSystem``, the real ``ReplicaManager``/``Partition`` machines, the real
-``ControllerService`` and one shared ``MemoryCoordinator`` whose ``ManualClock`` is the
-simulation's clock. Clients are a producer and one consumer per partition (they find leaders
-from the stored partition states) recording a ``History``.
+Theory of operation. One seed fixes everything: ``SimOptions.draw(seed)`` (options.py) picks the
+cluster shape, durability, acks, network faults, the fault and operator-action mix and what the
+clients do; ``random.Random(seed)`` then drives every delay and fault. A single thread pops
+events from a heap of ``(time_ms, seq, action)``; nothing reads the wall clock or a real
+network. Brokers are ``SimBroker`` (node.py): the product's ``BrokerDriver`` -- request layer,
+replica manager, follower fetching, controller role -- over a ``LogManager`` on a
+``FaultInjectingFileSystem`` and one shared ``MemoryCoordinator`` whose ``ManualClock`` is the
+simulation's clock. Only sockets, disk and time are simulated.
 
-A run has two phases. **Safety** (``safety_ms``): produce and consume while faults fire:
-process crashes, power losses (unsynced writes lost, the last one maybe torn; in FSYNC mode also
-all brokers at once; in REPLICATED mode only when every other broker is up and the broker's
-partitions have a full ISR, since that mode promises nothing more), symmetric and one-way network
-partitions, clogged links, expired and suspended coordinator sessions and failing fsyncs. Then
-**liveness**: every fault heals, crashed brokers restart, and the run must drain every
-acknowledged acks=all record to the consumers before ``liveness_ms_max``.
+Clients speak the Kafka protocol (clients.py): a metadata cache, a producer and probes
+(workload.py), one consumer per partition (consumers.py). The nemesis (nemesis.py) injects
+faults and takes an operator's actions: partitions added, reassignments, preferred elections,
+a second topic deleted and recreated, controlled restarts.
 
-After every event the ``InvariantChecker`` runs; at the end the history checker does. The first
-violation stops the run; ``--seed S`` replays it exactly.
+A run has two phases. **Safety** (``safety_ms``): produce and consume while faults fire and the
+operator acts. Then **liveness**: every fault heals, stopped brokers restart, and the run must
+drain every acknowledged acks=all record to the consumers before ``liveness_ms_max``.
+
+After every event the ``InvariantChecker`` runs on the main topic's replicas, and the churned
+topic's replicas are checked for records of a deleted incarnation; at the end the history
+checker runs. The first violation stops the run; ``--seed S`` replays it exactly.
 """
 
 from __future__ import annotations
@@ -37,143 +38,29 @@ from collections.abc import Callable
 import attrs
 
 from replog.broker import BrokerConfig
-from replog.coord.memory import ManualClock, MemoryCoordinator
+from replog.clock import ManualClock
+from replog.coord.memory import MemoryCoordinator
 from replog.coord.types import PartitionState
-from replog.errors import ErrorCode
-from replog.isr import (
-    DurabilityMode,
-)
+from replog.errors import StorageError
 from replog.log.config import LogConfig
+from replog.log.decoding import decode_records
 from replog.log.log import Log
-from replog.log.records import decode_records, encode_batch, iter_batches
-from replog.testing.clients import (
-    FetchAnswer,
-    ProduceAnswer,
-    create_topics_answer,
-    create_topics_frame,
-    fetch_answer,
-    fetch_frame,
-    produce_answer,
-    produce_frame,
-)
-from replog.testing.history import History, Send, check_history
+from replog.log.records import iter_batches
+from replog.protocol import messages as m
+from replog.simkit.net import SimNetwork
+from replog.testing.clients import Rpc
+from replog.testing.consumers import CONSUMER_NODE, Consumer
+from replog.testing.history import History, check_history
 from replog.testing.invariants import InvariantChecker, ReplicaView
-from replog.testing.net import NetConfig, SimNetwork
+from replog.testing.nemesis import ADMIN_NODE, Nemesis
 from replog.testing.node import SimBroker
+from replog.testing.options import ACKS_ALL, SimOptions
+from replog.testing.workload import CHURN_TOPIC, TOPIC, ClusterView, Probes, Producer
+from replog.topics import TopicPartition
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
 
-TOPIC = "sim"
-PRODUCER_NODE = 100
-CONSUMER_NODE = 200
-ADMIN_NODE = 300
-ACKS_ALL = -1
-#: produce errors that mean "not written" (anything else but NONE may have been appended)
-_DEFINITE_FAILURES = frozenset(
-    {
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-    }
-)
-
-
-@attrs.frozen
-class SimOptions:
-    """Everything one seed decides up front."""
-
-    seed: int
-    brokers: int
-    partitions: int
-    replication_factor: int
-    min_isr: int
-    durability: DurabilityMode
-    acks: tuple[int, ...]
-    net: NetConfig
-    fault_interval_ms: int
-    fault_weights: tuple[tuple[str, int], ...]
-    #: min ISR set as the topic's ``min.insync.replicas`` config (stored with the topic) rather
-    #: than as the brokers' and controller's default
-    min_isr_in_topic: bool = False
-    safety_ms: int = 1_500
-    liveness_ms_max: int = 8_000
-    #: once every broker is up in the liveness phase, every partition has a leader within this
-    leader_bound_ms: int = 3_000
-    produce_interval_ms: int = 15
-    consume_interval_ms: int = 30
-    session_ms: int = 600
-    heartbeat_ms: int = 100
-    metadata_ms: int = 20
-    tick_ms: int = 50
-    checkpoint_ms: int = 300
-    disk_ms: int = 2
-    fetch_backoff_ms: int = 25
-    fetch_timeout_ms: int = 200
-    #: followers' long poll on the leader (below fetch_timeout_ms less the network delays)
-    replica_fetch_wait_ms: int = 100
-    replica_lag_ms_max: int = 800
-    request_timeout_ms: int = 400
-    produce_timeout_ms: int = 400
-    client_timeout_ms: int = 800
-
-    @classmethod
-    def draw(cls, seed: int) -> SimOptions:
-        """The seed's own options (from a generator separate from the run's)."""
-        rng = random.Random(f"options-{seed}")
-        brokers = rng.choice((3, 3, 4, 5))
-        rf = rng.choice((2, 3, 3)) if brokers > 2 else 2
-        min_isr = rng.choice((1, 2, 2)) if rf > 1 else 1
-        durability = rng.choice((DurabilityMode.FSYNC, DurabilityMode.REPLICATED))
-        acks = rng.choice(((ACKS_ALL,), (ACKS_ALL,), (ACKS_ALL, 1)))
-        net = NetConfig(
-            delay_ms_min=1,
-            delay_ms_max=rng.choice((2, 5, 20)),
-            drop_rate=rng.choice((0.0, 0.01, 0.05)),
-            duplicate_rate=rng.choice((0.0, 0.01, 0.05)),
-            clog_delay_ms_max=rng.choice((100, 400)),
-        )
-        weights = {
-            "crash": rng.randint(0, 4),
-            "power_loss": rng.randint(0, 4),
-            "power_loss_all": rng.randint(0, 1) if durability is DurabilityMode.FSYNC else 0,
-            "partition": rng.randint(0, 4),
-            "one_way": rng.randint(0, 2),
-            "clog": rng.randint(0, 2),
-            "expire_session": rng.randint(0, 2),
-            "suspend_session": rng.randint(0, 2),
-            "fail_fsync": rng.randint(0, 1),
-            "nothing": 2,
-        }
-        return cls(
-            seed=seed,
-            brokers=brokers,
-            partitions=rng.choice((1, 2, 3)),
-            replication_factor=rf,
-            min_isr=min_isr,
-            durability=durability,
-            acks=acks,
-            net=net,
-            fault_interval_ms=rng.choice((100, 200, 400)),
-            fault_weights=tuple(sorted(weights.items())),
-            min_isr_in_topic=rng.random() < 0.5,  # drawn after the rest: earlier draws stay
-        ).with_extra_faults(rng)
-
-    def with_extra_faults(self, rng: random.Random) -> SimOptions:
-        """Fault kinds added after the first seeds were catalogued, drawn after every other
-        option so that each seed's earlier draws stay as they were."""
-        weights = dict(self.fault_weights)
-        weights["crash_controller"] = rng.randint(0, 3)
-        return attrs.evolve(self, fault_weights=tuple(sorted(weights.items())))
-
-    def describe(self) -> str:
-        """One line for logs."""
-        faults = ",".join(f"{k}={w}" for k, w in self.fault_weights if w)
-        return (
-            f"brokers={self.brokers} partitions={self.partitions} rf={self.replication_factor} "
-            f"min_isr={self.min_isr}{'(topic)' if self.min_isr_in_topic else ''} "
-            f"durability={self.durability.value} acks={list(self.acks)} "
-            f"net={attrs.asdict(self.net)} faults[{faults}]/{self.fault_interval_ms}ms"
-        )
+CHURN_CONSUMER_NODE = CONSUMER_NODE + 50
 
 
 @attrs.frozen
@@ -223,7 +110,9 @@ class Simulation:
         self.clock = ManualClock()
         topic_ids = random.Random(f"topic-ids-{opts.seed}")
         self.coordinator = MemoryCoordinator(
-            clock=self.clock, topic_ids=lambda: f"{topic_ids.getrandbits(128) | 1:032x}"
+            clock=self.clock,
+            topic_ids=lambda: f"{topic_ids.getrandbits(128) | 1:032x}",
+            feed_retention_max=opts.feed_retention_max,
         )
         self.net = SimNetwork(self.rng, opts.net, self.after)
         self.log_config = LogConfig(
@@ -234,15 +123,19 @@ class Simulation:
         self.checker = InvariantChecker(min_isr=opts.min_isr)
         self.violations: list[str] = []
         self.phase = "safety"
-        self._values = itertools.count()
-        self._cids = itertools.count(1)
-        self._positions: dict[tuple[str, int], int] = {}
-        self._consumer_tokens: dict[tuple[str, int], int] = {}
+        self.rpc = Rpc(self)
+        self.view = ClusterView(self)
+        self.producer = Producer(self)
+        self.probes = Probes(self)
+        self.nemesis = Nemesis(self)
+        self.consumers: dict[tuple[str, int], Consumer] = {}
+        #: churned topic ID -> when it was created (ms), and since when no churned topic exists
+        self.churn_created_ms: dict[str, int] = {}
+        self.churn_absent_since_ms: int | None = 0
         self._records_cache: dict[
-            tuple[int, int, tuple[str, int]], tuple[int, int, dict[int, bytes]]
+            tuple[int, int, tuple[str, int], str], tuple[int, int, dict[int, bytes]]
         ] = {}
         self._down: set[int] = set()
-        self._power_lost_recently: set[int] = set()
         self._all_up_since_ms: int | None = None
 
     def broker_config(self, broker_id: int, log_dir: str) -> BrokerConfig:
@@ -265,6 +158,8 @@ class Simulation:
             tick_interval_ms=opts.tick_ms,
             checkpoint_interval_ms=opts.checkpoint_ms,
             metadata_poll_interval_ms=opts.metadata_ms,
+            retention_check_interval_ms=opts.retention_check_ms,
+            controlled_shutdown_timeout_ms=opts.controlled_shutdown_ms,
             leader_imbalance_check_interval_ms=1_000,
             log=self.log_config,
         )
@@ -335,136 +230,69 @@ class Simulation:
         for broker in self.brokers.values():
             broker.start()
         self.after(20, self._create_topic)
-        self.after(100, self._produce_loop)
-        for p in range(self.opts.partitions):
-            self.after(100, lambda p=p: self._consume_loop((TOPIC, p)))  # type: ignore[misc]
-        self.after(300, self._fault_loop)
+        self.view.start(50)
+        self.producer.start(100)
+        self.probes.start(150)
+        self.after(100, self._ensure_consumers)
+        self.nemesis.start(300)
 
     def _create_topic(self) -> None:
-        """An admin client creates the topic through a broker (CreateTopics, as any Kafka
-        client would), retrying until it exists."""
+        """An admin client creates the main topic through a broker (CreateTopics, as any
+        Kafka client would), retrying until it exists."""
         if self.coordinator.get_topic(TOPIC) is not None:
             return
         self.after(50, self._create_topic)
         online = [b for b in self.brokers.values() if b.online]
         if len(online) < len(self.brokers):
             return  # placement needs every broker admitted
-        broker = self.rng.choice(online)
         configs = {}
         if self.opts.min_isr_in_topic:
             configs["min.insync.replicas"] = str(self.opts.min_isr)
-        frame = create_topics_frame(
-            TOPIC, self.opts.partitions, self.opts.replication_factor, configs, next(self._cids)
+        body = m.CreateTopicsRequest(
+            topics=[
+                m.CreatableTopic(
+                    name=TOPIC,
+                    num_partitions=self.opts.partitions,
+                    replication_factor=self.opts.replication_factor,
+                    assignments=[],
+                    configs=[m.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+                )
+            ],
+            timeout_ms=1_000,
+            validate_only=False,
+        )
+        self.rpc.call(
+            ADMIN_NODE,
+            self.rng.choice(online).broker_id,
+            body,
+            lambda answer: self.trace(f"create {TOPIC}: {answer is not None}"),
+            client_id="sim-admin",
+            timeout_ms=self.opts.client_timeout_ms,
         )
 
-        def reply(answer: bytes | None) -> None:
-            if answer is not None:
-                self.trace(f"create topic: {create_topics_answer(answer).name}")
+    def _ensure_consumers(self) -> None:
+        """One consumer per partition the clients' metadata shows (partitions get added)."""
+        self.after(50, self._ensure_consumers)
+        for topic, node in ((TOPIC, CONSUMER_NODE), (CHURN_TOPIC, CHURN_CONSUMER_NODE)):
+            for p in range(self.view.partition_counts.get(topic, 0)):
+                if (topic, p) not in self.consumers:
+                    consumer = Consumer(self, (topic, p), node + p, checked=topic == TOPIC)
+                    self.consumers[(topic, p)] = consumer
+                    consumer.start(0)
 
-        self.net.send(
-            ADMIN_NODE, broker.broker_id, lambda: broker.on_frame(ADMIN_NODE, frame, reply)
-        )
+    # ------------------------------------------------------------------ cluster facts
 
-    # ------------------------------------------------------------------ clients
-
-    def _state(self, tp: tuple[str, int]) -> PartitionState | None:
+    def state(self, tp: tuple[str, int]) -> PartitionState | None:
+        """The partition's state as the coordinator stores it."""
         return self.coordinator.get_partition_state(*tp)
 
-    def _produce_loop(self) -> None:
-        if self.phase != "safety":
-            return
-        self.after(self.jitter(self.opts.produce_interval_ms), self._produce_loop)
-        tp = (TOPIC, self.rng.randrange(self.opts.partitions))
-        state = self._state(tp)
-        if state is None or state.leader < 0:
-            return
-        acks = self.rng.choice(self.opts.acks)
-        value = f"v{next(self._values)}".encode()
-        op = self.history.send(tp, value, acks)
-        batch = encode_batch([value], base_timestamp=self.now_ms)
-        frame = produce_frame(tp, batch, acks, self.opts.produce_timeout_ms, next(self._cids))
-        leader = self.brokers[state.leader]
+    def main_partitions(self) -> list[tuple[str, int]]:
+        """The main topic's partitions as the coordinator stores them."""
+        assignment = self.coordinator.get_topic(TOPIC)
+        return [] if assignment is None else [(TOPIC, p) for p in range(assignment.partition_count)]
 
-        def reply(answer: bytes | None) -> None:
-            self._on_produced(op, None if answer is None else produce_answer(answer))
-
-        self.net.send(
-            PRODUCER_NODE,
-            leader.broker_id,
-            lambda: leader.on_frame(PRODUCER_NODE, frame, reply),
-            duplicable=False,
-        )
-        self.after(self.opts.client_timeout_ms, lambda: self._produce_timeout(op))
-
-    def _produce_timeout(self, op: Send) -> None:
-        if op.status == "pending":
-            op.status = "info"
-
-    def _on_produced(self, op: Send, answer: ProduceAnswer | None) -> None:
-        if op.status != "pending":
-            return
-        if answer is None:  # the connection closed: the outcome is unknown
-            op.status = "info"
-        elif answer.error_code is ErrorCode.NONE:
-            op.status, op.offset = "ok", answer.base_offset
-            if op.acks == ACKS_ALL:
-                for problem in self.checker.on_acked(op.tp, op.offset, op.value):
-                    self.violation(problem)
-        elif answer.error_code in _DEFINITE_FAILURES:
-            op.status = "fail"
-        else:
-            op.status = "info"
-
-    def _consume_loop(self, tp: tuple[str, int]) -> None:
-        self.after(self.jitter(self.opts.consume_interval_ms), lambda: self._consume_loop(tp))
-        state = self._state(tp)
-        if state is None or state.leader < 0:
-            return
-        position = self._positions.get(tp, 0)
-        token = self._consumer_tokens.get(tp, 0) + 1
-        self._consumer_tokens[tp] = token
-        frame = fetch_frame(tp, position, state.leader_epoch, next(self._cids), max_bytes=4096)
-        leader = self.brokers[state.leader]
-        node = CONSUMER_NODE + tp[1]
-
-        def reply(answer: bytes | None) -> None:
-            if answer is not None:
-                self._on_consumed(tp, token, position, fetch_answer(answer))
-
-        self.net.send(node, leader.broker_id, lambda: leader.on_frame(node, frame, reply))
-
-    def _on_consumed(
-        self, tp: tuple[str, int], token: int, position: int, answer: FetchAnswer
-    ) -> None:
-        if self._consumer_tokens.get(tp) != token or self._positions.get(tp, 0) != position:
-            return  # not the answer this consumer waits for
-        if answer.error_code is not ErrorCode.NONE:
-            return
-        for problem in self.checker.on_consumer_hw(tp, answer.high_watermark):
-            self.violation(problem)
-        records = [(o, v) for o, v in _decode(answer.records) if o >= position]
-        if records:
-            self.history.poll(CONSUMER_NODE + tp[1], tp, records)
-            self._positions[tp] = records[-1][0] + 1
-
-    # ------------------------------------------------------------------ faults
-
-    def _fault_loop(self) -> None:
-        if self.phase != "safety":
-            return
-        self.after(self.jitter(self.opts.fault_interval_ms), self._fault_loop)
-        names = [n for n, _ in self.opts.fault_weights]
-        weights = [w for _, w in self.opts.fault_weights]
-        if not any(weights):
-            return
-        kind = self.rng.choices(names, weights)[0]
-        victim = self.brokers[self.rng.randint(1, self.opts.brokers)]
-        getattr(self, f"_fault_{kind}")(victim)
-
-    def _fault_nothing(self, victim: SimBroker) -> None:
-        del victim
-
-    def _restart_later(self, broker: SimBroker, delay_ms: int) -> None:
+    def restart_later(self, broker: SimBroker, delay_ms: int) -> None:
+        """Start ``broker`` again after ``delay_ms`` (unless something started it meanwhile)."""
         self._down.add(broker.broker_id)
 
         def restart() -> None:
@@ -473,95 +301,6 @@ class Simulation:
                 broker.start()
 
         self.after(delay_ms, restart)
-
-    def _fault_crash_controller(self, victim: SimBroker) -> None:
-        """Crash whichever broker holds the controller role, whatever it is doing."""
-        del victim
-        current = self.coordinator.current_controller()
-        if current is not None:
-            self._fault_crash(self.brokers[current.controller_id])
-
-    def _fault_crash(self, victim: SimBroker) -> None:
-        if victim.alive:
-            victim.kill(power_loss=False, tear=False)
-            self._restart_later(victim, self.rng.randint(50, 800))
-
-    def _power_loss_allowed(self, victim: SimBroker) -> bool:
-        if self.opts.durability is DurabilityMode.FSYNC:
-            return True
-        # REPLICATED promises survival of fewer than all replicas losing unsynced data: only cut
-        # one broker's power while every other broker is up and its partitions' ISRs are full.
-        if any(not b.online for b in self.brokers.values() if b is not victim):
-            return False
-        for p in range(self.opts.partitions):
-            state = self._state((TOPIC, p))
-            if state is None or set(state.isr) != set(state.replicas):
-                return False
-        return victim.broker_id not in self._power_lost_recently
-
-    def _fault_power_loss(self, victim: SimBroker) -> None:
-        if victim.alive and self._power_loss_allowed(victim):
-            victim.kill(power_loss=True, tear=self.rng.random() < 0.7)
-            if self.opts.durability is DurabilityMode.REPLICATED:
-                self._power_lost_recently = {victim.broker_id}
-            self._restart_later(victim, self.rng.randint(50, 800))
-
-    def _fault_power_loss_all(self, victim: SimBroker) -> None:
-        del victim
-        self.trace("power loss of every broker")
-        for broker in self.brokers.values():
-            if broker.alive or broker.starting:
-                broker.kill(power_loss=True, tear=self.rng.random() < 0.7)
-                self._restart_later(broker, self.rng.randint(50, 600))
-
-    def _fault_partition(self, victim: SimBroker, *, one_way: bool = False) -> None:
-        nodes = list(self.brokers)
-        self.rng.shuffle(nodes)
-        cut = self.rng.randint(1, len(nodes) - 1)
-        side_a, side_b = set(nodes[:cut]), set(nodes[cut:])
-        if self.rng.random() < 0.5:
-            side_a |= {PRODUCER_NODE} | {CONSUMER_NODE + p for p in range(self.opts.partitions)}
-        self.trace(f"partition {sorted(side_a)} | {sorted(side_b)} one_way={one_way}")
-        self.net.partition(side_a, side_b, one_way=one_way)
-        blocked = set(self.net.blocked)
-
-        def heal() -> None:
-            self.net.blocked -= blocked
-
-        self.after(self.rng.randint(100, 700), heal)
-        del victim
-
-    def _fault_one_way(self, victim: SimBroker) -> None:
-        self._fault_partition(victim, one_way=True)
-
-    def _fault_clog(self, victim: SimBroker) -> None:
-        other = self.rng.randint(1, self.opts.brokers)
-        link = (victim.broker_id, other)
-        self.net.clog(*link)
-        self.after(self.rng.randint(100, 700), lambda: self.net.clogged.discard(link))
-
-    def _fault_expire_session(self, victim: SimBroker) -> None:
-        self.trace(f"expire session of {victim.broker_id}")
-        self.coordinator.expire_session(victim.broker_id)
-
-    def _fault_suspend_session(self, victim: SimBroker) -> None:
-        if not victim.alive or victim.coord_cut:
-            return
-        self.trace(f"cut broker {victim.broker_id} from the coordinator")
-        victim.coord_cut = True
-        self.coordinator.suspend_session(victim.broker_id)
-        gen = victim.gen
-
-        def resume() -> None:
-            if victim.gen == gen and victim.coord_cut:
-                victim.coord_cut = False
-                self.coordinator.resume_session(victim.broker_id)
-
-        self.after(self.rng.randint(100, 1_000), resume)
-
-    def _fault_fail_fsync(self, victim: SimBroker) -> None:
-        self.trace(f"next fsync of a segment on broker {victim.broker_id} fails")
-        victim.fs.fail_fsync(".log")
 
     def on_storage_failure(self, broker: SimBroker) -> None:
         """A log went offline (failed fsync): the operator restarts the broker (process crash,
@@ -586,7 +325,7 @@ class Simulation:
             if broker.coord_cut:
                 broker.coord_cut = False
                 self.coordinator.resume_session(broker.broker_id)
-            if not broker.alive and not broker.starting:
+            if not broker.alive and not broker.starting and not broker.stopping:
                 self._down.discard(broker.broker_id)
                 broker.start()
             elif broker.log_manager is not None and any(
@@ -598,37 +337,38 @@ class Simulation:
     def _max_acked(self, tp: tuple[str, int]) -> int:
         return max(self.checker.acked.get(tp, {}), default=-1)
 
+    def _position(self, tp: tuple[str, int]) -> int:
+        consumer = self.consumers.get(tp)
+        return -1 if consumer is None or consumer.position is None else consumer.position
+
     def _drained(self) -> bool:
         if any(s.status == "pending" for s in self.history.sends):
             return False
-        for p in range(self.opts.partitions):
-            state = self._state((TOPIC, p))
+        if any(b.stopping or not b.alive for b in self.brokers.values()):
+            return False
+        partitions = self.main_partitions()
+        for tp in partitions:
+            state = self.state(tp)
             leader = None if state is None else self.brokers.get(state.leader)
-            replica = (
-                None
-                if leader is None or leader.rm is None
-                else leader.rm.partitions.get((TOPIC, p))
-            )
+            replica = None if leader is None or leader.rm is None else leader.rm.partitions.get(tp)
             if replica is None or not replica.is_leader:
                 return False
-            if replica.high_watermark <= self._max_acked((TOPIC, p)):
+            if replica.high_watermark <= self._max_acked(tp):
                 return False  # the final read (up to the HW) must see every acked record
-        return all(
-            self._positions.get((TOPIC, p), 0) > self._max_acked((TOPIC, p))
-            for p in range(self.opts.partitions)
+        return bool(partitions) and all(
+            self._position(tp) > self._max_acked(tp) for tp in partitions
         )
 
     def _drain_status(self) -> str:
         return "; ".join(
-            f"p{p}: consumer at {self._positions.get((TOPIC, p), 0)}, acked up to "
-            f"{self._max_acked((TOPIC, p))}, state {self._state((TOPIC, p))}"
-            for p in range(self.opts.partitions)
+            f"{tp}: consumer at {self._position(tp)}, acked up to "
+            f"{self._max_acked(tp)}, state {self.state(tp)}"
+            for tp in self.main_partitions()
         )
 
     def _final_read(self) -> None:
-        for p in range(self.opts.partitions):
-            tp = (TOPIC, p)
-            state = self._state(tp)
+        for tp in self.main_partitions():
+            state = self.state(tp)
             broker = None if state is None else self.brokers.get(state.leader)
             if broker is None or broker.rm is None:
                 self.violation(f"liveness: no running leader for {tp} at the end: {state}")
@@ -649,7 +389,7 @@ class Simulation:
                 continue
             for tp, replica in sorted(rm.partitions.items()):
                 log = rm.log(*tp)
-                if log is None or log.is_offline:
+                if tp[0] != TOPIC or log is None or log.is_offline:
                     continue
                 stored = rm.states.get(tp)
                 current = states.get(tp)
@@ -664,7 +404,7 @@ class Simulation:
                         log_end_offset=log.log_end_offset,
                         isr=replica.isr,
                         assigned=replica.assigned,
-                        records=self._records(broker, tp),
+                        records=self._records(broker, tp, log, ""),
                         current=(
                             stored is not None
                             and current is not None
@@ -678,13 +418,11 @@ class Simulation:
                 )
         return views
 
-    def _records(self, broker: SimBroker, tp: tuple[str, int]) -> dict[int, bytes]:
+    def _records(
+        self, broker: SimBroker, tp: tuple[str, int], log: Log, topic_id: str
+    ) -> dict[int, bytes]:
         """offset -> value of the replica's log, read incrementally (re-read on truncation)."""
-        rm = broker.rm
-        log = None if rm is None else rm.log(*tp)
-        if log is None:
-            return {}
-        key = (broker.broker_id, broker.gen, tp)
+        key = (broker.broker_id, broker.gen, tp, topic_id)
         cached = self._records_cache.get(key)
         start, end = log.log_start_offset, log.log_end_offset
         if cached is not None and cached[0] == start and cached[1] <= end:
@@ -712,20 +450,60 @@ class Simulation:
             self._all_up_since_ms = self.now_ms
         if self.now_ms - self._all_up_since_ms <= self.opts.leader_bound_ms:
             return
-        for p in range(self.opts.partitions):
-            state = states.get((TOPIC, p))
+        for tp in self.main_partitions():
+            state = states.get(tp)
             if state is None or state.leader < 0:
                 self.violation(
-                    f"liveness: {(TOPIC, p)} has no leader {self.opts.leader_bound_ms} ms after "
+                    f"liveness: {tp} has no leader {self.opts.leader_bound_ms} ms after "
                     f"every broker is up: {state}"
                 )
 
+    def _check_churned_topic(self) -> None:
+        """No replica of the churned topic holds records sent before its topic was created
+        (records of a deleted incarnation come back), or a log of another incarnation than
+        the one its broker's metadata names."""
+        if not self.opts.churn_topic:
+            return
+        assignment = self.coordinator.get_topic(CHURN_TOPIC)
+        if assignment is None:
+            if self.churn_absent_since_ms is None:
+                self.churn_absent_since_ms = self.now_ms
+        else:
+            self.churn_absent_since_ms = None
+            self.churn_created_ms.setdefault(assignment.topic_id, self.now_ms)
+        delay_ms_max = self.opts.net.delay_ms_max + self.opts.net.clog_delay_ms_max
+        for broker in self.brokers.values():
+            rm = broker.rm
+            if not broker.alive or rm is None:
+                continue
+            for tp in sorted(tp for tp in rm.partitions if tp[0] == CHURN_TOPIC):
+                log = rm.log(*tp)
+                if log is None or log.is_offline:
+                    continue
+                try:
+                    stored = rm.log_manager.topic_id(TopicPartition(*tp)) or ""
+                except StorageError:
+                    continue
+                named = rm.topics.get(CHURN_TOPIC)
+                if named is not None and stored and stored != named.topic_id:
+                    self.violation(
+                        f"stale-incarnation-hosted: broker {broker.broker_id} hosts {tp} of "
+                        f"topic ID {stored}, its metadata names {named.topic_id}"
+                    )
+                created_ms = self.churn_created_ms.get(stored)
+                if created_ms is None:
+                    continue
+                for offset, value in self._records(broker, tp, log, stored).items():
+                    sent_ms = int(value[1 : value.index(b":")])
+                    if sent_ms < created_ms - delay_ms_max:
+                        self.violation(
+                            f"deleted-topic-records-resurrected: broker {broker.broker_id} "
+                            f"{tp} (topic ID {stored}, created at {created_ms} ms) holds "
+                            f"offset {offset} sent at {sent_ms} ms"
+                        )
+
     def _check_invariants(self) -> None:
-        states = {
-            (TOPIC, p): s
-            for p in range(self.opts.partitions)
-            if (s := self._state((TOPIC, p))) is not None
-        }
+        states = {tp: s for tp in self.main_partitions() if (s := self.state(tp)) is not None}
         stored = {tp: (s.replicas, s.isr) for tp, s in states.items()}
         if self.phase == "liveness":
             self._check_leaders_elected(states)
@@ -734,6 +512,7 @@ class Simulation:
             broker.led_isr_sizes.clear()
         for problem in self.checker.check(views, stored):
             self.violation(problem)
+        self._check_churned_topic()
 
 
 def _read_all(log: Log, start_offset: int, end_offset: int) -> list[tuple[int, bytes]]:

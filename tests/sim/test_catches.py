@@ -1,0 +1,75 @@
+"""The simulator finds the defects that black-box runs found in wave 1, when they are put back.
+
+Each test breaks one rule of the product (the way it was broken before its fix) and checks that
+some of a fixed set of seeds reports the violation kind that defect produces. A test fails if
+the simulator stops exercising the path (a workload or nemesis change that loses the case): then
+``python -m tests.sim.test_catches`` finds new seeds for it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from replog.broker import requests
+from replog.broker.requests.base import Reply
+from replog.protocol import messages as m
+from replog.testing.sim import run_seed
+
+pytestmark = pytest.mark.sim
+
+
+@contextmanager
+def _delete_does_nothing() -> Iterator[None]:
+    """DeleteTopics answers success without asking the controller (wave 1's Admin.delete)."""
+
+    def handle(ctx: Any, body: m.DeleteTopicsRequest, services: Any) -> Reply:
+        del ctx, services
+        return Reply(
+            m.DeleteTopicsResponse(
+                responses=[m.DeletableTopicResult(name=t.name, error_code=0) for t in body.topics]
+            )
+        )
+
+    original = requests.HANDLERS[m.DeleteTopicsRequest]
+    requests.HANDLERS[m.DeleteTopicsRequest] = handle
+    try:
+        yield
+    finally:
+        requests.HANDLERS[m.DeleteTopicsRequest] = original
+
+
+BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
+    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (14, 27)),
+}
+"""break -> (context manager putting the defect back, violation kinds it causes, seeds)."""
+
+
+def _kinds(seed: int, breaking: Callable[[], Any]) -> set[str]:
+    with breaking():
+        result = run_seed(seed)
+    return {v.split(" ", 1)[1].split(":", 1)[0] for v in result.violations}
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_catches(name: str) -> None:
+    breaking, kinds, seeds = BREAKS[name]
+    found = {seed: _kinds(seed, breaking) for seed in seeds}
+    assert any(set(kinds) & k for k in found.values()), f"{name}: no seed caught it: {found}"
+
+
+def main(argv: list[str]) -> int:
+    """Search seeds ``0..N-1`` for ones that catch each break (to refresh ``BREAKS``)."""
+    count = int(argv[0]) if argv else 100
+    for name, (breaking, kinds, _) in sorted(BREAKS.items()):
+        caught = [s for s in range(count) if set(kinds) & _kinds(s, breaking)]
+        print(f"{name}: {caught}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,40 @@
+"""The layering and the sans-IO rule as import contracts (``[tool.importlinter]`` in
+pyproject.toml), checked with import-linter on every ``make test``.
+
+A package imports only from the layers below its own; the client library uses no server
+package; ``replog.isr``, ``replog.election`` and ``replog.groups`` import nothing that does IO,
+directly or through another module. A broken contract fails this test with import-linter's
+report (the offending import chains, file and line).
+
+import-linter runs in its own process: in-process it reconfigures the logging module, which
+would silence the log-message checks of the tests that run after it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())",
+            "--config",
+            str(ROOT / "pyproject.toml"),
+            "--no-cache",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, report
+    assert "Contracts: 3 kept, 0 broken." in report, report
