@@ -122,6 +122,10 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, stop: Stop, track: 
         max_poll_interval_ms=POLL_INTERVAL_MS,
         request_timeout_ms=SESSION_MS + 10_000,
     )
+    # Topic metadata first, so the first generation's assignment already covers the topic:
+    # kafka-python 3.0.12 at times leaves a follow-up generation's assignment unapplied.
+    while not consumer.partitions_for_topic(topic):
+        pass
     consumer.subscribe([topic])
     while not stop.done():
         batches = consumer.poll(timeout_ms=200)
