@@ -18,12 +18,14 @@ from confluent_kafka.admin import AdminClient
 from replog import Admin, Cluster, Producer
 from replog.client import BrokerResponseError, OffsetAndMetadata
 from replog.errors import ErrorCode
+from replog.groups import OFFSETS_TOPIC
 
 from .test_admin_e2e import AsyncAdminOnLoop, wait_for
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType
     from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 pytestmark = [
@@ -234,3 +236,18 @@ def test_delete_groups_refuses_a_group_with_members_and_deletes_an_empty_one(
     with pytest.raises(BrokerResponseError) as missing:
         admin.delete_groups([group])
     assert missing.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_the_offsets_topic_is_internal_and_compacted_as_kafka_python_sees_it(
+    cluster: Cluster, kafka_admin: KafkaAdminClient, topic: str
+) -> None:
+    member = KafkaMember(cluster, f"{topic}-g", topic)  # the first group creates the topic
+    try:
+        member.poll_until_assigned(PARTITIONS)
+    finally:
+        member.close()
+    (described,) = kafka_admin.describe_topics([OFFSETS_TOPIC])
+    assert described["error_code"] == 0 and described["is_internal"]
+    resource = ConfigResource(ConfigResourceType.TOPIC, OFFSETS_TOPIC)
+    configs = kafka_admin.describe_configs([resource], config_filter="all")["topic"][OFFSETS_TOPIC]
+    assert configs["cleanup.policy"]["value"] == "compact"

@@ -72,12 +72,11 @@ LOAD_READ_BYTES = 1 << 20
 def offsets_topic_configs(min_insync_replicas: int) -> dict[str, str]:
     """The configs ``__consumer_offsets`` is created with: the one place they are set.
 
-    TODO(compaction): add ``"cleanup.policy": "compact"`` once the log cleaner lands (Kafka
-    creates the topic compacted, so only the latest record per key is kept); until then the
-    topic has the default policy (delete), and ``offsets_retention_ms`` tombstones are what
-    bounds the state a load replays.
+    Compacted, as Kafka creates it: the log cleaner keeps only the latest record per key (a
+    group's metadata, one offset of one partition), and drops tombstones once they are older
+    than ``delete.retention.ms``, so what a load replays stays bounded by the live state.
     """
-    return {"min.insync.replicas": str(min_insync_replicas)}
+    return {"min.insync.replicas": str(min_insync_replicas), "cleanup.policy": "compact"}
 
 
 @attrs.define
