@@ -161,6 +161,15 @@ def members() -> Iterator[list[Member]]:
         member.stop()
 
 
+def start_broker(cluster: Cluster, broker_id: int) -> None:
+    """Start a broker and wait until it is ONLINE (until then its metadata has no brokers)."""
+    broker = cluster.start(broker_id)
+    deadline = time.monotonic() + WAIT_S
+    while broker.state.value != "online":
+        assert time.monotonic() < deadline, f"broker {broker_id} did not come online"
+        time.sleep(0.05)
+
+
 def make_topic(cluster: Cluster, name: str, partitions: int) -> None:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics(name, partitions, 3, {"min.insync.replicas": "2"})
@@ -280,6 +289,39 @@ def test_the_group_survives_its_coordinators_failure_without_losing_a_commit(
         member.wait_for(lambda: set(member.values) >= set(after), "reading after the failover")
         member.wait_for(lambda: member.committed == {0: 20, 1: 20, 2: 20}, "committing again")
         member.close()
-        assert committed_offsets(cluster, group) == {0: 20, 1: 20, 2: 20}
+        assert committed_offsets(cluster, group) == {0: 20, 1: 20, 2: 20}, member.events
     finally:
-        cluster.start(coordinator)
+        start_broker(cluster, coordinator)
+
+
+def test_every_clients_commits_survive_a_restart_of_the_whole_cluster(
+    members: list[Member],
+) -> None:
+    """Each client's group commits; every broker crashes and starts again; the coordinators
+    load the groups back from ``__consumer_offsets`` and a new member of each client resumes
+    after its group's commit."""
+    groups = {"initial_rebalance_delay_ms": 0, "session_timeout_ms_min": 1_000}
+    with Cluster.local(3, groups=groups) as cluster:
+        for client in CLIENTS:
+            topic, group = names(client, "restart")
+            make_topic(cluster, topic, 3)
+            produce(cluster, topic, 3, 0, 30)
+            reader = Member(client, cluster, group, topic, "drain:30")
+            members.append(reader)
+            reader.finish()
+            assert reader.committed == {0: 10, 1: 10, 2: 10}
+
+        for broker_id in sorted(cluster.brokers):
+            cluster.kill(broker_id)
+        for broker_id in sorted(cluster.brokers):
+            start_broker(cluster, broker_id)
+
+        for client in CLIENTS:
+            topic, group = names(client, "restart")
+            assert committed_offsets(cluster, group) == {0: 10, 1: 10, 2: 10}, client
+            later = produce(cluster, topic, 3, 30, 15)
+            resumed = Member(client, cluster, group, topic, "drain:15")
+            members.append(resumed)
+            resumed.finish()
+            assert sorted(resumed.values) == sorted(later), client
+            assert committed_offsets(cluster, group) == {0: 15, 1: 15, 2: 15}, client
