@@ -251,3 +251,35 @@ def test_the_offsets_topic_is_internal_and_compacted_as_kafka_python_sees_it(
     resource = ConfigResource(ConfigResourceType.TOPIC, OFFSETS_TOPIC)
     configs = kafka_admin.describe_configs([resource], config_filter="all")["topic"][OFFSETS_TOPIC]
     assert configs["cleanup.policy"]["value"] == "compact"
+
+
+def test_kafka_pythons_group_admin_operations_are_what_replog_reports(
+    cluster: Cluster, admin: Any, kafka_admin: KafkaAdminClient, topic: str
+) -> None:
+    """The other direction: kafka-python's KafkaAdminClient alters and deletes offsets and
+    deletes the group; replog's admin sees each effect."""
+    group = f"{topic}-g"
+    # The first FindCoordinator creates __consumer_offsets and is answered
+    # COORDINATOR_NOT_AVAILABLE until it has leaders (as Kafka does); kafka-python's admin does
+    # not retry, replog's does.
+    assert admin.describe_groups([group])[group].state == "Dead"
+    kafka_admin.alter_group_offsets(
+        group,
+        {
+            TopicPartition(topic, 0): KafkaOffsetAndMetadata(1, "a", -1),
+            TopicPartition(topic, 1): KafkaOffsetAndMetadata(2, "b", -1),
+        },
+    )
+    assert admin.list_group_offsets(group) == {
+        (topic, 0): OffsetAndMetadata(1, -1, "a"),
+        (topic, 1): OffsetAndMetadata(2, -1, "b"),
+    }
+    assert admin.describe_groups([group])[group].state == "Empty"
+
+    errors = kafka_admin.delete_group_offsets(group, [TopicPartition(topic, 0)])
+    assert [e.__name__ for e in errors.values()] == ["NoError"]
+    assert set(admin.list_group_offsets(group)) == {(topic, 1)}
+
+    assert kafka_admin.delete_groups([group]) == {group: "OK"}
+    assert admin.list_group_offsets(group) == {}
+    assert group not in {g.group_id for g in admin.list_groups()}
