@@ -57,6 +57,13 @@ TESTED = {
     "reassign_partition",
     "elect_preferred_leaders",
     "close",
+    # the group methods: tests/client/test_group_admin_e2e.py
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "list_group_offsets",
+    "alter_group_offsets",
+    "delete_group_offsets",
 }
 
 

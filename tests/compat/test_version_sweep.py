@@ -11,8 +11,6 @@ frame and nothing is missing), and say the right things (offsets, leaders, recor
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 import uuid
 import warnings
@@ -24,6 +22,8 @@ import pytest
 
 from replog import Admin, Cluster
 from replog.protocol import APIS, supported_api_versions
+
+from .sweep_groups import GROUP_SCENARIOS, exchange, find_coordinator_port
 
 with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources API
@@ -96,6 +96,9 @@ class Context:
     leader_ports: dict[str, int]  # topic -> the port of its partition 0's leader
     leader_epoch: int  # of TOPIC's partition 0
     broker_ids: tuple[int, ...]
+    brokers: dict[int, int]  # id -> port
+    group_port: int  # the port of the sweep groups' coordinator
+    topic: str = TOPIC
 
     @property
     def leader_port(self) -> int:
@@ -108,7 +111,7 @@ def topic_for(purpose: str, version: int) -> str:
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[Context]:
-    with Cluster.local(3) as cluster:
+    with Cluster.local(3, groups={"initial_rebalance_delay_ms": 0}) as cluster:
         with Admin(cluster.bootstrap) as admin:
             admin.create_topics(TOPIC, 1, 3, {"min.insync.replicas": "2"})
             admin.create_topics(PRODUCE_TOPIC, 1, 3)
@@ -118,6 +121,7 @@ def ctx() -> Iterator[Context]:
                 for version in range(info.min_version, info.max_version + 1):
                     admin.create_topics(topic_for(purpose, version), 1, 3)
             described = admin.describe_topics([TOPIC, PRODUCE_TOPIC])
+        ports = {broker_id: broker.port for broker_id, broker in cluster.brokers.items()}
         producer = KafkaProducer(
             bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
         )
@@ -135,31 +139,9 @@ def ctx() -> Iterator[Context]:
             },
             leader_epoch=described[TOPIC].partitions[0].leader_epoch,
             broker_ids=tuple(sorted(cluster.brokers)),
+            brokers=ports,
+            group_port=find_coordinator_port(ports[min(ports)], ports),
         )
-
-
-def exchange(port: int, request: Any, response_class: Any, version: int, cid: int) -> Any:
-    """Send ``request`` at ``version``; check and return kafka-python's decoding of the answer."""
-    request.with_header(correlation_id=cid, client_id="version-sweep")
-    frame = request.encode(version=version, header=True, framed=True)
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(frame)
-        size = struct.unpack(">i", read_exactly(sock, 4))[0]
-        payload = read_exactly(sock, size)
-    response = response_class[version].decode(payload, header=True)
-    assert response.header.correlation_id == cid
-    assert bytes(response.encode(header=True)) == payload
-    return response
-
-
-def read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
 
 
 # -- one scenario per API: (build the request, check the answer) -------------------------------
@@ -518,8 +500,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0) -> bool:
 Scenario = tuple[
     Callable[[Context, int], Any], Any, Callable[[Context, int, Any], None], str | None
 ]
+COORDINATOR = "<the groups' coordinator>"
 #: api key -> (request builder, kafka-python response class, check, the topic whose leader is
-#: asked, or None for any broker)
+#: asked, COORDINATOR, or None for any broker)
 SCENARIOS: dict[int, Scenario] = {
     0: (produce, ProduceResponse, check_produce, PRODUCE_TOPIC),
     1: (fetch, FetchResponse, check_fetch, TOPIC),
@@ -560,6 +543,7 @@ SCENARIOS: dict[int, Scenario] = {
         None,
     ),
     60: (describe_cluster, DescribeClusterResponse, check_describe_cluster, None),
+    **{key: (*scenario, COORDINATOR) for key, scenario in GROUP_SCENARIOS.items()},
 }
 
 
@@ -574,6 +558,9 @@ def test_kafka_python_codec_gets_a_well_formed_answer(ctx: Context, case: tuple[
     request = build(ctx, version)
     assert api_key == request.API_KEY
     any_broker = ctx.cluster.brokers[ctx.broker_ids[0]].port
-    port = any_broker if leader_of is None else ctx.leader_ports[leader_of]
+    if leader_of is None:
+        port = any_broker
+    else:
+        port = ctx.group_port if leader_of == COORDINATOR else ctx.leader_ports[leader_of]
     response = exchange(port, request, response_class, version, cid=1000 + api_key * 100 + version)
     check(ctx, version, response)

@@ -175,7 +175,7 @@ def test_offset_fetch_answers_each_version_in_its_shape() -> None:
     hosted = OffsetFetchRequest(
         group_id="b", topics=[OffsetFetchRequestTopic(name="t", partition_indexes=[0])]
     )
-    assert broker.answer(broker.send(hosted, 0), 0).topics[0].partitions[0].committed_offset == 5
+    assert broker.answer(broker.send(hosted, 1), 1).topics[0].partitions[0].committed_offset == 5
 
 
 def test_delete_groups_across_partitions_answers_once_every_part_is_written() -> None:

@@ -44,8 +44,32 @@ def error_codes(value: Any, version: int) -> list[int]:
     return codes
 
 
-def named_items(request: Any) -> int:
-    """How many topics/partitions/resources the error response must report on."""
+def named_items(request: Any, version: int) -> int:
+    """How many topics/partitions/resources/groups the error response must report on (a
+    top-level code counts as one)."""
+    if isinstance(request, m.OffsetCommitRequest):
+        return sum(len(t.partitions) for t in request.topics)
+    if isinstance(request, m.OffsetFetchRequest):
+        if version >= 8:
+            return len(request.groups)
+        partitions = sum(len(t.partition_indexes) for t in request.topics or ())
+        return partitions + int(version >= 2)
+    if isinstance(request, m.FindCoordinatorRequest):
+        return len(request.coordinator_keys) if version >= 4 else 1
+    if isinstance(request, m.DescribeGroupsRequest):
+        return len(request.groups)
+    if isinstance(request, m.DeleteGroupsRequest):
+        return len(request.groups_names)
+    group_wide = (
+        m.JoinGroupRequest,
+        m.SyncGroupRequest,
+        m.HeartbeatRequest,
+        m.LeaveGroupRequest,
+        m.ListGroupsRequest,
+        m.OffsetDeleteRequest,
+    )
+    if isinstance(request, group_wide):
+        return 1
     if isinstance(request, m.ProduceRequest):
         return sum(len(t.partition_data) for t in request.topic_data)
     if isinstance(request, m.FetchRequest | m.ListOffsetsRequest | m.OffsetForLeaderEpochRequest):
@@ -101,12 +125,12 @@ def test_the_error_response_reports_the_code_on_everything_the_request_named(
     if isinstance(request, m.ProduceRequest) and request.acks == 0:
         assert error_response(request, RuntimeError("boom")) is None
         return
-    response = error_response(request, RuntimeError("boom"), version)
+    response = error_response(request, RuntimeError("boom"), version=version)
     assert response is not None and response.API == request.API
     decoded = type(response).decode(response.encode(version), version)
     codes = error_codes(decoded, version)
     assert set(codes) <= {ErrorCode.UNKNOWN_SERVER_ERROR}
-    assert len(codes) == named_items(request) + top_level_codes(request, version)
+    assert len(codes) == named_items(request, version) + top_level_codes(request, version)
 
 
 def test_list_offsets_error_response_at_v3_names_each_partition() -> None:

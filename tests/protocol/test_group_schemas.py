@@ -1,7 +1,7 @@
-"""The consumer-group API schemas (implemented, not yet served): every request and response at
-every version round-trips, and agrees with kafka-python's codec (built from Kafka's JSON
-schemas) in both directions: replog's bytes decode there to the same values and re-encode to
-the same bytes, and kafka-python's bytes decode here to the same message."""
+"""The consumer-group API schemas: every request and response at every version round-trips,
+and agrees with kafka-python's codec (built from Kafka's JSON schemas) in both directions:
+replog's bytes decode there to the same values and re-encode to the same bytes, and
+kafka-python's bytes decode here to the same message."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from replog.protocol import EncodeError, Message, supported_api_versions
 from replog.protocol.messages import (
     APIS,
-    UNSERVED_APIS,
+    GROUP_APIS,
     DescribedGroup,
     DescribeGroupsResponse,
     FindCoordinatorRequest,
@@ -34,7 +34,7 @@ from .kafka_python_bridge import (
 )
 from .strategies import all_versions, case_id, message_strategy
 
-CASES = all_versions(UNSERVED_APIS)
+CASES = all_versions(GROUP_APIS)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
@@ -83,18 +83,19 @@ def test_described_group_without_authorized_operations_agrees_with_kafka_python(
     assert kafka_python_plain(theirs, kp_cls._struct, 5) == replog_plain(response, 5)
 
 
-def test_group_apis_are_not_advertised_yet() -> None:
-    advertised = {v.api_key for v in supported_api_versions()}
-    assert advertised.isdisjoint(UNSERVED_APIS)
-    assert set(UNSERVED_APIS).isdisjoint(APIS)
-    assert sorted(UNSERVED_APIS) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47]
+def test_group_apis_are_served_and_advertised() -> None:
+    advertised = {v.api_key: (v.min_version, v.max_version) for v in supported_api_versions()}
+    assert sorted(GROUP_APIS) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47]
+    for key, spec in GROUP_APIS.items():
+        assert APIS[key] is spec
+        assert advertised[key] == (spec.info.min_version, spec.info.max_version)
 
 
 def test_group_api_version_ranges_are_the_planned_ones() -> None:
-    ranges = {k: (s.info.min_version, s.info.max_version) for k, s in UNSERVED_APIS.items()}
+    ranges = {k: (s.info.min_version, s.info.max_version) for k, s in GROUP_APIS.items()}
     assert ranges == {
-        8: (0, 8),  # OffsetCommit
-        9: (0, 8),  # OffsetFetch
+        8: (2, 8),  # OffsetCommit (Kafka 4.0 removed v0-v1)
+        9: (1, 8),  # OffsetFetch (Kafka 4.0 removed v0)
         10: (0, 4),  # FindCoordinator
         11: (0, 9),  # JoinGroup
         12: (0, 4),  # Heartbeat
@@ -132,15 +133,16 @@ def test_leave_group_carries_one_member_before_v3_and_a_batch_from_v3() -> None:
         batch.encode(2)
 
 
-def test_offset_commit_v1_carries_a_commit_timestamp_and_v2_to_v4_a_retention() -> None:
+def test_offset_commit_v1_is_not_served_and_v2_to_v4_carry_a_retention() -> None:
     partition = OffsetCommitRequestPartition(
         partition_index=0, committed_offset=5, commit_timestamp=1234, committed_metadata=None
     )
     request = OffsetCommitRequest(
         group_id="g", topics=[OffsetCommitRequestTopic(name="t", partitions=[partition])]
     )
-    assert OffsetCommitRequest.decode(request.encode(1), 1) == request
-    with pytest.raises(EncodeError, match="commit_timestamp"):
+    with pytest.raises(EncodeError, match="not supported"):  # Kafka 4.0 removed v0-v1
+        request.encode(1)
+    with pytest.raises(EncodeError, match="commit_timestamp"):  # the v1-only field
         request.encode(2)
     retained = OffsetCommitRequest(group_id="g", retention_time_ms=60_000)
     assert OffsetCommitRequest.decode(retained.encode(4), 4).retention_time_ms == 60_000

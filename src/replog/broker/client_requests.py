@@ -9,7 +9,9 @@ what ends the wait:
   (the partition's purgatory always ends a produce, by the HW or by its timeout);
 - ``AwaitData`` by partition and by deadline: ``on_data_changed`` and ``on_tick`` read again;
 - ``AwaitAdmin`` through ``submit_admin`` (the driver's admin channel, which answers every
-  submission: completed, refused or timed out).
+  submission: completed, refused or timed out);
+- ``AwaitReply`` by its key: ``on_reply`` answers it (the group coordinator answers every
+  request it parks, at the latest NOT_COORDINATOR when it unloads).
 
 Continuations that raise are answered with the API's error response (``requests.failed``). A
 closed connection drops its parked request.
@@ -31,6 +33,7 @@ from replog.broker.requests import (
     AwaitAdmin,
     AwaitData,
     AwaitProduces,
+    AwaitReply,
     Close,
     NoReply,
     Outcome,
@@ -65,6 +68,7 @@ class _Parked:
     data_tps: frozenset[TP] = frozenset()
     data_deadline_ms: int = 0
     data_retry: Callable[[int, bool], Outcome] | None = None
+    reply_key: int | None = None
 
 
 class ClientRequests:
@@ -82,6 +86,7 @@ class ClientRequests:
         self._data: dict[TP, set[_Parked]] = {}
         self._deadlines: SortedList = SortedList()  # (deadline_ms, seq) of data waits
         self._waiting_data: dict[int, _Parked] = {}  # seq -> a parked long poll
+        self._replies: dict[int, _Parked] = {}  # AwaitReply key -> its request
 
     @property
     def parked(self) -> int:
@@ -125,6 +130,13 @@ class ClientRequests:
         for parked in sorted(woken, key=lambda p: p.seq):
             self._retry_data(parked, now_ms, final=False)
 
+    def on_reply(self, key: int, message: Message) -> None:
+        """The answer to the request waiting under ``key`` (ignored if it went away)."""
+        parked = self._replies.pop(key, None)
+        if parked is not None:
+            parked.reply_key = None
+            self._settle(parked, Reply(message), parked.ctx.now_ms)
+
     def on_tick(self, now_ms: int) -> None:
         """Answer the long polls whose wait is over."""
         while self._deadlines and self._deadlines[0][0] <= now_ms:
@@ -161,6 +173,9 @@ class ClientRequests:
                 self._data.setdefault(tp, set()).add(parked)
             self._deadlines.add((outcome.deadline_ms, parked.seq))
             self._waiting_data[parked.seq] = parked
+        elif isinstance(outcome, AwaitReply):
+            parked.reply_key = outcome.key
+            self._replies[outcome.key] = parked
         else:
             self._await_admin(parked, outcome, now_ms)
 
@@ -218,6 +233,9 @@ class ClientRequests:
             if self._produce.get(key) is parked:
                 del self._produce[key]
         parked.produce_waiting.clear()
+        if parked.reply_key is not None:
+            self._replies.pop(parked.reply_key, None)
+            parked.reply_key = None
         self._unpark_data(parked)
 
     def _unpark_data(self, parked: _Parked) -> None:

@@ -21,6 +21,13 @@ wins the controller role runs with ``controller_config()`` -- the defaults for e
 stored configs override, and the auto leader rebalance (``auto_leader_rebalance_enable``,
 ``leader_imbalance_per_broker_percentage``, ``leader_imbalance_check_interval_ms``). Give every
 broker the same values: whichever is controller applies its own.
+
+Consumer groups: ``groups`` is a table of ``replog.groups.GroupConfig`` settings (session
+timeout bounds, ``initial_rebalance_delay_ms``, ``offsets_topic_partitions``, offsets retention,
+...); ``offsets_topic_replication_factor`` and ``offsets_topic_min_insync_replicas`` are the
+``__consumer_offsets`` topic's (capped by the live brokers when it is created), and
+``offsets_commit_timeout_ms`` bounds how long a group write waits for acks=all. Give every broker
+the same values.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import attrs
 
 from replog.election.controller import ControllerConfig, TopicPolicy
 from replog.errors import InvalidConfigError
+from replog.groups.config import GroupConfig
 from replog.isr.config import DurabilityMode, PartitionConfig
 from replog.log.config import LogConfig
 from replog.log.offset_map import OffsetMap
@@ -62,6 +70,18 @@ def _log_config(value: object) -> LogConfig:
     if unknown:
         raise InvalidConfigError(f"unknown log config keys: {unknown} (known: {sorted(known)})")
     return LogConfig(**dict(value))
+
+
+def _group_config(value: object) -> GroupConfig:
+    if isinstance(value, GroupConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidConfigError(f"groups must be a table of group settings, got {value!r}")
+    known = {a.name for a in attrs.fields(GroupConfig)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise InvalidConfigError(f"unknown groups config keys: {unknown} (known: {sorted(known)})")
+    return GroupConfig(**dict(value))
 
 
 def _log_dirs(value: object) -> tuple[str, ...]:
@@ -95,6 +115,9 @@ _POSITIVE = (
     "retention_check_interval_ms",
     "producer_id_expiration_check_interval_ms",
     "leader_imbalance_check_interval_ms",
+    "offsets_topic_replication_factor",
+    "offsets_topic_min_insync_replicas",
+    "offsets_commit_timeout_ms",
     "log_cleaner_dedupe_buffer_bytes",
     "log_cleaner_backoff_ms",
     "state_change_log_bytes_max",
@@ -179,6 +202,14 @@ class BrokerConfig:
     state_change_log_backups: int = 5
     #: serve Prometheus metrics on this port (0: a free one; None: off; ``replog.broker.metrics``)
     metrics_port: int | None = None
+    #: consumer groups (module docstring): the coordinator's settings, and the replication of
+    #: ``__consumer_offsets`` (Kafka's offsets.topic.replication.factor; min ISR 2 as asked of
+    #: the topic, both capped by the live brokers at creation)
+    groups: GroupConfig = attrs.field(factory=GroupConfig, converter=_group_config)
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_min_insync_replicas: int = 2
+    #: how long a group coordinator write waits for acks=all (Kafka's offsets.commit.timeout.ms)
+    offsets_commit_timeout_ms: int = 5_000
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.broker_id, int) or self.broker_id < 0:

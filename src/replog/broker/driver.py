@@ -7,10 +7,10 @@ connections, ``on_coord_done``, ``on_broker_response``, ``on_flushes_done``,
 ``on_cleaning_done`` for effects it asked for, ``on_feed_notified`` / ``on_session_event`` from
 the coordinator's listeners, and ``on_tick``, which the shell calls every ``tick_interval_ms``
 and which runs every periodic duty that is due (heartbeat, metadata poll, ISR expiry and
-checkpoints, retention, log cleaning, controller polls, follower fetches, long-poll deadlines).
-Outputs are ``effects`` (``take_effects``): responses, coordinator calls, requests to other
-brokers, fsyncs, log cleanings. Storage calls (``replog.log``) are short and synchronous, and
-run inside the inputs.
+checkpoints, retention, log cleaning, controller polls, follower fetches, long-poll deadlines,
+the group coordinator's timers). Outputs are ``effects`` (``take_effects``): responses,
+coordinator calls, requests to other brokers, fsyncs, log cleanings. Storage calls
+(``replog.log``) are short and synchronous, and run inside the inputs.
 
 Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads a metadata
 snapshot (deleting stray logs), drains this broker's admin queue and serves (ONLINE);
@@ -19,6 +19,11 @@ snapshot (deleting stray logs), drains this broker's admin queue and serves (ONL
 ``controlled_shutdown_timeout_ms``; ``close_logs`` then flushes, checkpoints and writes the
 clean-shutdown marker (OFFLINE). ``abandon`` is a crash: nothing flushed, the session left to
 expire.
+
+Consumer groups. ``groups`` (``GroupHost``) hosts the group coordinator of every
+``__consumer_offsets`` partition this broker leads: it follows leadership after metadata
+changes and on ticks, writes group records through the replica manager with acks=all, and
+gets its produce completions from ``after_input``.
 
 Exclusion. A group commit runs its fsyncs off the loop (``RunFlushes``); until it reports, no
 log may be truncated or deleted under it, so inputs that may do that (metadata application,
@@ -46,12 +51,13 @@ from replog.broker.config import BrokerConfig
 from replog.broker.controller_role import ControllerRole
 from replog.broker.effects import Effect, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
+from replog.broker.group_host import GroupHost
 from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP, ReplicaManager
-from replog.broker.requests import AdminResult
+from replog.broker.requests import AdminResult, GroupServices
 from replog.controller import alter_partition_result
 from replog.coord.types import (
     AdminPayload,
@@ -114,6 +120,7 @@ class BrokerDriver:
         placement_start: Callable[[int], tuple[int, int]] | None = None,
         state_listener: Callable[[TP, PartitionState], None] | None = None,
         state_change_sink: StateChangeSink = discard_state_change,
+        member_id_suffix: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         #: where the replicas and the controller role hand their state-change records
@@ -130,6 +137,8 @@ class BrokerDriver:
         self.metadata = MetadataChannel(self)
         self.fetches = FetchSessions(self)
         self.controller = ControllerRole(self, placement_start)
+        #: group member ids end in ``member_id_suffix()`` (default: a random UUID)
+        self.groups = GroupHost(self, member_id_suffix)
         self.requests = ClientRequests(self.outbox, _Services(self), self._submit_for_client)
         self.producer_ids = ProducerIdManager(config.broker_id)
         self._rm: ReplicaManager | None = None
@@ -362,6 +371,7 @@ class BrokerDriver:
         self.controller.on_tick(now_ms)
         self.fetches.on_tick(now_ms)
         self.requests.on_tick(now_ms)
+        self.groups.on_tick(now_ms)
         if (
             config.durability is DurabilityMode.REPLICATED
             and now_ms >= self._next_replicated_flush_ms
@@ -453,6 +463,7 @@ class BrokerDriver:
         if self._metadata_loaded:
             self._maybe_online()
         self.fetches.reconcile(self.now_ms)
+        self.groups.reconcile(self.now_ms)
         self.after_input()
         self.controller.on_tick(self.now_ms, soon=True)
 
@@ -468,6 +479,7 @@ class BrokerDriver:
             ready = rm.take_ready()
             changed = rm.take_changed()
             if ready.produce_results:
+                self.groups.on_produce_results(ready.produce_results, self.now_ms)
                 self.requests.on_produce_results(ready.produce_results, self.now_ms)
             for request in ready.alter_partition:
                 self._send_alter_partition(request)
@@ -477,6 +489,8 @@ class BrokerDriver:
                 self.requests.on_data_changed(changed, self.now_ms)
             if not (ready.produce_results or changed is None or changed):
                 break
+        if self.groups.loading:
+            self.groups.advance_loading(self.now_ms)
         if self.config.durability is DurabilityMode.FSYNC:
             self._start_flush()
 
@@ -685,6 +699,10 @@ class _Services:
     @property
     def controller(self) -> ControllerInfo | None:
         return self._driver.rm.controller
+
+    @property
+    def groups(self) -> GroupServices:
+        return self._driver.groups
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         return self._driver.rm.partition(topic, partition)

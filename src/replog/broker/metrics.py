@@ -36,7 +36,7 @@ from prometheus_client.registry import Collector
 
 from replog.broker.driver import BrokerDriver
 from replog.coord.types import NO_LEADER, PartitionState
-from replog.protocol.messages import APIS, UNSERVED_APIS
+from replog.protocol.messages import APIS
 from replog.state_change import Phase, Role, StateChange, StateChangeKind
 from replog.topics import TopicPartitionLike
 
@@ -93,7 +93,7 @@ def gauge_values(driver: BrokerDriver | None) -> dict[str, float]:
 
 
 def _api_name(api_key: int) -> str:
-    spec = APIS.get(api_key) or UNSERVED_APIS.get(api_key)
+    spec = APIS.get(api_key)
     return spec.info.name if spec is not None else f"api-{api_key}"
 
 

@@ -248,7 +248,7 @@ def _error_parts(header: RequestHeader, body: Message, error: Exception) -> Resp
     if not isinstance(body, Request):
         raise CloseConnection(f"{type(body).__name__} is not a request")
     try:
-        response = error_response(body, error, header.api_version)
+        response = error_response(body, error, version=header.api_version)
         if response is None:
             raise CloseConnection(f"{body.API.name} has no error response")
         return encode_response_parts(header.correlation_id, header.api_version, response)

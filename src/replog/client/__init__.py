@@ -16,7 +16,8 @@ from replog.client.admin import (
     PartitionDescription,
     TopicDescription,
 )
-from replog.client.consumer import AsyncConsumer, Consumer, ConsumerConfig
+from replog.client.consumer import AsyncConsumer
+from replog.client.consumer_config import ConsumerConfig
 from replog.client.errors import (
     BrokerResponseError,
     BufferFullError,
@@ -27,9 +28,11 @@ from replog.client.errors import (
     RetriableBrokerResponseError,
 )
 from replog.client.fetching import ConsumerRecord
+from replog.client.group import CommitFailedError, OffsetAndMetadata
 from replog.client.offsets import OffsetAndTimestamp
 from replog.client.partitioner import murmur2, partition_for_key
 from replog.client.producer import AsyncProducer, Producer, ProducerConfig
+from replog.client.sync_consumer import Consumer
 
 __all__ = [
     "Admin",
@@ -41,12 +44,14 @@ __all__ = [
     "BufferFullError",
     "ClientClosedError",
     "ClusterDescription",
+    "CommitFailedError",
     "ConnectionLostError",
     "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
     "LogTruncationError",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionDescription",
     "Producer",

@@ -3,17 +3,23 @@
 Each sync client (``Producer``, ``Consumer``, ``Admin``) owns one ``LoopThread`` and runs its
 async twin on it; ``run()`` submits a coroutine and blocks for its result. ``stop()`` cancels what
 is left, closes the loop and joins the thread, so a closed client leaves nothing running.
+
+``CallerThread`` runs application callbacks (a consumer's ``on_assign`` / ``on_revoke``) on the
+application's own thread while it is blocked in a call: the callback may then call the client
+again (commit in ``on_revoke``), which a callback run on the loop's thread could not do without
+blocking the loop it waits on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import queue
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread"]
+__all__ = ["CallerThread", "LoopThread"]
 
 T = TypeVar("T")
 
@@ -70,3 +76,47 @@ class LoopThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         if threading.current_thread() is not self._thread:
             self._thread.join()
+
+
+class CallerThread:
+    """Hands functions from the loop to the application thread blocked in ``run``."""
+
+    def __init__(self, loop_thread: LoopThread) -> None:
+        self._loop_thread = loop_thread
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the thread blocked in ``run`` and return its result; with no
+        such thread (a task the application is not waiting on), wait until there is one."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        self._inbox.put((fn, args, done, loop))
+        return await done
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``LoopThread.run``, running the functions ``call`` hands over meanwhile."""
+        inbox = self._inbox
+        future = self._loop_thread.submit(coro)
+        future.add_done_callback(lambda _: inbox.put(None))
+        while True:
+            item = inbox.get()
+            if item is None:
+                if future.done():
+                    return future.result()
+                continue  # a wake-up left by an earlier call
+            fn, args, done, loop = item
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # the callback's error goes to the waiting task
+                loop.call_soon_threadsafe(_settle, done, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, done, result, None)
+
+
+def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if done.done():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)

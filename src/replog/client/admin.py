@@ -7,6 +7,9 @@ Kafka APIs in replog's served subset: given ``coordinator_url`` (the cluster's c
 backend, e.g. ``Cluster.coordinator_url``), the admin queues them for the controller through the
 coordinator's admin queue and returns the queued ``AdminRequest``; the controller carries them
 out asynchronously (watch ``describe_topics``).
+
+Consumer-group methods (list, describe and delete groups; list, alter and delete their
+offsets) come from ``group_admin``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from replog.client import admin_ops
 from replog.client._sync import LoopThread
 from replog.client.connection import ClusterClient, now_ms
 from replog.client.errors import BrokerResponseError, ConnectionLostError, error_for_code
+from replog.client.group_admin import AsyncGroupAdmin, GroupAdmin
 from replog.client.offsets import ask_leader
 from replog.coord import connect
 from replog.coord.contract import Coordinator
@@ -113,7 +117,7 @@ def delete_topics_request(names: list[str], timeout_ms: int, version: int) -> De
     return DeleteTopicsRequest(topic_names=names, timeout_ms=timeout_ms)
 
 
-class AsyncAdmin:
+class AsyncAdmin(AsyncGroupAdmin):
     """Asyncio admin client (see module doc). Create with ``await AsyncAdmin.start(...)``."""
 
     def __init__(
@@ -426,7 +430,7 @@ class AsyncAdmin:
                 coordinator.close()
 
 
-class Admin:
+class Admin(GroupAdmin["AsyncAdmin"]):
     """The synchronous admin client: an ``AsyncAdmin`` on a background event loop."""
 
     def __init__(self, bootstrap: str | Sequence[str], **options: Any) -> None:

@@ -1,6 +1,13 @@
-"""The consumer: ``AsyncConsumer`` (asyncio) and ``Consumer`` (synchronous facade).
+"""The asyncio consumer, ``AsyncConsumer`` (``sync_consumer.Consumer`` is its synchronous facade).
 
-Manual assignment only (no consumer groups): ``assign`` partitions, ``seek``, then ``poll``.
+Two ways to choose partitions: ``assign`` them (then ``seek`` and ``poll``), or, with a
+``group_id``, ``subscribe`` to topics (or a pattern) and let the group divide them among its
+members (``group_consumer``: rebalances, ``on_assign`` / ``on_revoke``, ``commit``,
+``committed``, auto-commit). Kafka's setting names are accepted too (``kafka_names``:
+``bootstrap_servers``, ``auto_offset_reset``, ``enable_auto_commit``, dotted or not).
+``pause`` / ``resume`` stop and restart fetching partitions without giving them up; iterating
+a consumer polls for ever (or until ``consumer_timeout_ms`` passes without a record).
+
 ``poll`` sends Fetch requests (read_uncommitted, so it reads up to the high watermark) to each
 partition's leader, long-polling up to ``fetch_max_wait_ms`` for data, and returns records in
 offset order per partition.
@@ -26,14 +33,14 @@ Positions and leaders (KIP-320):
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from replog.client._sync import LoopThread
 from replog.client.connection import ClusterClient, now_ms
+from replog.client.consumer_config import ConsumerConfig, ResetPolicy
 from replog.client.errors import (
     ConnectionLostError,
     LogTruncationError,
@@ -41,6 +48,9 @@ from replog.client.errors import (
     error_for_code,
 )
 from replog.client.fetching import ColumnSlice, ConsumerRecord, slice_columns
+from replog.client.group import GroupClient, OffsetAndMetadata
+from replog.client.group_consumer import GroupConsumer, RebalanceCallback
+from replog.client.kafka_names import consumer_options
 from replog.client.offsets import OffsetAndTimestamp, ask_leader, offsets_for_times
 from replog.errors import (
     ErrorCode,
@@ -67,13 +77,12 @@ from replog.topics import TopicPartitionLike
 __all__ = [
     "AsyncConsumer",
     "ColumnSlice",
-    "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
 ]
 
-ResetPolicy = Literal["earliest", "latest", "none"]
 _LEADER_CODES = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -84,26 +93,6 @@ _LEADER_CODES = frozenset(
         ErrorCode.REPLICA_NOT_AVAILABLE,
     }
 )
-
-
-@attrs.frozen(kw_only=True)
-class ConsumerConfig:
-    """Consumer settings (Kafka's names in snake_case, units last)."""
-
-    auto_reset: ResetPolicy = "latest"
-    fetch_max_wait_ms: int = 500
-    fetch_min_bytes: int = 1
-    fetch_bytes_max: int = 50 * 1024 * 1024
-    partition_fetch_bytes_max: int = 1024 * 1024
-    request_timeout_ms: int = 30_000
-    retry_backoff_ms: int = 100
-    client_id: str = "replog-consumer"
-
-    def __attrs_post_init__(self) -> None:
-        if self.auto_reset not in ("earliest", "latest", "none"):
-            raise InvalidConfigError(f"auto_reset must be earliest/latest/none: {self.auto_reset}")
-        if self.fetch_max_wait_ms < 0 or self.partition_fetch_bytes_max < 1:
-            raise InvalidConfigError("fetch_max_wait_ms >= 0 and partition_fetch_bytes_max >= 1")
 
 
 @attrs.define
@@ -125,14 +114,38 @@ class AsyncConsumer:
         self.config = config
         self._client = client
         self._positions: dict[TopicPartitionLike, _Position] = {}
+        self._paused: set[TopicPartitionLike] = set()
+        self._group: GroupConsumer | None = None
+        if config.group_id is not None:
+            group = GroupClient.connect(
+                client.bootstrap,
+                config.group_id,
+                client_id=config.client_id,
+                request_timeout_ms=config.request_timeout_ms,
+                retry_backoff_ms=config.retry_backoff_ms,
+            )
+            self._group = GroupConsumer(
+                _Positions(self),
+                group,
+                config.membership(),
+                enable_auto_commit=config.enable_auto_commit,
+                auto_commit_interval_ms=config.auto_commit_interval_ms,
+            )
 
     @classmethod
-    async def start(cls, bootstrap: str | Sequence[str], **config: Any) -> AsyncConsumer:
-        """A consumer for the cluster at ``bootstrap``; ``config``: ``ConsumerConfig`` fields."""
-        cfg = ConsumerConfig(**config)
+    async def start(
+        cls, bootstrap: str | Sequence[str] | None = None, **config: Any
+    ) -> AsyncConsumer:
+        """A consumer for the cluster at ``bootstrap`` (or ``bootstrap_servers=``); ``config``:
+        ``ConsumerConfig`` fields, or Kafka's names for them."""
+        bootstrap, options = consumer_options(bootstrap, config)
+        cfg = ConsumerConfig(**options)
         timeout_ms = cfg.request_timeout_ms + cfg.fetch_max_wait_ms
         client = ClusterClient.from_bootstrap(
-            bootstrap, client_id=cfg.client_id, request_timeout_ms=timeout_ms
+            bootstrap,
+            client_id=cfg.client_id,
+            request_timeout_ms=timeout_ms,
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
         )
         return cls(client, cfg)
 
@@ -145,13 +158,119 @@ class AsyncConsumer:
     # -- assignment and positions -------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartitionLike]) -> None:
-        """Read exactly these partitions; kept ones keep their positions."""
+        """Read exactly these partitions; kept ones keep their positions. Not with
+        ``subscribe`` (the group assigns partitions then)."""
+        if self._group is not None and self._group.subscribed:
+            raise InvalidConfigError("assign() and subscribe() cannot be mixed: unsubscribe first")
+        self._assign(partitions)
+
+    def _assign(self, partitions: Iterable[TopicPartitionLike]) -> None:
         wanted = [(t, int(p)) for t, p in partitions]
         self._positions = {tp: self._positions.get(tp, _Position()) for tp in wanted}
+        self._paused &= set(self._positions)
 
     def assignment(self) -> list[TopicPartitionLike]:
-        """The assigned partitions."""
+        """The assigned partitions (by ``assign``, or by the group)."""
         return list(self._positions)
+
+    # -- consumer groups ----------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+    ) -> None:
+        """Consume ``topics`` (names; one name starting with "^", or a compiled pattern, is a
+        regular expression) or the topics ``pattern`` matches, as a member of ``group_id``.
+        The partitions arrive on a poll; ``on_assign`` / ``on_revoke`` are called with them."""
+        group = self._require_group("subscribe")
+        if isinstance(topics, re.Pattern) or (isinstance(topics, str) and topics.startswith("^")):
+            topics, pattern = None, topics
+        names = [topics] if isinstance(topics, str) else topics
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        if self._positions and not group.subscribed:
+            raise InvalidConfigError("assign() and subscribe() cannot be mixed: assign([]) first")
+        group.subscribe(None if names is None else list(names), compiled, on_assign, on_revoke)
+
+    async def unsubscribe(self) -> None:
+        """Give the group's partitions up and leave the group."""
+        if self._group is not None and self._group.subscribed:
+            await self._group.unsubscribe()
+
+    def subscription(self) -> frozenset[str]:
+        """The topics subscribed to (a pattern's current matches)."""
+        return frozenset() if self._group is None else self._group.subscription
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartitionLike, int | OffsetAndMetadata] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit ``offsets`` for the group (default: the position of every assigned
+        partition, the next offset poll would return). Raises ``CommitFailedError`` when the
+        group has moved on (rebalance) and the partitions may be someone else's."""
+        await self._require_group("commit").commit(offsets, timeout_ms=timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartitionLike, int | OffsetAndMetadata] | None = None,
+        callback: Callable[[BaseException | None], None] | None = None,
+    ) -> asyncio.Task[None]:
+        """``commit`` in the background, the offsets taken now; ``callback(error)`` after."""
+        chosen = offsets if offsets is not None else self.consumed_offsets()
+        task = asyncio.get_running_loop().create_task(self.commit(dict(chosen)))
+        if callback is not None:
+            task.add_done_callback(lambda t: callback(None if t.cancelled() else t.exception()))
+        return task
+
+    async def committed(
+        self, partitions: Iterable[TopicPartitionLike], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartitionLike, int | None]:
+        """The group's committed offset of each partition (None: nothing committed)."""
+        found = await self._require_group("committed").committed(partitions, timeout_ms=timeout_ms)
+        return dict(found)
+
+    @property
+    def group_generation(self) -> tuple[int, str]:
+        """(generation, member id) of this member (-1 and "" outside a generation)."""
+        group = self._group
+        return (-1, "") if group is None else (group.generation, group.member_id)
+
+    def _require_group(self, what: str) -> GroupConsumer:
+        if self._group is None:
+            raise InvalidConfigError(f"{what} needs a group_id")
+        return self._group
+
+    def consumed_offsets(self) -> dict[TopicPartitionLike, OffsetAndMetadata]:
+        """The position of every assigned partition that has one, with the leader epoch of
+        the record before it: what ``commit()`` commits."""
+        return {
+            tp: OffsetAndMetadata(pos.offset, pos.offset_epoch)
+            for tp, pos in self._positions.items()
+            if pos.offset is not None
+        }
+
+    def pause(self, partitions: Iterable[TopicPartitionLike]) -> None:
+        """Stop fetching these assigned partitions (they stay assigned, positions kept)."""
+        self._paused |= {self._key(tp) for tp in partitions}
+
+    def resume(self, partitions: Iterable[TopicPartitionLike]) -> None:
+        """Fetch these paused partitions again."""
+        self._paused -= {(t, int(p)) for t, p in partitions}
+
+    def paused(self) -> list[TopicPartitionLike]:
+        """The paused partitions."""
+        return sorted(self._paused)
+
+    def _key(self, tp: TopicPartitionLike) -> TopicPartitionLike:
+        key = (tp[0], int(tp[1]))
+        if key not in self._positions:
+            raise ValueError(f"{tp[0]}-{tp[1]} is not assigned")
+        return key
 
     def _pos(self, tp: TopicPartitionLike) -> _Position:
         pos = self._positions.get((tp[0], int(tp[1])))
@@ -208,7 +327,9 @@ class AsyncConsumer:
 
     # -- poll ---------------------------------------------------------------------------------
 
-    async def poll(self, timeout_ms: int = 1000, max_records: int = 500) -> list[ConsumerRecord]:
+    async def poll(
+        self, timeout_ms: int = 1000, max_records: int | None = None
+    ) -> list[ConsumerRecord]:
         """Records from the assigned partitions, waiting up to ``timeout_ms`` for some.
         Raises ``LogTruncationError`` / ``OffsetOutOfRangeError`` / ``NoOffsetForPartitionError``
         as the module doc says; network trouble is retried until the timeout."""
@@ -218,18 +339,23 @@ class AsyncConsumer:
         return records
 
     async def poll_columns(
-        self, timeout_ms: int = 1000, max_records: int = 500
+        self, timeout_ms: int = 1000, max_records: int | None = None
     ) -> list[ColumnSlice]:
         """``poll`` as columns: the same records (same positions, HW, seeks and errors), one
         ``ColumnSlice`` per fetched batch they came from, in the order ``poll`` returns them.
-        No object is built per record."""
+        No object is built per record. With a group, each round first runs the group's duties
+        (``GroupConsumer.before_fetch``: auto-commit, rebalances)."""
         deadline = now_ms() + max(0, timeout_ms)
+        limit = self.config.max_poll_records if max_records is None else max_records
         while True:
+            group = self._group
+            if group is not None and not await group.before_fetch(deadline):
+                return []
             try:
                 await self._prepare()
                 remaining = max(0, deadline - now_ms())
                 wait_ms = min(self.config.fetch_max_wait_ms, remaining)
-                slices = await self._fetch_once(wait_ms, max_records)
+                slices = await self._fetch_once(wait_ms, limit)
             except (ConnectionLostError, RequestTimeoutError):
                 self._client.metadata.mark_stale()
                 slices = []
@@ -347,7 +473,7 @@ class AsyncConsumer:
         fetchable = [
             tp
             for tp, pos in self._positions.items()
-            if pos.offset is not None and not pos.needs_validation
+            if pos.offset is not None and not pos.needs_validation and tp not in self._paused
         ]
         groups = self._by_leader(fetchable)
         if not groups:
@@ -439,76 +565,63 @@ class AsyncConsumer:
             pos.offset_epoch = sliced.last_epoch
         return sliced.slices
 
+    async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        """Every record, polling for ever (or until ``consumer_timeout_ms`` passes without
+        one)."""
+        idle_ms = self.config.consumer_timeout_ms
+        last_ms = now_ms()
+        while True:
+            records = await self.poll(timeout_ms=min(1000, idle_ms) if idle_ms else 1000)
+            for record in records:
+                yield record
+            if records:
+                last_ms = now_ms()
+            elif idle_ms is not None and now_ms() - last_ms >= idle_ms:
+                return
+
     async def close(self) -> None:
-        """Close every connection."""
-        await self._client.close()
-
-
-class Consumer:
-    """The synchronous consumer: an ``AsyncConsumer`` on a background event loop."""
-
-    def __init__(self, bootstrap: str | Sequence[str], **config: Any) -> None:
-        self._loop = LoopThread("replog-consumer")
+        """Leave the group (committing first with auto-commit) and close every connection."""
         try:
-            self._consumer = self._loop.run(AsyncConsumer.start(bootstrap, **config))
-        except BaseException:
-            self._loop.stop()
-            raise
+            if self._group is not None:
+                await self._group.close()
+        finally:
+            await self._client.close()
 
-    def __enter__(self) -> Consumer:
-        return self
+    # -- what the group side reads (``group_consumer.PositionOwner``) ------------------------
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def partition_counts(self, topics: set[str]) -> dict[str, int]:
+        """Partition counts of the existing ``topics``, from fresh metadata."""
+        if not topics:
+            return {}
+        metadata = await self._client.refresh_metadata(sorted(topics))
+        counts = {t: metadata.partition_count(t) for t in topics}
+        return {t: c for t, c in counts.items() if c}
 
-    async def _call(self, fn: Any, *args: Any) -> Any:
-        return fn(*args)
+    async def topic_names(self) -> list[str]:
+        """Every topic name (all-topic metadata, refreshed when stale or old)."""
+        metadata = await self._client.refresh_metadata_if_needed()
+        if not metadata.topics and metadata.updated_ms is not None:
+            metadata = await self._client.refresh_metadata()
+        return sorted(metadata.topics)
+
+
+class _Positions:
+    """``AsyncConsumer`` as its ``GroupConsumer`` sees it (``assign`` there is the group's)."""
+
+    def __init__(self, consumer: AsyncConsumer) -> None:
+        self._consumer = consumer
 
     def assign(self, partitions: Iterable[TopicPartitionLike]) -> None:
-        """See ``AsyncConsumer.assign``."""
-        self._loop.run(self._call(self._consumer.assign, list(partitions)))
-
-    def assignment(self) -> list[TopicPartitionLike]:
-        """See ``AsyncConsumer.assignment``."""
-        result: list[TopicPartitionLike] = self._loop.run(self._call(self._consumer.assignment))
-        return result
+        self._consumer._assign(partitions)
 
     def seek(self, tp: TopicPartitionLike, offset: int) -> None:
-        """See ``AsyncConsumer.seek``."""
-        self._loop.run(self._call(self._consumer.seek, tp, offset))
+        self._consumer.seek(tp, offset)
 
-    def seek_to_beginning(self, partitions: Iterable[TopicPartitionLike] | None = None) -> None:
-        """See ``AsyncConsumer.seek_to_beginning``."""
-        tps = None if partitions is None else list(partitions)
-        self._loop.run(self._call(self._consumer.seek_to_beginning, tps))
+    def consumed_offsets(self) -> dict[tuple[str, int], OffsetAndMetadata]:
+        return {(t, int(p)): o for (t, p), o in self._consumer.consumed_offsets().items()}
 
-    def seek_to_end(self, partitions: Iterable[TopicPartitionLike] | None = None) -> None:
-        """See ``AsyncConsumer.seek_to_end``."""
-        tps = None if partitions is None else list(partitions)
-        self._loop.run(self._call(self._consumer.seek_to_end, tps))
+    async def partition_counts(self, topics: set[str]) -> dict[str, int]:
+        return await self._consumer.partition_counts(topics)
 
-    def position(self, tp: TopicPartitionLike) -> int:
-        """See ``AsyncConsumer.position``."""
-        return self._loop.run(self._consumer.position(tp))
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartitionLike, int]
-    ) -> dict[TopicPartitionLike, OffsetAndTimestamp | None]:
-        """See ``AsyncConsumer.offsets_for_times``."""
-        return self._loop.run(self._consumer.offsets_for_times(timestamps))
-
-    def poll(self, timeout_ms: int = 1000, max_records: int = 500) -> list[ConsumerRecord]:
-        """See ``AsyncConsumer.poll``."""
-        return self._loop.run(self._consumer.poll(timeout_ms, max_records))
-
-    def poll_columns(self, timeout_ms: int = 1000, max_records: int = 500) -> list[ColumnSlice]:
-        """See ``AsyncConsumer.poll_columns``."""
-        return self._loop.run(self._consumer.poll_columns(timeout_ms, max_records))
-
-    def close(self) -> None:
-        """Close connections and stop the loop thread. Idempotent."""
-        try:
-            with contextlib.suppress(RuntimeError):
-                self._loop.run(self._consumer.close())
-        finally:
-            self._loop.stop()
+    async def topic_names(self) -> list[str]:
+        return await self._consumer.topic_names()

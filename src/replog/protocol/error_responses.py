@@ -37,17 +37,123 @@ def error_code_for(error: BaseException) -> tuple[ErrorCode, str | None]:
     return code, str(error) or None
 
 
+# -- the consumer-group APIs -----------------------------------------------------------------------
+
+
+def _offset_commit(request: m.OffsetCommitRequest, code: int, message: str | None) -> Response:
+    return m.OffsetCommitResponse(
+        topics=[
+            m.OffsetCommitResponseTopic(
+                name=topic.name,
+                partitions=[
+                    m.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def _offset_fetch(request: m.OffsetFetchRequest, code: int, message: str | None) -> Response:
+    # v0-v1 carry the code on each partition, v2-v7 at the top level, v8 on each group; the
+    # fields are version-gated, so one message holds all three.
+    return m.OffsetFetchResponse(
+        topics=[
+            m.OffsetFetchResponseTopic(
+                name=topic.name,
+                partitions=[
+                    m.OffsetFetchResponsePartition(
+                        partition_index=p, committed_offset=-1, metadata="", error_code=code
+                    )
+                    for p in topic.partition_indexes
+                ],
+            )
+            for topic in request.topics or ()
+        ],
+        error_code=code,
+        groups=[
+            m.OffsetFetchResponseGroup(group_id=group.group_id, topics=[], error_code=code)
+            for group in request.groups
+        ],
+    )
+
+
+def _find_coordinator(
+    request: m.FindCoordinatorRequest, code: int, message: str | None, *, batched: bool
+) -> Response:
+    if not batched:
+        return m.FindCoordinatorResponse(
+            error_code=code, error_message=message, node_id=-1, host="", port=-1
+        )
+    return m.FindCoordinatorResponse(
+        coordinators=[
+            m.Coordinator(
+                key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message
+            )
+            for key in request.coordinator_keys
+        ],
+    )
+
+
+def _join_group(request: m.JoinGroupRequest, code: int, message: str | None) -> Response:
+    return m.JoinGroupResponse(
+        error_code=code, generation_id=-1, protocol_name="", leader="", member_id=""
+    )
+
+
+def _heartbeat(request: m.HeartbeatRequest, code: int, message: str | None) -> Response:
+    return m.HeartbeatResponse(error_code=code)
+
+
+def _leave_group(request: m.LeaveGroupRequest, code: int, message: str | None) -> Response:
+    return m.LeaveGroupResponse(error_code=code)
+
+
+def _sync_group(request: m.SyncGroupRequest, code: int, message: str | None) -> Response:
+    return m.SyncGroupResponse(error_code=code, assignment=b"")
+
+
+def _describe_groups(request: m.DescribeGroupsRequest, code: int, message: str | None) -> Response:
+    return m.DescribeGroupsResponse(
+        groups=[m.DescribedGroup(error_code=code, group_id=group) for group in request.groups]
+    )
+
+
+def _list_groups(request: m.ListGroupsRequest, code: int, message: str | None) -> Response:
+    return m.ListGroupsResponse(error_code=code)
+
+
+def _delete_groups(request: m.DeleteGroupsRequest, code: int, message: str | None) -> Response:
+    return m.DeleteGroupsResponse(
+        results=[
+            m.DeletableGroupResult(group_id=group, error_code=code)
+            for group in request.groups_names
+        ]
+    )
+
+
+def _offset_delete(request: m.OffsetDeleteRequest, code: int, message: str | None) -> Response:
+    return m.OffsetDeleteResponse(error_code=code)
+
+
 def error_response(
-    request: Request, error: BaseException, version: int | None = None
+    request: Request, error: BaseException, *, version: int | None = None
 ) -> Response | None:
     """The answer to ``request`` when handling it raised ``error``; None when Kafka sends no
     answer and closes the connection instead (Produce with acks=0). ``version`` is the
-    request's: the one response field whose presence depends on it and that is not ignorable
-    (ElectLeaders' top-level error code, v1+) is left out below it."""
+    request's: FindCoordinator needs it (v4 answers per key, earlier versions once), and
+    ElectLeaders' top-level error code (not ignorable) exists from v1 only; every other API's
+    answer is the same at every version."""
+    code, message = error_code_for(error)
+    if isinstance(request, m.FindCoordinatorRequest):
+        batched = bool(request.coordinator_keys) if version is None else version >= 4
+        return _find_coordinator(request, int(code), message, batched=batched)
     build = _BUILDERS.get(type(request))
     if build is None:
         raise TypeError(f"no error response for {type(request).__name__}")
-    code, message = error_code_for(error)
     response = build(request, int(code), message)
     if isinstance(response, m.ElectLeadersResponse) and version == 0:
         response = attrs.evolve(response, error_code=0)
@@ -327,6 +433,16 @@ _BUILDERS: dict[type[Request], Callable[[Any, int, str | None], Response | None]
         _entry(m.OffsetForLeaderEpochRequest, _offset_for_leader_epoch),
         _entry(m.CreatePartitionsRequest, _create_partitions),
         _entry(m.DescribeConfigsRequest, _describe_configs),
+        _entry(m.OffsetCommitRequest, _offset_commit),
+        _entry(m.OffsetFetchRequest, _offset_fetch),
+        _entry(m.JoinGroupRequest, _join_group),
+        _entry(m.HeartbeatRequest, _heartbeat),
+        _entry(m.LeaveGroupRequest, _leave_group),
+        _entry(m.SyncGroupRequest, _sync_group),
+        _entry(m.DescribeGroupsRequest, _describe_groups),
+        _entry(m.ListGroupsRequest, _list_groups),
+        _entry(m.DeleteGroupsRequest, _delete_groups),
+        _entry(m.OffsetDeleteRequest, _offset_delete),
         _entry(m.InitProducerIdRequest, _init_producer_id),
         _entry(m.AlterConfigsRequest, _alter_configs),
         _entry(m.IncrementalAlterConfigsRequest, _alter_configs),

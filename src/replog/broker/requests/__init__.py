@@ -17,6 +17,7 @@ from replog.broker.requests import (
     alter_configs,
     configs,
     fetch,
+    groups,
     metadata,
     offsets,
     partition_admin,
@@ -29,7 +30,9 @@ from replog.broker.requests.base import (
     AwaitAdmin,
     AwaitData,
     AwaitProduces,
+    AwaitReply,
     Close,
+    GroupServices,
     Handler,
     NoReply,
     Outcome,
@@ -46,7 +49,9 @@ __all__ = [
     "AwaitAdmin",
     "AwaitData",
     "AwaitProduces",
+    "AwaitReply",
     "Close",
+    "GroupServices",
     "Handler",
     "NoReply",
     "Outcome",
@@ -69,6 +74,7 @@ HANDLERS: dict[type[Message], Handler] = {
     **producer_ids.HANDLERS,
     **alter_configs.HANDLERS,
     **partition_admin.HANDLERS,
+    **groups.HANDLERS,
 }
 """Every served request type and its handler."""
 
@@ -94,7 +100,7 @@ def failed(ctx: RequestContext, body: Any, error: BaseException) -> Outcome:
     if not isinstance(body, Request):
         return Close(f"{type(body).__name__} failed: {error}")
     try:
-        answer = error_response(body, error, header.api_version)
+        answer = error_response(body, error, version=header.api_version)
     except Exception as exc:  # no error response can be built: the client must not wait
         return Close(f"no error response for {type(body).__name__}: {exc}")
     return Close("no answer to give") if answer is None else Reply(answer)

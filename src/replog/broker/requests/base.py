@@ -4,8 +4,9 @@ A handler is a plain function ``(RequestContext, body, RequestServices) -> Outco
 the decoded request, of the type the handler is registered for): no asyncio, no sockets. It
 answers at once (``Reply``, ``NoReply``, ``Close``) or says what it waits for and how to finish:
 the acknowledgement of acks=all produces (``AwaitProduces``), new data for a long poll
-(``AwaitData``), or the controller's completion of admin requests (``AwaitAdmin``). The driver
-keeps the wait, feeds the continuation what arrived, and turns the final outcome into the
+(``AwaitData``), the controller's completion of admin requests (``AwaitAdmin``), or an answer the
+group coordinator gives later (``AwaitReply``: a JoinGroup parked until its join phase ends). The
+driver keeps the wait, feeds the continuation what arrived, and turns the final outcome into the
 response frame. ``RequestServices`` is the narrow view of the broker a handler may use.
 """
 
@@ -39,7 +40,9 @@ __all__ = [
     "AwaitAdmin",
     "AwaitData",
     "AwaitProduces",
+    "AwaitReply",
     "Close",
+    "GroupServices",
     "Handler",
     "NoReply",
     "Outcome",
@@ -121,7 +124,29 @@ class AwaitAdmin:
     finish: Callable[[Sequence[AdminResult]], Outcome]
 
 
-Outcome = Reply | NoReply | Close | AwaitProduces | AwaitData | AwaitAdmin
+@attrs.frozen
+class AwaitReply:
+    """Wait for the answer the broker delivers later under ``key`` (``ClientRequests.on_reply``):
+    the group coordinator parks requests (a JoinGroup until the join phase ends, an
+    OffsetCommit until its records are written) and answers them from later inputs."""
+
+    key: int
+
+
+Outcome = Reply | NoReply | Close | AwaitProduces | AwaitData | AwaitAdmin | AwaitReply
+
+
+class GroupServices(Protocol):
+    """The consumer-group coordinator hosted by this broker (``replog.broker.group_host``)."""
+
+    def handle(self, ctx: RequestContext, body: Message) -> Outcome:
+        """A group request (any group API but FindCoordinator): answered now or later."""
+        ...
+
+    def ensure_offsets_topic(self, now_ms: int) -> bool:
+        """Whether ``__consumer_offsets`` exists; if not, ask the controller to create it (once
+        at a time) and return False."""
+        ...
 
 
 class RequestServices(Protocol):
@@ -165,6 +190,11 @@ class RequestServices(Protocol):
     @property
     def controller(self) -> ControllerInfo | None:
         """The active controller as the image knows it."""
+        ...
+
+    @property
+    def groups(self) -> GroupServices:
+        """The group coordinator of this broker."""
         ...
 
     def partition(self, topic: str, partition: int) -> Partition | None:

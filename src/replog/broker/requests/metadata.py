@@ -21,6 +21,7 @@ from replog.broker.requests.base import (
 )
 from replog.coord.types import CreateTopic
 from replog.errors import ErrorCode, InvalidTopicError
+from replog.groups import OFFSETS_TOPIC
 from replog.protocol import messages as m
 from replog.protocol import supported_api_versions
 from replog.protocol.schema import Message
@@ -106,17 +107,22 @@ def _topic(services: RequestServices, name: str) -> m.MetadataResponseTopic:
     if assignment is None:
         unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return m.MetadataResponseTopic(error_code=unknown, name=name, partitions=[])
+    # A leader that is not a live, unfenced broker (dead, not yet replaced by the controller)
+    # is no leader: LEADER_NOT_AVAILABLE and -1, as Kafka's metadata cache answers, so a client
+    # is never sent to a broker missing from the broker list.
+    live = {b.broker_id for b in services.brokers.values() if not b.fenced}
     partitions = []
     for index in range(assignment.partition_count):
         state = services.states.get((name, index))
         if state is None:
             continue
-        error = ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        leader = state.leader if state.leader in live else -1
+        error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
         partitions.append(
             m.MetadataResponsePartition(
                 error_code=int(error),
                 partition_index=index,
-                leader_id=state.leader,
+                leader_id=leader,
                 leader_epoch=state.leader_epoch,
                 replica_nodes=list(state.replicas),
                 isr_nodes=list(state.isr),
@@ -124,7 +130,11 @@ def _topic(services: RequestServices, name: str) -> m.MetadataResponseTopic:
             )
         )
     return m.MetadataResponseTopic(
-        error_code=0, name=name, topic_id=topic_uuid(assignment.topic_id), partitions=partitions
+        error_code=0,
+        name=name,
+        topic_id=topic_uuid(assignment.topic_id),
+        is_internal=name == OFFSETS_TOPIC,  # clients leave it out of pattern subscriptions
+        partitions=partitions,
     )
 
 

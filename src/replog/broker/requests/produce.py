@@ -3,7 +3,9 @@
 Every partition is appended at once (a partition whose append fails gets its error); acks=all
 partitions that are not complete yet are waited for together (``AwaitProduces``: the partition's
 purgatory ends each one, by the HW reaching it or by its timeout). With acks=0 nothing is sent
-back, and a failure closes the connection (the client learns nothing otherwise).
+back, and a failure closes the connection (the client learns nothing otherwise). Clients may
+not write ``__consumer_offsets`` (INVALID_TOPIC_EXCEPTION, as in Kafka): only the group
+coordinator does, through the replica manager.
 
 A topic whose ``compression.type`` (its own, else the dynamic broker default) names a codec
 gets its batches recompressed to it before the append (``producer``: stored as sent). A topic
@@ -32,6 +34,7 @@ from replog.broker.requests.metadata import unknown_topic_error
 from replog.config_layers import ConfigLayers, topic_settings
 from replog.coord.types import ALL_BROKERS, TopicConfigs
 from replog.errors import CorruptRecordError, ErrorCode
+from replog.groups import OFFSETS_TOPIC
 from replog.isr import Acks, ProduceResult
 from replog.log.batch_rewrite import recompress_batches
 from replog.log.compression import Compression
@@ -53,7 +56,9 @@ def handle_produce(
     for topic in body.topic_data:
         for data in topic.partition_data:
             tp = (topic.name, data.index)
-            batch = _prepared(services, topic.name, data.records)
+            batch: bytes | ErrorCode = ErrorCode.INVALID_TOPIC_EXCEPTION
+            if topic.name != OFFSETS_TOPIC:  # the group coordinator's own: no client writes it
+                batch = _prepared(services, topic.name, data.records)
             if isinstance(batch, ErrorCode):
                 key = (tp, -len(order) - 1)  # no request id: a key of its own
                 done[key] = ProduceResult(0, -1, batch)

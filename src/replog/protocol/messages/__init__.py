@@ -3,10 +3,9 @@
 ``APIS`` maps each api key to an ``ApiSpec`` (the ``ApiInfo`` plus the request and response
 classes). ``supported_api_versions()`` is what an ApiVersions response advertises.
 
-``UNSERVED_APIS`` holds the APIs whose schemas are implemented (and tested against Kafka's) but
-that the broker does not serve yet: the consumer-group APIs, until the group coordinator runs in
-the broker. They are neither advertised nor decoded by ``framing``; moving a spec into ``APIS``
-is what turns it on.
+``GROUP_APIS`` is the consumer-group part of ``APIS`` (the broker's group coordinator serves
+them; ``replog.broker.requests.groups``). An API is advertised and decoded by ``framing`` only
+once its spec is in ``APIS``.
 """
 
 from __future__ import annotations
@@ -391,7 +390,6 @@ __all__ = [
     "OffsetFetchResponsePartitions",
     "OffsetFetchResponseTopic",
     "OffsetFetchResponseTopics",
-    "UNSERVED_APIS",
     "ALTER_CONFIGS",
     "CONFIG_SOURCE_DYNAMIC_BROKER",
     "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER",
@@ -449,6 +447,7 @@ __all__ = [
     "ReassignableTopic",
     "ReassignableTopicResponse",
     "ReplicaElectionResult",
+    "GROUP_APIS",
 ]
 
 
@@ -460,6 +459,24 @@ class ApiSpec:
     request: type[Request]
     response: type[Response]
 
+
+GROUP_APIS: dict[int, ApiSpec] = {
+    spec.info.api_key: spec
+    for spec in (
+        ApiSpec(OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse),
+        ApiSpec(OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse),
+        ApiSpec(FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse),
+        ApiSpec(JOIN_GROUP, JoinGroupRequest, JoinGroupResponse),
+        ApiSpec(HEARTBEAT, HeartbeatRequest, HeartbeatResponse),
+        ApiSpec(LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse),
+        ApiSpec(SYNC_GROUP, SyncGroupRequest, SyncGroupResponse),
+        ApiSpec(DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse),
+        ApiSpec(LIST_GROUPS, ListGroupsRequest, ListGroupsResponse),
+        ApiSpec(DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse),
+        ApiSpec(OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse),
+    )
+}
+"""The consumer-group APIs (see the module docstring)."""
 
 APIS: dict[int, ApiSpec] = {
     spec.info.api_key: spec
@@ -497,26 +514,8 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse),
     )
 }
-
-
-UNSERVED_APIS: dict[int, ApiSpec] = {
-    spec.info.api_key: spec
-    for spec in (
-        ApiSpec(OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse),
-        ApiSpec(OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse),
-        ApiSpec(FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse),
-        ApiSpec(JOIN_GROUP, JoinGroupRequest, JoinGroupResponse),
-        ApiSpec(HEARTBEAT, HeartbeatRequest, HeartbeatResponse),
-        ApiSpec(LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse),
-        ApiSpec(SYNC_GROUP, SyncGroupRequest, SyncGroupResponse),
-        ApiSpec(DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse),
-        ApiSpec(LIST_GROUPS, ListGroupsRequest, ListGroupsResponse),
-        ApiSpec(DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse),
-        ApiSpec(OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse),
-    )
-}
-"""Implemented, not yet served (see the module docstring)."""
-invariant(not UNSERVED_APIS.keys() & APIS.keys(), "an API is both served and unserved")
+invariant(not GROUP_APIS.keys() & APIS.keys(), "a group API key is taken")
+APIS.update(GROUP_APIS)
 
 
 def supported_api_versions() -> list[ApiVersion]:

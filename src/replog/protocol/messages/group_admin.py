@@ -9,7 +9,7 @@ DeleteGroupsRequest/Response.json.
   ids, v5 is flexible.
 - DeleteGroups v0-v2: v2 is flexible. Only empty groups can be deleted (NON_EMPTY_GROUP).
 
-These APIs are implemented but not served yet (``messages.UNSERVED_APIS``).
+The broker's group coordinator serves these APIs (``messages.GROUP_APIS``).
 """
 
 # `field(...)` is an attrs field specifier (schema.field wraps attrs.field); ruff cannot tell.

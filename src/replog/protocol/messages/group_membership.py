@@ -15,7 +15,7 @@ HeartbeatRequest/Response.json, LeaveGroupRequest/Response.json and SyncGroupReq
   v4 is flexible, v5 adds a reason.
 - SyncGroup v0-v5: v3 adds the group instance id, v4 is flexible, v5 the protocol type and name.
 
-These APIs are implemented but not served yet (``messages.UNSERVED_APIS``).
+The broker's group coordinator serves these APIs (``messages.GROUP_APIS``).
 """
 
 # `field(...)` is an attrs field specifier (schema.field wraps attrs.field); ruff cannot tell.

@@ -13,7 +13,7 @@ OffsetDeleteRequest/Response.json (the versions below; later ones name topics by
   its layout is v1's.
 - OffsetDelete v0: delete a group's offsets for partitions it no longer consumes.
 
-These APIs are implemented but not served yet (``messages.UNSERVED_APIS``).
+The broker's group coordinator serves these APIs (``messages.GROUP_APIS``).
 """
 
 # `field(...)` is an attrs field specifier (schema.field wraps attrs.field); ruff cannot tell.
@@ -64,8 +64,8 @@ __all__ = [
     "OffsetFetchResponseTopics",
 ]
 
-OFFSET_COMMIT = ApiInfo(8, "OffsetCommit", min_version=0, max_version=8, flexible_from=8)
-OFFSET_FETCH = ApiInfo(9, "OffsetFetch", min_version=0, max_version=8, flexible_from=6)
+OFFSET_COMMIT = ApiInfo(8, "OffsetCommit", min_version=2, max_version=8, flexible_from=8)
+OFFSET_FETCH = ApiInfo(9, "OffsetFetch", min_version=1, max_version=8, flexible_from=6)
 # Kafka has no flexible OffsetDelete version; 1 is past the only one.
 OFFSET_DELETE = ApiInfo(47, "OffsetDelete", min_version=0, max_version=0, flexible_from=1)
 
