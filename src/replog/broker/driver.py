@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -49,15 +49,15 @@ import attrs
 from replog.broker.client_requests import ClientRequests
 from replog.broker.config import BrokerConfig
 from replog.broker.controller_role import ControllerRole
+from replog.broker.driver_services import DriverServices
 from replog.broker.effects import Effect, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
 from replog.broker.group_host import GroupHost
-from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP, ReplicaManager
-from replog.broker.requests import AdminResult, GroupServices
+from replog.broker.requests import AdminResult
 from replog.controller import alter_partition_result
 from replog.coord.types import (
     AdminPayload,
@@ -66,26 +66,17 @@ from replog.coord.types import (
     AlterPartition,
     AlterPartitionResult,
     BrokerInfo,
-    ControllerInfo,
     CreateTopic,
     DamagedReplica,
     PartitionState,
     ProducerIdBlock,
     SessionEvent,
     SessionState,
-    TopicAssignment,
-    TopicConfigs,
 )
 from replog.errors import ErrorCode, StorageError
-from replog.isr import (
-    FetchRequest,
-    FetchResponse,
-    Partition,
-    ProduceResult,
-)
 from replog.isr.config import DurabilityMode
 from replog.log.cleaner import CleaningTask
-from replog.log.log import Log, PendingFlush
+from replog.log.log import PendingFlush
 from replog.log.log_cleaner import CleaningResult
 from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
@@ -139,7 +130,7 @@ class BrokerDriver:
         self.controller = ControllerRole(self, placement_start)
         #: group member ids end in ``member_id_suffix()`` (default: a random UUID)
         self.groups = GroupHost(self, member_id_suffix)
-        self.requests = ClientRequests(self.outbox, _Services(self), self._submit_for_client)
+        self.requests = ClientRequests(self.outbox, DriverServices(self), self._submit_for_client)
         self.producer_ids = ProducerIdManager(config.broker_id)
         self._rm: ReplicaManager | None = None
         self._flush_token: int | None = None
@@ -660,80 +651,3 @@ class BrokerDriver:
             self.rm.delete_old_segments()
         except StorageError as exc:
             _log.error("broker %s: retention failed: %s", self.broker_id, exc)
-
-
-class _Services:
-    """The driver as request handlers see it (``RequestServices``)."""
-
-    def __init__(self, driver: BrokerDriver) -> None:
-        self._driver = driver
-
-    @property
-    def broker_id(self) -> int:
-        return self._driver.broker_id
-
-    @property
-    def broker_epoch(self) -> int:
-        return self._driver.incarnation_epoch
-
-    @property
-    def config(self) -> BrokerConfig:
-        return self._driver.config
-
-    @property
-    def producer_ids(self) -> ProducerIdManager:
-        return self._driver.producer_ids
-
-    @property
-    def brokers(self) -> Mapping[int, BrokerInfo]:
-        return self._driver.rm.brokers
-
-    @property
-    def topics(self) -> Mapping[str, TopicAssignment]:
-        return self._driver.rm.topics
-
-    @property
-    def states(self) -> Mapping[TP, PartitionState]:
-        return self._driver.rm.states
-
-    @property
-    def controller(self) -> ControllerInfo | None:
-        return self._driver.rm.controller
-
-    @property
-    def groups(self) -> GroupServices:
-        return self._driver.groups
-
-    def partition(self, topic: str, partition: int) -> Partition | None:
-        return self._driver.rm.partition(topic, partition)
-
-    def log(self, topic: str, partition: int) -> Log | None:
-        return self._driver.rm.log(topic, partition)
-
-    def produce(
-        self, topic: str, partition: int, batch: bytes, acks: int, now_ms: int, *, timeout_ms: int
-    ) -> tuple[int, ProduceResult | None]:
-        return self._driver.rm.produce(topic, partition, batch, acks, now_ms, timeout_ms=timeout_ms)
-
-    def fetch(
-        self, topic: str, partition: int, request: FetchRequest, now_ms: int
-    ) -> FetchResponse:
-        return self._driver.rm.fetch(topic, partition, request, now_ms)
-
-    @property
-    def broker_configs(self) -> Mapping[int, TopicConfigs]:
-        return self._driver.rm.broker_configs
-
-    def create_topic_in_background(self, payload: CreateTopic) -> bool:
-        return self._driver.create_topic_in_background(payload)
-
-    def delete_records(
-        self, topic: str, partition: int, offset: int, now_ms: int
-    ) -> tuple[ErrorCode, int]:
-        return self._driver.rm.delete_records(topic, partition, offset, now_ms)
-
-    def low_watermark(self, topic: str, partition: int) -> int:
-        return self._driver.rm.low_watermark(topic, partition)
-
-    def log_dirs(self, wanted: set[TP] | None) -> list[LogDirDescription]:
-        return describe_log_dirs(self._driver.log_manager, wanted)

@@ -1,0 +1,113 @@
+"""The broker driver as the request handlers see it: ``DriverServices`` is the narrow
+``RequestServices`` interface (``replog.broker.requests.base``) over a ``BrokerDriver`` -- the
+metadata image, the replicas, produce and fetch, configs, groups and log dirs -- so a handler
+never holds the whole driver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from replog.broker.config import BrokerConfig
+from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
+from replog.broker.producer_ids import ProducerIdManager
+from replog.broker.replica_manager import TP
+from replog.broker.requests import GroupServices
+from replog.coord.types import (
+    BrokerInfo,
+    ControllerInfo,
+    CreateTopic,
+    PartitionState,
+    TopicAssignment,
+    TopicConfigs,
+)
+from replog.errors import ErrorCode
+from replog.isr import (
+    FetchRequest,
+    FetchResponse,
+    Partition,
+    ProduceResult,
+)
+from replog.log.log import Log
+
+if TYPE_CHECKING:
+    from replog.broker.driver import BrokerDriver
+
+__all__ = ["DriverServices"]
+
+
+class DriverServices:
+    """The driver as request handlers see it (``RequestServices``)."""
+
+    def __init__(self, driver: BrokerDriver) -> None:
+        self._driver = driver
+
+    @property
+    def broker_id(self) -> int:
+        return self._driver.broker_id
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._driver.incarnation_epoch
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self._driver.config
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return self._driver.producer_ids
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerInfo]:
+        return self._driver.rm.brokers
+
+    @property
+    def topics(self) -> Mapping[str, TopicAssignment]:
+        return self._driver.rm.topics
+
+    @property
+    def states(self) -> Mapping[TP, PartitionState]:
+        return self._driver.rm.states
+
+    @property
+    def controller(self) -> ControllerInfo | None:
+        return self._driver.rm.controller
+
+    @property
+    def groups(self) -> GroupServices:
+        return self._driver.groups
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        return self._driver.rm.partition(topic, partition)
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        return self._driver.rm.log(topic, partition)
+
+    def produce(
+        self, topic: str, partition: int, batch: bytes, acks: int, now_ms: int, *, timeout_ms: int
+    ) -> tuple[int, ProduceResult | None]:
+        return self._driver.rm.produce(topic, partition, batch, acks, now_ms, timeout_ms=timeout_ms)
+
+    def fetch(
+        self, topic: str, partition: int, request: FetchRequest, now_ms: int
+    ) -> FetchResponse:
+        return self._driver.rm.fetch(topic, partition, request, now_ms)
+
+    @property
+    def broker_configs(self) -> Mapping[int, TopicConfigs]:
+        return self._driver.rm.broker_configs
+
+    def create_topic_in_background(self, payload: CreateTopic) -> bool:
+        return self._driver.create_topic_in_background(payload)
+
+    def delete_records(
+        self, topic: str, partition: int, offset: int, now_ms: int
+    ) -> tuple[ErrorCode, int]:
+        return self._driver.rm.delete_records(topic, partition, offset, now_ms)
+
+    def low_watermark(self, topic: str, partition: int) -> int:
+        return self._driver.rm.low_watermark(topic, partition)
+
+    def log_dirs(self, wanted: set[TP] | None) -> list[LogDirDescription]:
+        return describe_log_dirs(self._driver.log_manager, wanted)
