@@ -14,8 +14,10 @@ from replog.coord.errors import (
     TopicExistsError,
 )
 from replog.coord.types import (
+    ALL_BROKERS,
     BrokerChanged,
     BrokerChangeReason,
+    BrokerConfigsChanged,
     CasStatus,
     ControllerChanged,
     MetadataSnapshot,
@@ -28,6 +30,8 @@ from replog.errors import CorruptRecordError
 from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
     AllocateProducerIdsWrite,
+    AlterBrokerConfigsWrite,
+    AlterTopicConfigsWrite,
     Barrier,
     CasPartitionState,
     ChangesSince,
@@ -36,8 +40,10 @@ from replog.quorum.commands import (
     ElectController,
     ExpireSession,
     FeedHead,
+    GetBrokerConfigs,
     GetProducerIdBlock,
     GetSnapshot,
+    GetTopic,
     Heartbeat,
     RegisterBroker,
     SubmitAdminRequest,
@@ -229,3 +235,46 @@ def test_producer_id_blocks_never_overlap_across_a_snapshot() -> None:
     after = [machine_log.apply(command) for machine_log in (log, follow)]
     assert after[0] == after[1] == ProducerIdBlock(broker_id=3, broker_epoch=3, first_id=10, size=5)
     assert copy.state() == log.machine.state()
+
+
+def test_dynamic_configs_are_fenced_applied_and_survive_a_snapshot() -> None:
+    """Broker and topic configs live in the image: a fenced write changes nothing, an accepted
+    one writes its feed record at its offset, and a voter restored from a snapshot holds the
+    same configs (and goes on identically)."""
+    log = busy_log()
+    fenced = log.apply(
+        AlterBrokerConfigsWrite(broker_id=7, configs=(("a", "1"),), controller_epoch=0)
+    )
+    assert isinstance(fenced, FencedControllerError)
+    for broker_id, configs in ((7, (("a", "1"),)), (ALL_BROKERS, (("b", "2"),)), (9, ())):
+        offset = log.offset
+        assert (
+            log.apply(
+                AlterBrokerConfigsWrite(broker_id=broker_id, configs=configs, controller_epoch=1)
+            )
+            is None
+        )
+        assert log.machine.query(ChangesSince(offset, 10)).changes == (
+            BrokerConfigsChanged(seq=offset, broker_id=broker_id, configs=configs),
+        )
+    altered = log.apply(
+        AlterTopicConfigsWrite(
+            topic="t", configs=(("cleanup.policy", "compact"),), controller_epoch=1
+        )
+    )
+    assert log.machine.query(GetTopic("t")) == altered
+    wanted = {ALL_BROKERS: (("b", "2"),), 7: (("a", "1"),)}
+    assert log.machine.query(GetBrokerConfigs()) == wanted
+    copy = MetadataMachine()
+    copy.restore(log.machine.snapshot())
+    assert copy.state() == log.machine.state()
+    assert copy.query(GetBrokerConfigs()) == wanted
+    image = copy.query(GetSnapshot())
+    assert isinstance(image, MetadataSnapshot) and image.broker_configs == wanted
+    assert image.topics["t"].configs == (("cleanup.policy", "compact"),)
+    follow = Log(copy)
+    follow.offset = log.offset
+    for machine_log in (log, follow):
+        machine_log.apply(AlterBrokerConfigsWrite(broker_id=7, configs=(), controller_epoch=1))
+    assert copy.state() == log.machine.state()
+    assert copy.query(GetBrokerConfigs()) == {ALL_BROKERS: (("b", "2"),)}

@@ -8,32 +8,31 @@ contract's rules are applied by the voters' `MetadataMachine`; this handle check
 first (so bad input raises before any round trip, as with the other backends) and keeps what
 is per handle:
 
-- **Sessions** it registered: a keep-alive thread heartbeats each one every third of its
-  session timeout (capped at 2 s, as KRaft brokers heartbeat their controller), so a session
-  lives while its handle does -- as a ZooKeeper client pings and an etcd client renews its
-  lease. A heartbeat that cannot reach a leader makes the session SUSPENDED, the next that does
-  CONNECTED again; one answered ``SessionExpiredError`` (the leader's clock passed the deadline
-  and the expiry committed) makes it LOST. ``close()`` unregisters them.
-- **Feed subscriptions**: a thread each, long-polling the leader (``Watch``) from its cursor,
-  so a subscription survives leader changes without a gap; history that is gone is pushed as a
-  ``resync_required`` batch, after which it follows on from the feed head.
-- **SessionFaults** (the contract suite's hooks): ``expire_session`` commits the expiry the
-  leader would; ``suspend_session`` cuts the broker off in this handle (its calls raise
-  ``CoordinatorUnavailableError``, heartbeats stop, the leader's deadline runs on), and
-  ``resume_session`` heartbeats again: CONNECTED if it arrived in time, else LOST.
+- **Sessions** it registered (``quorum/sessions.py``, a part of this class): a keep-alive
+  thread heartbeats each one every third of its session timeout (capped at 2 s, as KRaft
+  brokers heartbeat their controller), so a session lives while its handle does -- as a
+  ZooKeeper client pings and an etcd client renews its lease. A heartbeat that cannot reach a
+  leader makes the session SUSPENDED, the next that does CONNECTED again; one answered
+  ``SessionExpiredError`` (the leader's clock passed the deadline and the expiry committed)
+  makes it LOST. ``close()`` unregisters them.
+- **Feed subscriptions** (``quorum/subscription.py``): a thread each, long-polling the leader
+  (``Watch``) from its cursor, so a subscription survives leader changes without a gap; history
+  that is gone is pushed as a ``resync_required`` batch, after which it follows on from the
+  feed head.
+- **SessionFaults** (the contract suite's hooks, also in ``quorum/sessions.py``):
+  ``expire_session`` commits the expiry the leader would; ``suspend_session`` cuts the broker
+  off in this handle (its calls raise ``CoordinatorUnavailableError``, heartbeats stop, the
+  leader's deadline runs on), and ``resume_session`` heartbeats again: CONNECTED if it arrived
+  in time, else LOST.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import logging
 import threading
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import attrs
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord import rules
@@ -49,10 +48,9 @@ from replog.coord.errors import (
     CoordinatorClosedError,
     CoordinatorError,
     CoordinatorUnavailableError,
-    MustResyncError,
     SessionExpiredError,
 )
-from replog.coord.sessions import SessionListeners, session_event
+from replog.coord.sessions import SessionListeners
 from replog.coord.types import (
     PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
@@ -69,35 +67,22 @@ from replog.coord.types import (
     SessionState,
     Subscription,
     TopicAssignment,
+    TopicConfigs,
+    topic_configs,
 )
 from replog.errors import ErrorCode, InvalidConfigError
 from replog.quorum import commands as rc
 from replog.quorum.channel import QuorumChannel, parse_addresses
+from replog.quorum.sessions import HeldSession, SessionKeeperMixin
+from replog.quorum.subscription import FeedSubscription
 from replog.topics import new_topic_id
 
 __all__ = ["RaftCoordinator"]
 
-_log = logging.getLogger(__name__)
-
-HEARTBEAT_INTERVAL_MS_MAX = 2_000
-WATCH_WAIT_MS = 1_000
 _CLOSE_TIMEOUT_MS = 2_000
 
 
-@attrs.define
-class _Session:
-    broker: BrokerInfo
-    session_timeout_ms: int
-    state: SessionState = SessionState.CONNECTED
-    hook_suspended: bool = False
-    next_heartbeat_ms: int = 0
-
-    @property
-    def interval_ms(self) -> int:
-        return max(50, min(self.session_timeout_ms // 3, HEARTBEAT_INTERVAL_MS_MAX))
-
-
-class RaftCoordinator(Coordinator):
+class RaftCoordinator(SessionKeeperMixin, Coordinator):
     """A handle on the built-in quorum (see the module docstring). Open with `from_url` or
     with the voters' client addresses."""
 
@@ -116,11 +101,11 @@ class RaftCoordinator(Coordinator):
         self._channel = QuorumChannel(self.addresses, clock=clock)
         self._lock = threading.Lock()
         self._closed = False
-        self._sessions: dict[int, _Session] = {}
+        self._sessions: dict[int, HeldSession] = {}
         self._won: dict[int, int] = {}  # controller epoch -> broker id, won through this handle
         self._listeners = SessionListeners()
         self._dispatcher = Dispatcher()
-        self._subscriptions: list[_FeedSubscription] = []
+        self._subscriptions: list[FeedSubscription] = []
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
 
@@ -153,36 +138,6 @@ class RaftCoordinator(Coordinator):
 
     def _write(self, command: Any, timeout_ms: int | None) -> Any:
         return self._call(command, timeout_ms, read=False)
-
-    def _emit(self, session: _Session, state: SessionState) -> None:
-        """Move a held session to ``state`` and queue the event (caller holds the lock)."""
-        if session.state is state or session.state is SessionState.LOST:
-            return
-        session.state = state
-        self._notify(session)
-
-    def _notify(self, session: _Session) -> None:
-        """Queue the session's current state to its listeners (caller holds the lock)."""
-        state = session.state
-        broker = session.broker
-        event = session_event(broker.broker_id, broker.incarnation_epoch, state)
-        for callback in self._listeners.callbacks(broker.broker_id):
-            self._dispatcher.enqueue(functools.partial(callback, event))
-
-    def _lose(self, broker_id: int, incarnation_epoch: int) -> None:
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            if session is not None and session.broker.incarnation_epoch == incarnation_epoch:
-                self._emit(session, SessionState.LOST)
-                del self._sessions[broker_id]
-        self._dispatcher.run()
-
-    def _check_acting(self, broker_id: int) -> None:
-        """A broker this handle cut off (``suspend_session``) cannot act."""
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            if session is not None and session.hook_suspended:
-                raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
 
     def _check_controller(self, controller_epoch: int | None) -> None:
         """A controller this handle elected cannot write while its broker is cut off."""
@@ -260,7 +215,7 @@ class RaftCoordinator(Coordinator):
         )
         broker: BrokerInfo = self._write(command, timeout_ms)
         with self._lock:
-            session = _Session(broker, session_timeout_ms)
+            session = HeldSession(broker, session_timeout_ms)
             session.next_heartbeat_ms = self._clock.monotonic_ms() + session.interval_ms
             self._sessions[broker_id] = session
             self._notify(session)
@@ -513,7 +468,9 @@ class RaftCoordinator(Coordinator):
         if cursor is None:
             with contextlib.suppress(CoordinatorUnavailableError):
                 cursor = self._read(rc.FeedHead(), None)
-        subscription = _FeedSubscription(self, callback, cursor)
+        subscription = FeedSubscription(
+            self._read, lambda: self._closed, self._timeout_ms, callback, cursor
+        )
         with self._lock:
             self._subscriptions = [s for s in self._subscriptions if not s.handle.closed]
             self._subscriptions.append(subscription)
@@ -596,148 +553,46 @@ class RaftCoordinator(Coordinator):
         done: bool = self._write(command, timeout_ms)
         return done
 
-    # ------------------------------------------------------------------ SessionFaults
+    # ------------------------------------------------------------------ dynamic configs
 
-    def expire_session(self, broker_id: int) -> None:
-        """Commit the expiry of the broker's session now, as the leader's clock would."""
-        expired = self._write(rc.ExpireSession(broker_id=broker_id, incarnation_epoch=None), None)
-        if isinstance(expired, int):
-            self._lose(broker_id, expired)
+    def alter_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.alter_topic_configs``."""
+        stored = topic_configs(configs)
+        self._check_controller(controller_epoch)
+        command = rc.AlterTopicConfigsWrite(
+            topic=topic, configs=stored, controller_epoch=controller_epoch
+        )
+        altered: TopicAssignment = self._write(command, timeout_ms)
+        return altered
 
-    def suspend_session(self, broker_id: int) -> None:
-        """Cut the broker off in this handle (SUSPENDED); the leader's deadline runs on."""
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            if session is not None and session.state is SessionState.CONNECTED:
-                session.hook_suspended = True
-                self._emit(session, SessionState.SUSPENDED)
-        self._dispatcher.run()
+    def alter_broker_configs(
+        self,
+        broker_id: int,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """See ``Coordinator.alter_broker_configs``."""
+        stored = rules.broker_configs_to_store(broker_id, configs)
+        self._check_controller(controller_epoch)
+        command = rc.AlterBrokerConfigsWrite(
+            broker_id=broker_id, configs=stored, controller_epoch=controller_epoch
+        )
+        self._write(command, timeout_ms)
 
-    def resume_session(self, broker_id: int) -> None:
-        """Reconnect: one heartbeat says CONNECTED (in time) or LOST (expired meanwhile)."""
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            if session is None or not session.hook_suspended:
-                return
-            session.hook_suspended = False
-            incarnation = session.broker.incarnation_epoch
-        with contextlib.suppress(SessionExpiredError, CoordinatorUnavailableError):
-            self.heartbeat(broker_id, incarnation)
-
-    # ------------------------------------------------------------------ keep-alive
-
-    def _on_heartbeat_ok(self, broker_id: int, incarnation_epoch: int) -> None:
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            if session is None or session.broker.incarnation_epoch != incarnation_epoch:
-                return
-            session.next_heartbeat_ms = self._clock.monotonic_ms() + session.interval_ms
-            if not session.hook_suspended:
-                self._emit(session, SessionState.CONNECTED)
-        self._dispatcher.run()
-
-    def _start_keeper(self) -> None:
-        """Start the keep-alive thread on first registration (caller holds the lock)."""
-        if self._keeper is None:
-            self._keeper = threading.Thread(
-                target=self._keep_alive, name="replog-quorum-keepalive", daemon=True
-            )
-            self._keeper.start()
-
-    def _keep_alive(self) -> None:
-        while not self._stop.is_set():
-            now_ms = self._clock.monotonic_ms()
-            with self._lock:
-                due = [
-                    (s.broker.broker_id, s.broker.incarnation_epoch, s.interval_ms)
-                    for s in self._sessions.values()
-                    if not s.hook_suspended and s.next_heartbeat_ms <= now_ms
-                ]
-                waits = [s.next_heartbeat_ms - now_ms for s in self._sessions.values()]
-            for broker_id, incarnation, interval_ms in due:
-                self._keep_one(broker_id, incarnation, interval_ms)
-            self._stop.wait(max(10, min([*waits, 200])) / 1000)
-
-    def _keep_one(self, broker_id: int, incarnation: int, interval_ms: int) -> None:
-        try:
-            self._read(rc.Heartbeat(broker_id, incarnation), max(interval_ms, 200))
-        except SessionExpiredError:
-            self._lose(broker_id, incarnation)
-            return
-        except (CoordinatorUnavailableError, CoordinatorClosedError):
-            with self._lock:
-                session = self._sessions.get(broker_id)
-                if session is not None and session.broker.incarnation_epoch == incarnation:
-                    session.next_heartbeat_ms = self._clock.monotonic_ms() + interval_ms // 4
-                    if not session.hook_suspended:
-                        self._emit(session, SessionState.SUSPENDED)
-            self._dispatcher.run()
-            return
-        self._on_heartbeat_ok(broker_id, incarnation)
+    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
+        """See ``Coordinator.broker_configs``."""
+        found: dict[int, TopicConfigs] = self._read(rc.GetBrokerConfigs(), timeout_ms)
+        return found
 
     def __repr__(self) -> str:
         voters = ",".join(f"{h}:{p}" for h, p in self.addresses)
         return f"RaftCoordinator(raft://{voters}{', closed' if self._closed else ''})"
-
-
-class _FeedSubscription:
-    """One ``subscribe``: a thread long-polling the leader from its cursor."""
-
-    def __init__(
-        self,
-        owner: RaftCoordinator,
-        callback: Callable[[ChangeBatch], None],
-        cursor: int | None,
-    ) -> None:
-        self._owner = owner
-        self._callback = callback
-        self._cursor = cursor
-        self._resync = False
-        self._deliver_lock = threading.Lock()
-        self.handle = Subscription(self._cancel)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="replog-quorum-feed", daemon=True)
-
-    def start(self) -> None:
-        """Begin polling."""
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop (the handle closed)."""
-        self.handle.close()
-
-    def _cancel(self) -> None:
-        with self._deliver_lock:
-            self._stopped.set()
-
-    def _deliver(self, batch: ChangeBatch) -> None:
-        with self._deliver_lock:
-            if self._stopped.is_set():
-                return
-            try:
-                self._callback(batch)
-            except Exception:  # a broken listener must not stop the feed
-                _log.exception("feed subscriber raised; continuing")
-
-    def _run(self) -> None:
-        owner = self._owner
-        while not self._stopped.is_set() and not owner.closed:
-            try:
-                if self._cursor is None:
-                    self._cursor = owner._read(rc.FeedHead(), None)
-                    if self._resync:
-                        self._resync = False
-                        self._deliver(ChangeBatch((), self._cursor, resync_required=True))
-                    continue
-                watch = rc.Watch(self._cursor, MAX_CHANGES_PER_BATCH, WATCH_WAIT_MS)
-                batch: ChangeBatch = owner._read(watch, WATCH_WAIT_MS + owner._timeout_ms)
-            except MustResyncError:
-                self._cursor = None  # from the head, once it is read
-                self._resync = True
-                continue
-            except (CoordinatorUnavailableError, CoordinatorClosedError):
-                self._stopped.wait(0.05)
-                continue
-            if batch.changes:
-                self._deliver(batch)
-            self._cursor = batch.next_seq

@@ -65,6 +65,7 @@ CLASSES: dict[str, type[Any]] = {
             *rc.QUERIES,
             rc.SnapshotMeta,
             rc.SnapshotBroker,
+            rc.SnapshotBrokerConfigs,
             rc.SnapshotTopic,
             rc.SnapshotAdmin,
         )

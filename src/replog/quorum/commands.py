@@ -41,6 +41,8 @@ __all__ = [
     "QUERIES",
     "AddPartitionsWrite",
     "AdmitBroker",
+    "AlterBrokerConfigsWrite",
+    "AlterTopicConfigsWrite",
     "Barrier",
     "CasPartitionState",
     "ChangesSince",
@@ -53,6 +55,7 @@ __all__ = [
     "ExpireSession",
     "FeedHead",
     "GetBroker",
+    "GetBrokerConfigs",
     "GetProducerIdBlock",
     "GetPartitionState",
     "GetSnapshot",
@@ -66,6 +69,7 @@ __all__ = [
     "ResignController",
     "SnapshotAdmin",
     "SnapshotBroker",
+    "SnapshotBrokerConfigs",
     "SnapshotMeta",
     "SnapshotTopic",
     "SubmitAdminRequest",
@@ -223,6 +227,25 @@ class CompleteAdminRequest:
     result: AlterPartitionResult | None = None
 
 
+@attrs.frozen(kw_only=True)
+class AlterTopicConfigsWrite:
+    """``alter_topic_configs``: the topic's whole new configs (already normalised)."""
+
+    topic: str
+    configs: TopicConfigs
+    controller_epoch: int
+
+
+@attrs.frozen(kw_only=True)
+class AlterBrokerConfigsWrite:
+    """``alter_broker_configs``: the broker's (``ALL_BROKERS``: the cluster-wide default) whole
+    new dynamic configs (already normalised; empty removes them)."""
+
+    broker_id: int
+    configs: TopicConfigs
+    controller_epoch: int
+
+
 @attrs.frozen
 class Barrier:
     """A record with no effect: the read barrier a leader commits when no write would
@@ -245,6 +268,8 @@ Command = (
     | AllocateProducerIdsWrite
     | SubmitAdminRequest
     | CompleteAdminRequest
+    | AlterTopicConfigsWrite
+    | AlterBrokerConfigsWrite
     | Barrier
 )
 
@@ -264,6 +289,8 @@ COMMANDS: tuple[type[Command], ...] = (
     AllocateProducerIdsWrite,
     SubmitAdminRequest,
     CompleteAdminRequest,
+    AlterTopicConfigsWrite,
+    AlterBrokerConfigsWrite,
     Barrier,
 )
 
@@ -358,6 +385,11 @@ class GetProducerIdBlock:
     broker_id: int
 
 
+@attrs.frozen
+class GetBrokerConfigs:
+    """``broker_configs``."""
+
+
 Query = (
     GetBroker
     | LiveBrokers
@@ -372,6 +404,7 @@ Query = (
     | Heartbeat
     | Watch
     | GetProducerIdBlock
+    | GetBrokerConfigs
 )
 
 QUERIES: tuple[type[Query], ...] = (
@@ -388,6 +421,7 @@ QUERIES: tuple[type[Query], ...] = (
     Heartbeat,
     Watch,
     GetProducerIdBlock,
+    GetBrokerConfigs,
 )
 
 # ---------------------------------------------------------------------------- snapshot records
@@ -411,6 +445,14 @@ class SnapshotBroker:
 
     broker: BrokerInfo
     session_timeout_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotBrokerConfigs:
+    """The dynamic configs of one broker id (``ALL_BROKERS``: the cluster-wide default)."""
+
+    broker_id: int
+    configs: TopicConfigs
 
 
 @attrs.frozen(kw_only=True)

@@ -50,6 +50,7 @@ from replog.coord.types import (
     SessionState,
     TopicAssignment,
     TopicConfigs,
+    topic_configs,
 )
 from replog.errors import CorruptRecordError, ProtocolError, ReplogError, invariant
 from replog.quorum import codec as raft_codec
@@ -57,6 +58,8 @@ from replog.quorum.commands import (
     AddPartitionsWrite,
     AdmitBroker,
     AllocateProducerIdsWrite,
+    AlterBrokerConfigsWrite,
+    AlterTopicConfigsWrite,
     Barrier,
     CasPartitionState,
     ChangesSince,
@@ -69,6 +72,7 @@ from replog.quorum.commands import (
     ExpireSession,
     FeedHead,
     GetBroker,
+    GetBrokerConfigs,
     GetPartitionState,
     GetProducerIdBlock,
     GetSnapshot,
@@ -82,6 +86,7 @@ from replog.quorum.commands import (
     ResignController,
     SnapshotAdmin,
     SnapshotBroker,
+    SnapshotBrokerConfigs,
     SnapshotMeta,
     SnapshotTopic,
     SubmitAdminRequest,
@@ -140,6 +145,7 @@ class MetadataMachine:
         self._admin: dict[int, dict[int, AdminRequest]] = {}
         self._producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
         self._admin_target: dict[int, int] = {}
+        self._broker_configs: dict[int, TopicConfigs] = {}
 
     def _clear(self, feed_next_seq: int) -> None:
         """Forget the image; the feed history starts (empty) at ``feed_next_seq``."""
@@ -149,6 +155,7 @@ class MetadataMachine:
         self._feed.next_seq = self._feed.trimmed_before = feed_next_seq
         self._admin, self._admin_target = {}, {}
         self._producer_id_blocks = ()
+        self._broker_configs = {}
 
     # ------------------------------------------------------------------ StateMachine
 
@@ -173,7 +180,8 @@ class MetadataMachine:
             return exc
 
     def snapshot(self) -> list[bytes]:
-        """The image as records: the meta record, then brokers, topics and admin requests."""
+        """The image as records: the meta record, then brokers, dynamic broker configs, topics
+        and admin requests."""
         items: list[object] = [
             SnapshotMeta(
                 controller=self._controller,
@@ -185,6 +193,10 @@ class MetadataMachine:
         items += [
             SnapshotBroker(broker=r.broker, session_timeout_ms=r.session_timeout_ms)
             for _, r in sorted(self._brokers.items())
+        ]
+        items += [
+            SnapshotBrokerConfigs(broker_id=b, configs=configs)
+            for b, configs in sorted(self._broker_configs.items())
         ]
         for name, topic in sorted(self._topics.items()):
             states = tuple(self._partitions[(name, p)] for p in range(topic.partition_count))
@@ -217,6 +229,8 @@ class MetadataMachine:
             if isinstance(item, SnapshotBroker):
                 registration = Registration(item.broker, item.session_timeout_ms)
                 self._brokers[item.broker.broker_id] = registration
+            elif isinstance(item, SnapshotBrokerConfigs):
+                self._broker_configs[item.broker_id] = item.configs
             elif isinstance(item, SnapshotTopic):
                 self._topics[item.topic] = _Topic(item.topic_id, item.configs, len(item.states))
                 for p, state in enumerate(item.states):
@@ -279,6 +293,8 @@ class MetadataMachine:
                 return self._feed.next_seq
             case GetProducerIdBlock(broker_id=broker_id):
                 return next((b for b in self._producer_id_blocks if b.broker_id == broker_id), None)
+            case GetBrokerConfigs():
+                return dict(sorted(self._broker_configs.items()))
             case Heartbeat(broker_id=broker_id, incarnation_epoch=incarnation):
                 current = self._brokers.get(broker_id)
                 rules.check_incarnation(
@@ -299,6 +315,7 @@ class MetadataMachine:
             partitions=dict(sorted(self._partitions.items())),
             controller=self._controller,
             controller_epoch=self._controller_epoch,
+            broker_configs=dict(sorted(self._broker_configs.items())),
         )
 
     def _assignment(self, topic: str) -> TopicAssignment:
@@ -469,6 +486,30 @@ class MetadataMachine:
         self._write(seq, lambda s: records.partition_changed(s, c.topic, c.partition, stored))
         return rules.cas_ok(stored, seq)
 
+    # ------------------------------------------------------------------ dynamic configs
+
+    def _alter_topic_configs(self, seq: int, c: AlterTopicConfigsWrite) -> Outcome:
+        stored = topic_configs(c.configs)
+        rules.check_controller_epoch(self._controller, c.controller_epoch)
+        info = self._topics.get(c.topic)
+        if info is None:
+            raise UnknownTopicError(c.topic)
+        info.configs = stored
+        result = self._assignment(c.topic)
+        self._write(seq, lambda s: records.topic_configs_altered(s, result))
+        return result
+
+    def _alter_broker_configs(self, seq: int, c: AlterBrokerConfigsWrite) -> Outcome:
+        stored = rules.broker_configs_to_store(c.broker_id, dict(c.configs))
+        rules.check_controller_epoch(self._controller, c.controller_epoch)
+        if stored:
+            self._broker_configs[c.broker_id] = stored
+        else:
+            self._broker_configs.pop(c.broker_id, None)
+        broker_id = c.broker_id
+        self._write(seq, lambda s: records.broker_configs_altered(s, broker_id, stored))
+        return None
+
     # ------------------------------------------------------------------ feed and admin queues
 
     def _trim(self, seq: int, c: TrimHistory) -> Outcome:
@@ -532,5 +573,7 @@ _HANDLERS: dict[type, _Handler] = {
     SubmitAdminRequest: MetadataMachine._submit,  # type: ignore[dict-item]
     CompleteAdminRequest: MetadataMachine._complete,  # type: ignore[dict-item]
     AllocateProducerIdsWrite: MetadataMachine._allocate_producer_ids,  # type: ignore[dict-item]
+    AlterTopicConfigsWrite: MetadataMachine._alter_topic_configs,  # type: ignore[dict-item]
+    AlterBrokerConfigsWrite: MetadataMachine._alter_broker_configs,  # type: ignore[dict-item]
     Barrier: MetadataMachine._barrier,  # type: ignore[dict-item]
 }

@@ -1,0 +1,185 @@
+"""The per-handle session keeping of `RaftCoordinator` (``quorum/client.py``): the sessions a
+handle registered, the keep-alive thread that heartbeats them, their state changes pushed to
+session listeners, and the ``SessionFaults`` hooks of the contract suite.
+
+A session lives while its handle does: the keep-alive thread heartbeats each one every third of
+its session timeout (capped at 2 s, as KRaft brokers heartbeat their controller). A heartbeat
+that cannot reach a leader makes the session SUSPENDED, the next that does CONNECTED again; one
+answered ``SessionExpiredError`` (the leader's clock passed the deadline and the expiry
+committed) makes it LOST.
+
+``SessionKeeperMixin`` is a part of ``RaftCoordinator``: it uses the handle's state and
+helpers, declared below, and is not used on its own (as ``coord/zk_configs.py`` is a part of
+the ZooKeeper backend).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from replog.clock import Clock
+from replog.coord.dispatch import Dispatcher
+from replog.coord.errors import (
+    CoordinatorClosedError,
+    CoordinatorUnavailableError,
+    SessionExpiredError,
+)
+from replog.coord.sessions import SessionListeners, session_event
+from replog.coord.types import BrokerInfo, SessionState
+from replog.quorum import commands as rc
+
+__all__ = ["HEARTBEAT_INTERVAL_MS_MAX", "HeldSession", "SessionKeeperMixin"]
+
+HEARTBEAT_INTERVAL_MS_MAX = 2_000
+
+
+@attrs.define
+class HeldSession:
+    """A session this handle registered, and when its next heartbeat is due."""
+
+    broker: BrokerInfo
+    session_timeout_ms: int
+    state: SessionState = SessionState.CONNECTED
+    hook_suspended: bool = False
+    next_heartbeat_ms: int = 0
+
+    @property
+    def interval_ms(self) -> int:
+        """Heartbeat every third of the session timeout, capped (at least every 50 ms)."""
+        return max(50, min(self.session_timeout_ms // 3, HEARTBEAT_INTERVAL_MS_MAX))
+
+
+class SessionKeeperMixin:
+    """The session part of ``RaftCoordinator`` (see the module docstring)."""
+
+    _lock: threading.Lock
+    _clock: Clock
+    _sessions: dict[int, HeldSession]
+    _listeners: SessionListeners
+    _dispatcher: Dispatcher
+    _stop: threading.Event
+    _keeper: threading.Thread | None
+
+    if TYPE_CHECKING:  # provided by RaftCoordinator; declared here for the type checker
+
+        def _read(self, query: Any, timeout_ms: int | None) -> Any: ...
+
+        def _write(self, command: Any, timeout_ms: int | None) -> Any: ...
+
+        def heartbeat(
+            self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+        ) -> SessionState: ...
+
+    def _emit(self, session: HeldSession, state: SessionState) -> None:
+        """Move a held session to ``state`` and queue the event (caller holds the lock)."""
+        if session.state is state or session.state is SessionState.LOST:
+            return
+        session.state = state
+        self._notify(session)
+
+    def _notify(self, session: HeldSession) -> None:
+        """Queue the session's current state to its listeners (caller holds the lock)."""
+        state = session.state
+        broker = session.broker
+        event = session_event(broker.broker_id, broker.incarnation_epoch, state)
+        for callback in self._listeners.callbacks(broker.broker_id):
+            self._dispatcher.enqueue(functools.partial(callback, event))
+
+    def _lose(self, broker_id: int, incarnation_epoch: int) -> None:
+        with self._lock:
+            session = self._sessions.get(broker_id)
+            if session is not None and session.broker.incarnation_epoch == incarnation_epoch:
+                self._emit(session, SessionState.LOST)
+                del self._sessions[broker_id]
+        self._dispatcher.run()
+
+    def _check_acting(self, broker_id: int) -> None:
+        """A broker this handle cut off (``suspend_session``) cannot act."""
+        with self._lock:
+            session = self._sessions.get(broker_id)
+            if session is not None and session.hook_suspended:
+                raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
+
+    # ------------------------------------------------------------------ SessionFaults
+
+    def expire_session(self, broker_id: int) -> None:
+        """Commit the expiry of the broker's session now, as the leader's clock would."""
+        expired = self._write(rc.ExpireSession(broker_id=broker_id, incarnation_epoch=None), None)
+        if isinstance(expired, int):
+            self._lose(broker_id, expired)
+
+    def suspend_session(self, broker_id: int) -> None:
+        """Cut the broker off in this handle (SUSPENDED); the leader's deadline runs on."""
+        with self._lock:
+            session = self._sessions.get(broker_id)
+            if session is not None and session.state is SessionState.CONNECTED:
+                session.hook_suspended = True
+                self._emit(session, SessionState.SUSPENDED)
+        self._dispatcher.run()
+
+    def resume_session(self, broker_id: int) -> None:
+        """Reconnect: one heartbeat says CONNECTED (in time) or LOST (expired meanwhile)."""
+        with self._lock:
+            session = self._sessions.get(broker_id)
+            if session is None or not session.hook_suspended:
+                return
+            session.hook_suspended = False
+            incarnation = session.broker.incarnation_epoch
+        with contextlib.suppress(SessionExpiredError, CoordinatorUnavailableError):
+            self.heartbeat(broker_id, incarnation)
+
+    # ------------------------------------------------------------------ keep-alive
+
+    def _on_heartbeat_ok(self, broker_id: int, incarnation_epoch: int) -> None:
+        with self._lock:
+            session = self._sessions.get(broker_id)
+            if session is None or session.broker.incarnation_epoch != incarnation_epoch:
+                return
+            session.next_heartbeat_ms = self._clock.monotonic_ms() + session.interval_ms
+            if not session.hook_suspended:
+                self._emit(session, SessionState.CONNECTED)
+        self._dispatcher.run()
+
+    def _start_keeper(self) -> None:
+        """Start the keep-alive thread on first registration (caller holds the lock)."""
+        if self._keeper is None:
+            self._keeper = threading.Thread(
+                target=self._keep_alive, name="replog-quorum-keepalive", daemon=True
+            )
+            self._keeper.start()
+
+    def _keep_alive(self) -> None:
+        while not self._stop.is_set():
+            now_ms = self._clock.monotonic_ms()
+            with self._lock:
+                due = [
+                    (s.broker.broker_id, s.broker.incarnation_epoch, s.interval_ms)
+                    for s in self._sessions.values()
+                    if not s.hook_suspended and s.next_heartbeat_ms <= now_ms
+                ]
+                waits = [s.next_heartbeat_ms - now_ms for s in self._sessions.values()]
+            for broker_id, incarnation, interval_ms in due:
+                self._keep_one(broker_id, incarnation, interval_ms)
+            self._stop.wait(max(10, min([*waits, 200])) / 1000)
+
+    def _keep_one(self, broker_id: int, incarnation: int, interval_ms: int) -> None:
+        try:
+            self._read(rc.Heartbeat(broker_id, incarnation), max(interval_ms, 200))
+        except SessionExpiredError:
+            self._lose(broker_id, incarnation)
+            return
+        except (CoordinatorUnavailableError, CoordinatorClosedError):
+            with self._lock:
+                session = self._sessions.get(broker_id)
+                if session is not None and session.broker.incarnation_epoch == incarnation:
+                    session.next_heartbeat_ms = self._clock.monotonic_ms() + interval_ms // 4
+                    if not session.hook_suspended:
+                        self._emit(session, SessionState.SUSPENDED)
+            self._dispatcher.run()
+            return
+        self._on_heartbeat_ok(broker_id, incarnation)
