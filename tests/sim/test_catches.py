@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from replog.broker import requests
+from replog.broker.replica_manager import ReplicaManager
 from replog.broker.requests.base import Reply
+from replog.log.log import Log
 from replog.protocol import messages as m
 from replog.testing.sim import run_seed
 
@@ -43,8 +45,56 @@ def _delete_does_nothing() -> Iterator[None]:
         requests.HANDLERS[m.DeleteTopicsRequest] = original
 
 
+@contextmanager
+def _retries_appended_twice() -> Iterator[None]:
+    """A leader appends an idempotent producer's batch again when it arrives twice (no
+    duplicate check against the producer state; wave 1 had no producer state at all)."""
+    original = Log._check_producers
+
+    def check(self: Log, produced: Any) -> None:
+        self.producers.state.check_append(produced)  # validated, but never a duplicate
+
+    Log._check_producers = check  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        Log._check_producers = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _offline_replica_keeps_fetching() -> Iterator[None]:
+    """A follower whose fsync failed (its log offline) keeps fetching, so its fetch offset
+    reports a log end never made durable and the leader counts it toward the HW (found by
+    the simulator this wave: an acks=all record lost to a power cut, FSYNC mode)."""
+    original = ReplicaManager.fetch_requests_for
+
+    def requests_for(self: ReplicaManager, leader_id: int) -> list[Any]:
+        return [
+            (tp, request)
+            for tp, replica in sorted(self.partitions.items())
+            if not replica.is_leader and replica.leader_id == leader_id
+            if (request := replica.fetch_request()) is not None
+        ]
+
+    ReplicaManager.fetch_requests_for = requests_for  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ReplicaManager.fetch_requests_for = original  # type: ignore[method-assign]
+
+
 BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
     "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (14, 27)),
+    "offline_replica_keeps_fetching": (
+        _offline_replica_keeps_fetching,
+        ("acked-record-lost",),
+        (318,),
+    ),
+    "retries_appended_twice": (
+        _retries_appended_twice,
+        ("history duplicate", "history wrong-offset"),
+        (0, 1),
+    ),
 }
 """break -> (context manager putting the defect back, violation kinds it causes, seeds)."""
 

@@ -484,10 +484,16 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     # ------------------------------------------------------------------ fetch (follower side)
 
     def fetch_requests_for(self, leader_id: int) -> list[tuple[TP, FetchRequest]]:
-        """One fetch per partition this broker follows on ``leader_id`` (one wire request)."""
+        """One fetch per partition this broker follows on ``leader_id`` (one wire request).
+        A replica whose log is offline (a failed write or fsync) fetches nothing: its fetch
+        offset would report a log end the failed fsync never made durable (FSYNC mode), and
+        the leader would count it toward the HW."""
         requests: list[tuple[TP, FetchRequest]] = []
         for tp, replica in sorted(self.partitions.items()):
             if replica.is_leader or replica.leader_id != leader_id:
+                continue
+            log = _as_log(replica)
+            if log is not None and log.is_offline:
                 continue
             request = replica.fetch_request()
             if request is not None:

@@ -34,6 +34,7 @@ VERSIONS: dict[type[Request], int] = {
     m.CreateTopicsRequest: 7,
     m.DeleteTopicsRequest: 6,
     m.CreatePartitionsRequest: 3,
+    m.InitProducerIdRequest: 4,
 }
 """The version the simulated clients send of each API (flexible versions where Kafka has them)."""
 

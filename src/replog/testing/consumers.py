@@ -276,7 +276,9 @@ class Consumer:
         if error is not ErrorCode.NONE:
             return
         if self.checked:
-            for problem in sim.checker.on_consumer_hw(self.tp, part.high_watermark):
+            for problem in sim.checker.on_consumer_hw(
+                self.tp, part.high_watermark, client=self.node
+            ):
                 sim.violation(problem)
         records = [r for r in decode_with_epochs(records_bytes(part.records)) if r[0] >= position]
         if not records:

@@ -11,7 +11,8 @@ Values are unique per send, so a value identifies a write.
 - ``lost-write``: an acknowledged acks=all send whose value the final read does not hold;
 - ``wrong-offset``: an acknowledged send read back at another offset than the ack said;
 - ``inconsistent-offset``: one offset read with two different values;
-- ``duplicate``: one value read at two different offsets (each send is attempted once);
+- ``duplicate``: one value read at two different offsets (each send is attempted once; the
+  network may deliver an idempotent one twice, which the brokers must append once);
 - ``phantom``: a value read that no client ever sent;
 - ``nonmonotonic-poll`` / ``skipped-poll``: a consumer's next record is not the one right after
   its previous record (backwards, or skipping offsets) without a seek in between;

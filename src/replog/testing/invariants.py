@@ -14,7 +14,7 @@ Checked:
   min(min ISR, replicas) members (checked against the ISR before and after the step and every
   ISR the metadata applied during the step gave it: the HW may move just before a shrink in
   the same step);
-- ``consumer-hw-decreased``: the HW answered to consumers never goes back for a partition;
+- ``consumer-hw-decreased``: the HW answered to one client never goes back for a partition;
 - ``isr-not-in-ar``: ISR is a subset of AR (stored states and every leader's view);
 - ``isr-logs-diverge``: ISR members' records below the leader's HW are identical;
 - ``acked-record-lost``: the current leader holds every acknowledged acks=all record, unchanged.
@@ -59,7 +59,8 @@ class InvariantChecker:
 
     leaders: dict[tuple[TP, int], int] = attrs.field(factory=dict)
     leader_hw: dict[tuple[int, int, TP, int], int] = attrs.field(factory=dict)
-    consumer_hw: dict[TP, int] = attrs.field(factory=dict)
+    #: (client node, partition) -> the highest HW answered to that client
+    consumer_hw: dict[tuple[int, TP], int] = attrs.field(factory=dict)
     #: tp -> offset -> value of every acknowledged acks=all record
     acked: dict[TP, dict[int, bytes]] = attrs.field(factory=dict)
     #: the min.insync.replicas the run set (wherever it set it: the check is independent of
@@ -75,12 +76,14 @@ class InvariantChecker:
         at[offset] = value
         return []
 
-    def on_consumer_hw(self, tp: TP, high_watermark: int) -> list[str]:
-        """A fetch answer told a consumer ``high_watermark``."""
-        previous = self.consumer_hw.get(tp, 0)
+    def on_consumer_hw(self, tp: TP, high_watermark: int, *, client: int) -> list[str]:
+        """An answer told the client at node ``client`` ``high_watermark``. Per client: answers
+        to different clients race on the network (one computed earlier may arrive later), so
+        only what one client sees of one partition must never go back."""
+        previous = self.consumer_hw.get((client, tp), 0)
         if high_watermark < previous:
             return [f"consumer-hw-decreased: {tp} HW {previous} -> {high_watermark}"]
-        self.consumer_hw[tp] = high_watermark
+        self.consumer_hw[(client, tp)] = high_watermark
         return []
 
     def check(

@@ -25,6 +25,7 @@ from replog.log.encoding import encode_batch
 from replog.protocol import messages as m
 from replog.testing.clients import code_of
 from replog.testing.history import Send
+from replog.testing.idempotence import Idempotence, Stamp
 from replog.testing.options import ACKS_ALL
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ class Producer:
         self._values = 0
         #: value -> the timestamp it was produced with (main topic)
         self.timestamps: dict[bytes, int] = {}
+        self.idempotence = Idempotence(sim)
 
     def start(self, delay_ms: int) -> None:
         """Produce every ``produce_interval_ms`` (jittered) during the safety phase."""
@@ -199,12 +201,16 @@ class Producer:
         acks = sim.rng.choice(sim.opts.acks)
         self._values += 1
         op: Send | None = None
+        stamp: Stamp | None = None
         if topic == TOPIC:
             value = f"v{self._values}".encode()
             op = sim.history.send(tp, value, acks)
             self.timestamps[value] = sim.clock.wall_ms()
+            if acks == ACKS_ALL:
+                stamp = self.idempotence.stamp(tp)
         else:
             value = f"c{sim.now_ms}:{self._values}".encode()  # tagged with its send time
+        producer_id, epoch, sequence = stamp or (-1, -1, -1)
         body = m.ProduceRequest(
             acks=acks,
             timeout_ms=sim.opts.produce_timeout_ms,
@@ -214,7 +220,13 @@ class Producer:
                     partition_data=[
                         m.PartitionProduceData(
                             index=tp[1],
-                            records=encode_batch([value], base_timestamp=sim.clock.wall_ms()),
+                            records=encode_batch(
+                                [value],
+                                base_timestamp=sim.clock.wall_ms(),
+                                producer_id=producer_id,
+                                producer_epoch=epoch,
+                                base_sequence=sequence,
+                            ),
                         )
                     ],
                 )
@@ -224,14 +236,20 @@ class Producer:
             PRODUCER_NODE,
             info.leader,
             body,
-            lambda answer: self._on_answer(op, answer),
+            lambda answer: self._on_answer(op, answer, tp, stamp),
             client_id="sim-producer",
             timeout_ms=sim.opts.client_timeout_ms,
-            duplicable=False,
+            duplicable=stamp is not None,  # plain sends are attempted once
         )
 
-    def _on_answer(self, op: Send | None, body: Any) -> None:
+    def _on_answer(self, op: Send | None, body: Any, tp: TP, stamp: Stamp | None) -> None:
         sim = self._sim
+        if stamp is not None:
+            answered = isinstance(body, m.ProduceResponse)
+            code = (
+                code_of(body.responses[0].partition_responses[0].error_code) if answered else None
+            )
+            self.idempotence.answered(tp, stamp, code)
         if not isinstance(body, m.ProduceResponse):
             sim.view.refresh()
             if op is not None and op.status == "pending":
@@ -317,7 +335,7 @@ class Probes:
         if error is not ErrorCode.NONE:
             return
         if kind == "latest":
-            for problem in sim.checker.on_consumer_hw(tp, part.offset):
+            for problem in sim.checker.on_consumer_hw(tp, part.offset, client=PROBE_NODE):
                 sim.violation(f"{problem} (ListOffsets latest)")
         elif kind == "earliest" and part.offset != 0:
             sim.violation(f"log-start-moved: {tp} earliest offset {part.offset}, expected 0")
