@@ -65,7 +65,7 @@ def test_a_damaged_leader_hands_over_and_repairs_itself() -> None:
         cluster.start(1)
         _wait("broker 1 back in the ISR", lambda: cluster.coordinator.get_partition_state("d", 0),
               lambda s: 1 in s.isr)  # fmt: skip
-        with Admin(cluster.bootstrap, coordinator_url=cluster.coordinator_url) as admin:
+        with Admin(cluster.bootstrap) as admin:
             admin.elect_preferred_leaders([("d", 0)])
         _wait("broker 1 leads again", lambda: cluster.coordinator.get_partition_state("d", 0),
               lambda s: s.leader == 1)  # fmt: skip

@@ -24,8 +24,10 @@ from replog.client import (
     AsyncAdmin,
     BrokerResponseError,
     ClientClosedError,
+    ElectionType,
     RetriableBrokerResponseError,
 )
+from replog.errors import ErrorCode, InvalidConfigError
 
 with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources API
@@ -56,6 +58,10 @@ TESTED = {
     "list_offsets",
     "reassign_partition",
     "elect_preferred_leaders",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "describe_log_dirs",
     "close",
     # the group methods: tests/client/test_group_admin_e2e.py
     "list_groups",
@@ -123,11 +129,11 @@ def mode(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def admin(cluster: Cluster, mode: str) -> Iterator[Any]:
     if mode == "sync":
-        sync = Admin(cluster.bootstrap, coordinator_url=cluster.coordinator_url)
+        sync = Admin(cluster.bootstrap)  # no coordinator_url: every method is a Kafka API
         yield sync
         sync.close()
     else:
-        on_loop = AsyncAdminOnLoop(cluster.bootstrap, coordinator_url=cluster.coordinator_url)
+        on_loop = AsyncAdminOnLoop(cluster.bootstrap)
         yield on_loop
         on_loop.shutdown()
 
@@ -371,8 +377,7 @@ def test_reassign_partition_moves_the_replicas_kafka_python_sees(
     before = described(kafka_admin, name)["partitions"][0]["replica_nodes"]
     (outside,) = {1, 2, 3} - set(before)
     target = [outside, before[0]]
-    queued = admin.reassign_partition(name, 0, target)
-    assert queued.payload.target_replicas == tuple(target)
+    assert admin.reassign_partition(name, 0, target) is None
     moved = wait_for(
         lambda: described(kafka_admin, name)["partitions"][0],
         lambda p: p["replica_nodes"] == target and sorted(p["isr_nodes"]) == sorted(target),
@@ -396,12 +401,136 @@ def test_elect_preferred_leaders_moves_leadership_kafka_python_sees(
         lambda p: p["replica_nodes"] == order,
     )
     assert reordered["leader_id"] == leader != preferred
-    admin.elect_preferred_leaders([(name, 0)])
+    wait_for(
+        lambda: described(kafka_admin, name)["partitions"][0],
+        lambda p: sorted(p["isr_nodes"]) == sorted(order),
+    )
+    assert admin.elect_preferred_leaders([(name, 0)]) == {(name, 0): True}
     elected = wait_for(
         lambda: described(kafka_admin, name)["partitions"][0],
         lambda p: p["leader_id"] == preferred,
     )
     assert elected["leader_epoch"] > reordered["leader_epoch"]
+    # Already led by its preferred replica: nothing to elect, no error.
+    assert admin.elect_preferred_leaders([(name, 0)]) == {(name, 0): False}
+    assert described(kafka_admin, name)["partitions"][0]["leader_epoch"] == elected["leader_epoch"]
+
+
+def test_elect_leaders_for_every_partition_is_what_kafka_python_sees(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"all-elected-{mode}"
+    kafka_create(kafka_admin, name, 2, 3)
+    before = {p["partition_index"]: p for p in described(kafka_admin, name)["partitions"]}
+    orders = {}
+    for index, p in before.items():
+        preferred = next(b for b in p["replica_nodes"] if b != p["leader_id"])
+        orders[index] = [preferred, *(b for b in p["replica_nodes"] if b != preferred)]
+    admin.alter_partition_reassignments({(name, i): order for i, order in orders.items()})
+    wait_for(
+        lambda: described(kafka_admin, name)["partitions"],
+        lambda ps: all(
+            p["replica_nodes"] == orders[p["partition_index"]] and len(p["isr_nodes"]) == 3
+            for p in ps
+        ),
+    )
+    elected = admin.elect_leaders(election_type="preferred")  # None: every partition
+    assert {(name, 0): True, (name, 1): True}.items() <= elected.items()
+    after = wait_for(
+        lambda: described(kafka_admin, name)["partitions"],
+        lambda ps: all(p["leader_id"] == orders[p["partition_index"]][0] for p in ps),
+    )
+    assert all(p["leader_epoch"] > before[p["partition_index"]]["leader_epoch"] for p in after)
+    # Every partition is led as asked now: nothing is left to elect among them.
+    assert (name, 0) not in admin.elect_leaders(election_type=ElectionType.PREFERRED)
+    assert admin.elect_leaders([(name, 0)], "unclean") == {(name, 0): False}  # it has a leader
+    with pytest.raises(RetriableBrokerResponseError) as error:
+        admin.elect_leaders([(name, 7)])
+    assert error.value.code == UNKNOWN_TOPIC_OR_PARTITION
+    with pytest.raises(InvalidConfigError):
+        admin.elect_leaders([(name, 0)], "sideways")
+
+
+def test_alter_partition_reassignments_is_what_kafka_python_sees(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"realigned-{mode}"
+    answer = kafka_admin.create_topics([NewTopic(name, replica_assignments={0: [1, 2], 1: [2, 3]})])
+    assert [t["error_code"] for t in answer["topics"]] == [0]
+    target = {(name, 0): [3, 1], (name, 1): [1, 2]}
+    assert admin.alter_partition_reassignments(target) is None
+    moved = wait_for(
+        lambda: described(kafka_admin, name)["partitions"],
+        lambda ps: all(
+            p["replica_nodes"] == target[(name, p["partition_index"])]
+            and sorted(p["isr_nodes"]) == sorted(p["replica_nodes"])
+            for p in ps
+        ),
+    )
+    assert all(p["leader_id"] in p["replica_nodes"] for p in moved)
+    # Done: no reassignment runs, as kafka-python's ListPartitionReassignments agrees.
+    tps = [(name, 0), (name, 1)]
+    assert admin.list_partition_reassignments(tps) == {}
+    assert kafka_admin.list_partition_reassignments([TopicPartition(*tp) for tp in tps]) == {}
+    with pytest.raises(BrokerResponseError) as error:
+        admin.alter_partition_reassignments({(name, 0): [1, 1]})
+    assert error.value.code == 39  # INVALID_REPLICA_ASSIGNMENT
+    with pytest.raises(RetriableBrokerResponseError) as error:
+        admin.list_partition_reassignments([(f"missing-{mode}", 0)])
+    assert error.value.code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_describe_log_dirs_lists_the_replicas_kafka_python_sees(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"stored-{mode}"
+    answer = kafka_admin.create_topics([NewTopic(name, replica_assignments={0: [1, 2], 1: [2, 3]})])
+    assert [t["error_code"] for t in answer["topics"]] == [0]
+    wait_for(lambda: described(kafka_admin, name), lambda t: t["error_code"] == 0)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
+    )
+    try:
+        for i in range(4):
+            producer.send(name, b"v%d" % i, partition=i % 2).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+
+    def sizes() -> dict[int, dict[tuple[str, int], int]]:
+        return {
+            broker: {
+                (r.topic, r.partition): r.size_bytes
+                for d in dirs
+                for r in d.replicas
+                if r.topic == name
+            }
+            for broker, dirs in admin.describe_log_dirs().items()
+        }
+
+    hosted = {1: {(name, 0)}, 2: {(name, 0), (name, 1)}, 3: {(name, 1)}}
+    ours = wait_for(
+        sizes,
+        lambda s: (
+            {b: set(tps) for b, tps in s.items()} == hosted
+            and all(size > 0 for tps in s.values() for size in tps.values())
+        ),
+    )
+    theirs = {
+        answer["broker"]: {
+            (t["name"], p["partition_index"]): p["partition_size"]
+            for d in answer["log_dirs"]
+            for t in d["topics"]
+            if t["name"] == name
+            for p in t["partitions"]
+        }
+        for answer in kafka_admin.describe_log_dirs()
+    }
+    assert theirs == ours
+    dirs = admin.describe_log_dirs([2], [(name, 1)])
+    assert list(dirs) == [2]
+    (only,) = dirs[2]
+    assert only.error == ErrorCode.NONE and only.total_bytes >= only.usable_bytes > 0
+    assert [(r.topic, r.partition) for r in only.replicas] == [(name, 1)]
 
 
 def test_close_ends_the_admin(cluster: Cluster, kafka_admin: KafkaAdminClient) -> None:

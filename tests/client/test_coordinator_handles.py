@@ -9,12 +9,14 @@ with kafka-python (an independent client), producing with acks=all and reading b
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from replog import Admin, Cluster
+from replog.client import AsyncAdmin
 from replog.coord import connect
 
 TOPIC = "handles"
@@ -56,9 +58,22 @@ def _produce_and_read(cluster: Cluster, values: list[bytes]) -> list[bytes]:
 def test_closing_an_admin_with_a_coordinator_url_leaves_the_brokers_working(
     cluster: Cluster,
 ) -> None:
-    admin = Admin(cluster.bootstrap, coordinator_url=cluster.coordinator_url)
-    admin.elect_preferred_leaders([(TOPIC, 0)])  # opens the admin's coordinator handle
+    # coordinator_url is deprecated and ignored now (the election is a Kafka API), but an old
+    # caller passing it still works and still leaves the brokers alone.
+    with pytest.warns(DeprecationWarning, match="coordinator_url"):
+        admin = Admin(cluster.bootstrap, coordinator_url=cluster.coordinator_url)
+    assert admin.elect_preferred_leaders([(TOPIC, 0)]) == {(TOPIC, 0): False}
     admin.close()
+
+    async def async_admin() -> None:
+        with pytest.warns(DeprecationWarning, match="coordinator_url"):
+            started = await AsyncAdmin.start(
+                cluster.bootstrap, coordinator_url=cluster.coordinator_url
+            )
+        async with started:
+            assert await started.elect_preferred_leaders([(TOPIC, 0)]) == {(TOPIC, 0): False}
+
+    asyncio.run(async_admin())
     assert _produce_and_read(cluster, [b"a", b"b"]) == [b"a", b"b"]
 
 

@@ -30,6 +30,12 @@ from replog.client.errors import (
 from replog.client.fetching import ConsumerRecord
 from replog.client.group import CommitFailedError, OffsetAndMetadata
 from replog.client.offsets import OffsetAndTimestamp
+from replog.client.partition_admin import (
+    ElectionType,
+    LogDirDescription,
+    PartitionReassignment,
+    ReplicaLogDescription,
+)
 from replog.client.partitioner import murmur2, partition_for_key
 from replog.client.producer import AsyncProducer, Producer, ProducerConfig
 from replog.client.sync_consumer import Consumer
@@ -49,14 +55,18 @@ __all__ = [
     "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
+    "ElectionType",
+    "LogDirDescription",
     "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionDescription",
+    "PartitionReassignment",
     "Producer",
     "ProducerConfig",
     "RecordMetadata",
+    "ReplicaLogDescription",
     "RetriableBrokerResponseError",
     "TopicDescription",
     "murmur2",

@@ -1,21 +1,21 @@
 """Cluster administration: ``AsyncAdmin`` (asyncio) and ``Admin`` (synchronous facade).
 
-Topic operations use the Kafka APIs replog serves (CreateTopics, DeleteTopics,
-CreatePartitions, Metadata, ListOffsets), sent to the controller the metadata names (another
-broker after NOT_CONTROLLER). Partition reassignment and preferred-leader election are not
-Kafka APIs in replog's served subset: given ``coordinator_url`` (the cluster's coordination
-backend, e.g. ``Cluster.coordinator_url``), the admin queues them for the controller through the
-coordinator's admin queue and returns the queued ``AdminRequest``; the controller carries them
-out asynchronously (watch ``describe_topics``).
+Everything goes through the Kafka APIs replog serves. Topic operations (CreateTopics,
+DeleteTopics, CreatePartitions, Metadata, ListOffsets) are sent to the controller the metadata
+names (another broker after NOT_CONTROLLER); configs through DescribeConfigs /
+IncrementalAlterConfigs, DeleteRecords to the partitions' leaders.
 
-Consumer-group methods (list, describe and delete groups; list, alter and delete their
-offsets) come from ``group_admin``.
+Partition methods (leader elections, reassignments, log dirs) come from ``partition_admin``;
+they need nothing but the brokers -- ``coordinator_url``, which they once needed, is accepted
+for old callers, ignored, and deprecated. Consumer-group methods (list, describe and delete
+groups; list, alter and delete their offsets) come from ``group_admin``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,12 +24,10 @@ import attrs
 from replog.client import admin_ops
 from replog.client._sync import LoopThread
 from replog.client.connection import ClusterClient, now_ms
-from replog.client.errors import BrokerResponseError, ConnectionLostError, error_for_code
+from replog.client.errors import BrokerResponseError, error_for_code
 from replog.client.group_admin import AsyncGroupAdmin, GroupAdmin
 from replog.client.offsets import ask_leader
-from replog.coord import connect
-from replog.coord.contract import Coordinator
-from replog.coord.types import CONTROLLER_TARGET, AdminRequest, PreferredElection, ReassignPartition
+from replog.client.partition_admin import AsyncPartitionAdmin, PartitionAdmin, to_controller
 from replog.errors import ErrorCode, InvalidConfigError, RequestTimeoutError
 from replog.protocol.messages import (
     EARLIEST_TIMESTAMP,
@@ -63,8 +61,6 @@ __all__ = [
     "PartitionDescription",
     "TopicDescription",
 ]
-
-_CONTROLLER_TRIES = 5
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +103,9 @@ class ClusterDescription:
     cluster_id: str | None = None
 
 
+_CONTROLLER_TRIES = 5
+
+
 def delete_topics_request(names: list[str], timeout_ms: int, version: int) -> DeleteTopicsRequest:
     """DeleteTopics for ``names`` at ``version``: v6 names topics in ``topics`` (name or id),
     v1-v5 in ``topic_names``."""
@@ -117,15 +116,21 @@ def delete_topics_request(names: list[str], timeout_ms: int, version: int) -> De
     return DeleteTopicsRequest(topic_names=names, timeout_ms=timeout_ms)
 
 
-class AsyncAdmin(AsyncGroupAdmin):
+def warn_coordinator_url(stacklevel: int) -> None:
+    """The DeprecationWarning for passing ``coordinator_url`` to an admin client."""
+    warnings.warn(
+        "coordinator_url is deprecated and ignored: reassignment and leader election go "
+        "through the Kafka API (AlterPartitionReassignments, ElectLeaders)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin):
     """Asyncio admin client (see module doc). Create with ``await AsyncAdmin.start(...)``."""
 
-    def __init__(
-        self, client: ClusterClient, coordinator_url: str | None, request_timeout_ms: int
-    ) -> None:
+    def __init__(self, client: ClusterClient, request_timeout_ms: int) -> None:
         self._client = client
-        self._coordinator_url = coordinator_url
-        self._coordinator: Coordinator | None = None
         self.request_timeout_ms = request_timeout_ms
 
     @classmethod
@@ -137,11 +142,14 @@ class AsyncAdmin(AsyncGroupAdmin):
         request_timeout_ms: int = 30_000,
         client_id: str = "replog-admin",
     ) -> AsyncAdmin:
-        """An admin client for the cluster at ``bootstrap``."""
+        """An admin client for the cluster at ``bootstrap``. ``coordinator_url`` is deprecated
+        and ignored: every admin API goes through the brokers."""
+        if coordinator_url is not None:
+            warn_coordinator_url(stacklevel=3)
         client = ClusterClient.from_bootstrap(
             bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms + 5_000
         )
-        return cls(client, coordinator_url, request_timeout_ms)
+        return cls(client, request_timeout_ms)
 
     async def __aenter__(self) -> AsyncAdmin:
         return self
@@ -152,24 +160,7 @@ class AsyncAdmin(AsyncGroupAdmin):
     async def _to_controller(
         self, request: Message | Callable[[int], Message], response_type: type[Any]
     ) -> Any:
-        """Send to the controller, following NOT_CONTROLLER / lost connections a few times.
-        ``request`` is a message, or a function from the negotiated version of
-        ``response_type``'s API to the message (for requests whose fields vary by version)."""
-        last: Exception | None = None
-        for _ in range(_CONTROLLER_TRIES):
-            try:
-                await self._client.refresh_metadata()
-                controller = await self._client.controller()
-                if isinstance(request, Message):
-                    message = request
-                else:
-                    version = await self._client.api_version(controller, response_type.API)
-                    message = request(version)
-                return await self._client.send(controller, message, response_type)
-            except (ConnectionLostError, RequestTimeoutError) as exc:
-                last = exc
-                await asyncio.sleep(0.1)
-        raise last if last is not None else ConnectionLostError("no controller reachable")
+        return await to_controller(self._client, request, response_type)
 
     async def create_topics(
         self,
@@ -387,53 +378,17 @@ class AsyncAdmin(AsyncGroupAdmin):
         watermark); returns each partition's new low watermark (earliest offset)."""
         return await admin_ops.delete_records(self._client, offsets, self.request_timeout_ms)
 
-    # -- through the coordinator --------------------------------------------------------------
-
-    async def _coordinator_submit(
-        self, payload: ReassignPartition | PreferredElection
-    ) -> AdminRequest:
-        if self._coordinator_url is None:
-            raise InvalidConfigError(
-                "reassignment and preferred election need coordinator_url (not Kafka APIs)"
-            )
-        if self._coordinator is None:
-            self._coordinator = await asyncio.to_thread(connect, self._coordinator_url)
-        coordinator = self._coordinator
-        return await asyncio.to_thread(
-            coordinator.submit_admin_request,
-            CONTROLLER_TARGET,
-            payload,
-            timeout_ms=self.request_timeout_ms,
-        )
-
-    async def reassign_partition(
-        self, topic: str, partition: int, replicas: Sequence[int] | None
-    ) -> AdminRequest:
-        """Queue moving ``topic-partition`` to ``replicas`` (None cancels a running one)."""
-        target = None if replicas is None else tuple(replicas)
-        return await self._coordinator_submit(
-            ReassignPartition(topic=topic, partition=partition, target_replicas=target)
-        )
-
-    async def elect_preferred_leaders(
-        self, partitions: Iterable[TopicPartitionLike] | None = None
-    ) -> AdminRequest:
-        """Queue a preferred-leader election for ``partitions`` (None: all)."""
-        return await self._coordinator_submit(PreferredElection(partitions=tuple(partitions or ())))
-
     async def close(self) -> None:
-        """Close connections (and the coordinator handle)."""
+        """Close connections."""
         await self._client.close()
-        coordinator, self._coordinator = self._coordinator, None
-        if coordinator is not None:
-            with contextlib.suppress(Exception):
-                coordinator.close()
 
 
-class Admin(GroupAdmin["AsyncAdmin"]):
+class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"]):
     """The synchronous admin client: an ``AsyncAdmin`` on a background event loop."""
 
     def __init__(self, bootstrap: str | Sequence[str], **options: Any) -> None:
+        if options.pop("coordinator_url", None) is not None:
+            warn_coordinator_url(stacklevel=3)
         self._loop = LoopThread("replog-admin")
         try:
             self._admin = self._loop.run(AsyncAdmin.start(bootstrap, **options))
@@ -513,19 +468,6 @@ class Admin(GroupAdmin["AsyncAdmin"]):
     ) -> dict[TopicPartitionLike, int]:
         """See ``AsyncAdmin.delete_records``."""
         return self._loop.run(self._admin.delete_records(dict(offsets)))
-
-    def reassign_partition(
-        self, topic: str, partition: int, replicas: Sequence[int] | None
-    ) -> AdminRequest:
-        """See ``AsyncAdmin.reassign_partition``."""
-        return self._loop.run(self._admin.reassign_partition(topic, partition, replicas))
-
-    def elect_preferred_leaders(
-        self, partitions: Iterable[TopicPartitionLike] | None = None
-    ) -> AdminRequest:
-        """See ``AsyncAdmin.elect_preferred_leaders``."""
-        tps = None if partitions is None else list(partitions)
-        return self._loop.run(self._admin.elect_preferred_leaders(tps))
 
     def close(self) -> None:
         """Close connections and stop the loop thread. Idempotent."""
