@@ -99,3 +99,42 @@ def test_a_fenced_registration_leads_nothing_until_admitted(tmp_path: object) ->
                        incarnation_epoch=1, broker=admitted)], 2
     )  # fmt: skip
     assert replica.is_leader and replica.leader_epoch == 3
+
+
+def test_a_registration_gone_from_the_image_leads_nothing(tmp_path: object) -> None:
+    """Once the image has shown this incarnation's registration, its disappearance (the
+    session expired) fences it: a state naming this broker leader is not acted on, as while it
+    was fenced (found by the simulator: a broker that registered unclean and lost its session
+    before being admitted led on from a log that had lost its tail)."""
+    from replog.coord.types import BrokerChanged, BrokerChangeReason, BrokerInfo, MetadataSnapshot
+
+    rm = _manager(tmp_path, 1)
+    fenced = BrokerInfo(broker_id=1, incarnation_epoch=1, host="h", port=1, fenced=True,
+                        admitted=False, clean_shutdown=False)  # fmt: skip
+    snapshot = MetadataSnapshot(seq=1, brokers={1: fenced}, topics={}, partitions={},
+                                controller=None, controller_epoch=0)  # fmt: skip
+    rm.apply_snapshot(snapshot, 0)
+    assert rm.is_fenced_here()
+    rm.apply_changes(
+        [BrokerChanged(seq=2, reason=BrokerChangeReason.EXPIRED, broker_id=1,
+                       incarnation_epoch=1, broker=None)], 1
+    )  # fmt: skip
+    assert rm.is_fenced_here()
+    state = PartitionState(replicas=(1,), leader=1, leader_epoch=0, isr=(1,), partition_epoch=0)
+    rm.apply_partition_state("t", 0, state, 2)
+    replica = rm.partition("t", 0)
+    assert replica is not None and not replica.is_leader
+    _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), 1, 3)
+    assert result is not None and result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_follower_whose_log_went_offline_fetches_nothing(tmp_path: object) -> None:
+    """A failed fsync takes the log offline; the follower then sends no fetch, whose offset
+    would report a log end the fsync never made durable (found by the simulator: the leader
+    counted it toward the HW, and a power cut lost an acks=all record in FSYNC mode)."""
+    follower = _manager(tmp_path, 2)
+    state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=0, isr=(1, 2))
+    follower.apply_partition_state("t", 0, state, 0)
+    assert [tp for tp, _ in follower.fetch_requests_for(1)] == [("t", 0)]
+    follower.fail_flush(("t", 0), "injected fsync failure")
+    assert follower.fetch_requests_for(1) == []

@@ -70,3 +70,21 @@ def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> Non
     state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=1, isr=(1, 2), partition_epoch=1)
     rm.apply_partition_state("t", 0, state, 1)
     assert rm.partition("t", 0) is None  # not served here until a restart recovers the log
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open: KIP-966 balanced recovery elects the last known leader after its unclean "
+        "restart. Seed 318 (REPLICATED durability, rf 2, min ISR 1): broker 1's session "
+        "bounces, so the controller takes its new incarnation out of the ISR while leader 2 "
+        "is down after losing power (and its unsynced tail); when 2 comes back it is elected "
+        "as the last known leader with an empty log and the acknowledged records broker 1 "
+        "still holds are gone. Not electing an unclean last leader leaves partitions whose "
+        "whole ISR crashed leaderless for good (9 of 80 seeds); the fix is Kafka's unclean "
+        "recovery, electing the replica with the longest log among the last known ones."
+    ),
+)
+def test_seed_318_last_known_leader_after_an_unclean_restart() -> None:
+    result = run_seed(318, known=KNOWN)
+    assert result.ok, result.violations

@@ -133,6 +133,8 @@ class BrokerDriver:
         self.requests = ClientRequests(self.outbox, DriverServices(self), self._submit_for_client)
         self.producer_ids = ProducerIdManager(config.broker_id)
         self._rm: ReplicaManager | None = None
+        #: this process registered unclean (KIP-966) and the controller has not admitted it yet
+        self._unclean_unadmitted = False
         self._flush_token: int | None = None
         self._pending_flush: list[tuple[TP, PendingFlush]] = []
         self._after_flush: list[Callable[[], None]] = []
@@ -206,6 +208,7 @@ class BrokerDriver:
         # FSYNC never counts an unflushed offset (toward the HW or ISR membership), so a crash
         # cannot lose what this broker vouched for: only REPLICATED needs the marker (KIP-966).
         clean = self.log_manager.had_clean_shutdown or config.durability is DurabilityMode.FSYNC
+        self._unclean_unadmitted = not clean
         self.metadata.register(now_ms, clean_shutdown=clean, then=self._registered)
 
     def _registered(self, info: BrokerInfo) -> None:
@@ -245,6 +248,7 @@ class BrokerDriver:
         loaded = self.state is BrokerState.FENCED and self._metadata_loaded
         if loaded and not self.rm.is_fenced_here():
             self.state = BrokerState.ONLINE
+            self._unclean_unadmitted = False  # the controller has handled the unclean start
             _log.info("broker %s online, incarnation %s", self.broker_id, self.incarnation_epoch)
 
     def registration_failed(self, error: BaseException) -> None:
@@ -442,8 +446,16 @@ class BrokerDriver:
                 replica.broker_epoch = info.incarnation_epoch
             rm.set_metadata_current(True)
 
-        # This process keeps its whole log: the new incarnation is clean.
-        self.metadata.register(self.now_ms, clean_shutdown=True, then=registered, give_up=False)
+        # This process keeps its whole log: the new incarnation is clean -- unless this process
+        # started unclean and lost its session before the controller admitted it: then the
+        # unclean start is still to be handled (KIP-966), or a replica that lost its unflushed
+        # tail would lead on as if it had not.
+        self.metadata.register(
+            self.now_ms,
+            clean_shutdown=not self._unclean_unadmitted,
+            then=registered,
+            give_up=False,
+        )
 
     def coordinator_unavailable(self, what: str, error: BaseException | None) -> None:
         """A coordinator read failed; the next tick tries again."""

@@ -136,6 +136,8 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     _deferred_leads: set[TP] = attrs.field(init=False, factory=set)
     #: partition -> first damaged offset of a replica a read found damaged (not yet repaired)
     damaged: dict[TP, int] = attrs.field(init=False, factory=dict)
+    #: the image has shown this incarnation's registration (its absence since means expired)
+    _registration_seen: bool = attrs.field(init=False, default=False)
     _out_damaged: list[tuple[TP, int]] = attrs.field(init=False, factory=list)
     _held_produce: list[tuple[TP, ProduceResult]] = attrs.field(init=False, factory=list)
 
@@ -145,6 +147,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         """Replace the image with ``snapshot``, delete stray logs, and bring every hosted
         replica in line."""
         self.brokers = dict(snapshot.brokers)
+        self.is_fenced_here()  # notes whether this incarnation's registration is in the image
         self.controller = snapshot.controller
         self.broker_configs = dict(snapshot.broker_configs)
         for topic in set(self.topics) - set(snapshot.topics):
@@ -171,6 +174,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                         del self.brokers[change.broker_id]
                 else:
                     self.brokers[change.broker_id] = change.broker
+                    self.is_fenced_here()  # notes this incarnation's registration
                 self._push_eligibility()
                 if change.broker_id == self.broker_id:
                     self._resume_deferred_leads(now_ms)
@@ -240,9 +244,15 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     def is_fenced_here(self) -> bool:
         """This incarnation's registration is fenced (the controller has not admitted it yet),
-        or the image names another incarnation of this broker: it leads nothing."""
+        the image names another incarnation of this broker, or none (its session expired and
+        the registration went with it): it leads nothing. A broker that re-registered unclean
+        and then lost its session would otherwise lead on from a log that lost its tail."""
         info = self.brokers.get(self.broker_id)
-        return info is not None and (info.fenced or info.incarnation_epoch != self.broker_epoch)
+        if info is None:
+            return self._registration_seen  # gone since (no image at all: tests without one)
+        if info.incarnation_epoch == self.broker_epoch:
+            self._registration_seen = True
+        return info.fenced or info.incarnation_epoch != self.broker_epoch
 
     def _resume_deferred_leads(self, now_ms: int) -> None:
         if self.is_fenced_here() or not self._deferred_leads:
