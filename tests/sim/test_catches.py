@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from replog.broker import requests
-from replog.broker.replica_manager import ReplicaManager
 from replog.broker.requests.base import Reply
 from replog.log.log import Log
 from replog.protocol import messages as m
@@ -61,35 +60,8 @@ def _retries_appended_twice() -> Iterator[None]:
         Log._check_producers = original  # type: ignore[method-assign]
 
 
-@contextmanager
-def _offline_replica_keeps_fetching() -> Iterator[None]:
-    """A follower whose fsync failed (its log offline) keeps fetching, so its fetch offset
-    reports a log end never made durable and the leader counts it toward the HW (found by
-    the simulator this wave: an acks=all record lost to a power cut, FSYNC mode)."""
-    original = ReplicaManager.fetch_requests_for
-
-    def requests_for(self: ReplicaManager, leader_id: int) -> list[Any]:
-        return [
-            (tp, request)
-            for tp, replica in sorted(self.partitions.items())
-            if not replica.is_leader and replica.leader_id == leader_id
-            if (request := replica.fetch_request()) is not None
-        ]
-
-    ReplicaManager.fetch_requests_for = requests_for  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ReplicaManager.fetch_requests_for = original  # type: ignore[method-assign]
-
-
 BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
     "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (14, 27)),
-    "offline_replica_keeps_fetching": (
-        _offline_replica_keeps_fetching,
-        ("acked-record-lost",),
-        (318,),
-    ),
     "retries_appended_twice": (
         _retries_appended_twice,
         ("history duplicate", "history wrong-offset"),
