@@ -35,6 +35,8 @@ VERSIONS: dict[type[Request], int] = {
     m.DeleteTopicsRequest: 6,
     m.CreatePartitionsRequest: 3,
     m.InitProducerIdRequest: 4,
+    m.ElectLeadersRequest: 2,
+    m.AlterPartitionReassignmentsRequest: 0,
 }
 """The version the simulated clients send of each API (flexible versions where Kafka has them)."""
 

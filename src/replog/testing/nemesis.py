@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from replog.coord.types import CONTROLLER_TARGET, PreferredElection, ReassignPartition
 from replog.errors import ErrorCode
 from replog.isr import DurabilityMode
@@ -224,26 +226,58 @@ class Nemesis:
         self._send_admin(body, f"add partition {count} to {TOPIC}", added)
 
     def _admin_reassign(self) -> None:
+        """AlterPartitionReassignments of one partition onto a random set of brokers, or, one
+        time in four, the same through the controller's admin queue (as before the Kafka API)."""
         sim = self._sim
         partitions = sim.main_partitions()
         if not partitions:
             return
         tp = sim.rng.choice(partitions)
         target = tuple(sim.rng.sample(sorted(sim.brokers), sim.opts.replication_factor))
-        sim.trace(f"reassign {tp} to {list(target)}")
-        sim.coordinator.submit_admin_request(
-            CONTROLLER_TARGET,
-            ReassignPartition(topic=tp[0], partition=tp[1], target_replicas=target),
+        if sim.rng.random() < 0.25:
+            sim.trace(f"reassign {tp} to {list(target)} (admin queue)")
+            sim.coordinator.submit_admin_request(
+                CONTROLLER_TARGET,
+                ReassignPartition(topic=tp[0], partition=tp[1], target_replicas=target),
+            )
+            return
+        body = m.AlterPartitionReassignmentsRequest(
+            timeout_ms=1_000,
+            topics=[
+                m.ReassignableTopic(
+                    name=tp[0],
+                    partitions=[
+                        m.ReassignablePartition(partition_index=tp[1], replicas=list(target))
+                    ],
+                )
+            ],
         )
+        # The answer says the controller took the reassignment; it may still be in progress or
+        # be cancelled later, so there is no effect to check beyond the other invariants.
+        self._send_admin(body, f"reassign {tp} to {list(target)}", lambda: None)
 
     def _admin_preferred_election(self) -> None:
+        """ElectLeaders (preferred, or one time in four through the admin queue)."""
         sim = self._sim
         partitions = sim.main_partitions()
         chosen = tuple(tp for tp in partitions if sim.rng.random() < 0.5)
-        sim.trace(f"preferred election of {list(chosen) or 'every partition'}")
-        sim.coordinator.submit_admin_request(
-            CONTROLLER_TARGET, PreferredElection(partitions=chosen)
+        if sim.rng.random() < 0.25:
+            sim.trace(f"preferred election of {list(chosen) or 'every partition'} (admin queue)")
+            sim.coordinator.submit_admin_request(
+                CONTROLLER_TARGET, PreferredElection(partitions=chosen)
+            )
+            return
+        body = m.ElectLeadersRequest(
+            election_type=0,
+            topic_partitions=[
+                m.ElectLeadersTopicPartitions(topic=TOPIC, partitions=[p for _, p in chosen])
+            ]
+            if chosen
+            else None,
+            timeout_ms=1_000,
         )
+        what = f"preferred election of {list(chosen) or 'every partition'}"
+        self._send_admin(body, what, lambda: None)
 
     def _admin_churn_topic(self) -> None:
         sim = self._sim
@@ -302,12 +336,24 @@ class Nemesis:
 
 
 def _outcome(answer: Any) -> str:
-    """A one-line summary of an admin answer's error codes."""
+    """A one-line summary of an admin answer's error codes (every ``error_code`` in it)."""
     if answer is None:
         return "no answer"
+    codes = [c for c in _error_codes(answer) if c != 0] or [0]
+    return ",".join(code_of(c).name for c in codes)
+
+
+def _error_codes(value: Any) -> list[int]:
+    """Every ``error_code`` field in a response, nested structs and lists included."""
+    if isinstance(value, list):
+        return [c for item in value for c in _error_codes(item)]
+    if not attrs.has(type(value)):
+        return []
     codes: list[int] = []
-    for result in getattr(answer, "results", None) or getattr(answer, "responses", None) or []:
-        codes.append(result.error_code)
-    for topic in getattr(answer, "topics", None) or []:
-        codes.append(topic.error_code)
-    return ",".join(code_of(c).name for c in codes) or ErrorCode.NONE.name
+    for field in attrs.fields(type(value)):
+        item = getattr(value, field.name)
+        if field.name == "error_code" and isinstance(item, int):
+            codes.append(item)
+        elif isinstance(item, list) or attrs.has(type(item)):
+            codes.extend(_error_codes(item))
+    return codes
