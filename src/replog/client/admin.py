@@ -371,6 +371,19 @@ class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin):
             self._client, topic, set_configs or {}, list(delete_configs)
         )
 
+    async def alter_broker_configs(
+        self,
+        broker_id: int | None,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+    ) -> None:
+        """Change the dynamic configs of broker ``broker_id`` (None: the cluster-wide default)
+        with IncrementalAlterConfigs; a key the brokers do not accept dynamically raises the
+        error for INVALID_CONFIG."""
+        await admin_ops.alter_broker_configs(
+            self._client, broker_id, set_configs or {}, list(delete_configs)
+        )
+
     async def delete_records(
         self, offsets: Mapping[TopicPartitionLike, int]
     ) -> dict[TopicPartitionLike, int]:
@@ -462,6 +475,17 @@ class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"]):
     ) -> None:
         """See ``AsyncAdmin.alter_configs``."""
         self._loop.run(self._admin.alter_configs(topic, set_configs, list(delete_configs)))
+
+    def alter_broker_configs(
+        self,
+        broker_id: int | None,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+    ) -> None:
+        """See ``AsyncAdmin.alter_broker_configs``."""
+        self._loop.run(
+            self._admin.alter_broker_configs(broker_id, set_configs, list(delete_configs))
+        )
 
     def delete_records(
         self, offsets: Mapping[TopicPartitionLike, int]
