@@ -249,22 +249,24 @@ def _compact(document: dict[str, Any]) -> str:
     return json.dumps(document, separators=(",", ":"))
 
 
-def _validated_current(admin: Admin, targets: Assignment) -> Assignment:
+def _validated_current(admin: Admin, targets: Assignment, *, live: bool = False) -> Assignment:
     """The current replicas of ``targets``' partitions, after checking that the topics and
-    partitions exist and that every target broker is in the cluster."""
+    partitions exist and (``live``: before a reassignment starts) that every target broker is
+    in the cluster."""
     topics = sorted({t for t, _ in targets})
     current = _assignment(admin, topics)
     missing = [f"{t}-{p}" for t, p in sorted(targets) if (t, p) not in current]
     if missing:
         raise ToolError(f"unknown partitions: {', '.join(missing)}")
-    live = _live_brokers(admin)
-    for (topic, partition), replicas in sorted(targets.items()):
-        _check_brokers(replicas, live, f"{topic}-{partition}")
+    if live:
+        brokers = _live_brokers(admin)
+        for (topic, partition), replicas in sorted(targets.items()):
+            _check_brokers(replicas, brokers, f"{topic}-{partition}")
     return {tp: current[tp] for tp in sorted(targets)}
 
 
 def _execute(admin: Admin, args: argparse.Namespace, targets: Assignment) -> int:
-    current = _validated_current(admin, targets)
+    current = _validated_current(admin, targets, live=True)
     rollback = reassignment_document(current)
     if args.output == "text":
         print(f"Current partition replica assignment\n\n{_compact(rollback)}\n")
