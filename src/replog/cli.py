@@ -9,8 +9,11 @@ Commands so far:
   on a bad config file.
 - ``controller --node-id N --voters 1@host:port,... --data-dir D`` runs one voter of the
   built-in metadata quorum (``replog.quorum.main``; brokers use ``raft://...``).
-- the operator tools of ``replog.tools`` (``topics``, ...), which manage a running cluster
-  through the Kafka protocol. Exit status: 0 done, 1 the operation failed, 2 usage error.
+- the operator tools of ``replog.tools``, which manage a running cluster through the Kafka
+  protocol: ``topics``, ``state-change-log``, ``reassign`` (generate / execute / verify /
+  cancel partition reassignments in Kafka's JSON formats; ``--add-brokers`` and
+  ``--remove-brokers`` plans) and ``elect-leaders`` (preferred or unclean). Exit status: 0 done,
+  1 the operation failed, 2 usage error.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from replog import Cluster
+from replog.broker.config import BrokerConfig
 from replog.cli import main
 
 with warnings.catch_warnings():
@@ -370,3 +371,39 @@ def test_usage_errors_exit_2_without_touching_the_cluster(
         main(["reassign", "--bootstrap-server", "127.0.0.1:1", *args])
     assert exit_.value.code == 2
     assert "usage: replog reassign" in capsys.readouterr().err
+
+
+def test_generate_spreads_partitions_over_the_racks_metadata_reports(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    racks = {1: "east", 2: "east", 3: "west", 4: "west"}
+    configs = [
+        BrokerConfig(
+            broker_id=i,
+            log_dirs=(str(tmp_path / f"broker-{i}"),),
+            coordinator="memory://reassign-racks",
+            rack=rack,
+            session_timeout_ms=2_000,
+            heartbeat_interval_ms=200,
+        )
+        for i, rack in racks.items()
+    ]
+    with Cluster(configs, base_dir=str(tmp_path), owns_base_dir=False) as cluster:
+        for broker_id in racks:
+            cluster.start(broker_id)
+        create(cluster, "racked", "1:2,3:4")  # balanced, but each partition in one rack
+        kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            seen = {b["broker_id"]: b["rack"] for b in kafka_admin.describe_cluster()["brokers"]}
+        finally:
+            kafka_admin.close()
+        assert seen == racks
+        topics = topics_file(tmp_path, "racked")
+        onto = ("--topics-to-move-json-file", topics, "--broker-list", "1,2,3,4")
+        proposed = as_map(generate_json(cluster, capsys, *onto)["proposed"])
+        assert len(proposed) == 2
+        for replicas in proposed.values():
+            assert {racks[b] for b in replicas} == {"east", "west"}
+        assert Counter(b for r in proposed.values() for b in r) == Counter([1, 2, 3, 4])
+        ignoring = generate_json(cluster, capsys, *onto, "--disable-rack-aware")["proposed"]
+        assert ignoring["partitions"] == []  # balanced already: nothing to move
