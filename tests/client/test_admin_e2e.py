@@ -59,6 +59,8 @@ TESTED = {
     "reassign_partition",
     "elect_preferred_leaders",
     "elect_leaders",
+    "elect_leaders_results",
+    "alter_broker_configs",
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_log_dirs",
@@ -308,6 +310,32 @@ def test_alter_configs_is_what_kafka_python_describes(
     assert error.value.code == 40  # INVALID_CONFIG
 
 
+def kafka_broker_configs(kafka_admin: KafkaAdminClient, broker_id: int) -> dict[str, Any]:
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
+    result = kafka_admin.describe_configs([resource], config_filter="all")
+    return dict(result["broker"][str(broker_id)])
+
+
+def test_alter_broker_configs_is_what_kafka_python_describes(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    broker_id = 1 if mode == "sync" else 2
+    admin.alter_broker_configs(broker_id, {"log.retention.ms": "7200000"})
+    theirs = wait_for(
+        lambda: kafka_broker_configs(kafka_admin, broker_id),
+        lambda c: c["log.retention.ms"]["value"] == "7200000",
+    )
+    assert theirs["log.retention.ms"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    admin.alter_broker_configs(broker_id, delete_configs=["log.retention.ms"])
+    theirs = wait_for(
+        lambda: kafka_broker_configs(kafka_admin, broker_id),
+        lambda c: c["log.retention.ms"]["config_source"] != "DYNAMIC_BROKER_CONFIG",
+    )
+    with pytest.raises(BrokerResponseError) as error:  # replog does not throttle replication
+        admin.alter_broker_configs(broker_id, {"leader.replication.throttled.rate": "1000"})
+    assert error.value.code == ErrorCode.INVALID_CONFIG
+
+
 def test_delete_records_moves_what_kafka_python_sees_as_earliest(
     admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
 ) -> None:
@@ -447,6 +475,10 @@ def test_elect_leaders_for_every_partition_is_what_kafka_python_sees(
     with pytest.raises(RetriableBrokerResponseError) as error:
         admin.elect_leaders([(name, 7)])
     assert error.value.code == UNKNOWN_TOPIC_OR_PARTITION
+    # elect_leaders_results answers every partition instead of raising the first failure
+    results = admin.elect_leaders_results([(name, 0), (name, 7)], "preferred")
+    assert results[(name, 0)].error == ErrorCode.ELECTION_NOT_NEEDED
+    assert results[(name, 7)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     with pytest.raises(InvalidConfigError):
         admin.elect_leaders([(name, 0)], "sideways")
 

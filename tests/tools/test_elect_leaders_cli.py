@@ -68,7 +68,10 @@ def kafka_partitions(kafka_admin: KafkaAdminClient, name: str) -> dict[int, dict
     """Partition -> kafka-python's description (leader_id, replica_nodes, isr_nodes)."""
 
     def read() -> dict[str, Any]:
-        (topic,) = kafka_admin.describe_topics([name])
+        try:
+            (topic,) = kafka_admin.describe_topics([name])
+        except KafkaError:  # a restarted broker's connection: ask again
+            return {"error_code": -1}
         return dict(topic)
 
     topic = wait_for(read, lambda t: t["error_code"] == 0)
