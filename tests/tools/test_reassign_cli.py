@@ -223,6 +223,13 @@ def test_a_stalled_reassignment_is_in_progress_times_out_and_cancels(
         assert captured.err == "replog reassign: not complete after 1000 ms\n"
         stalled = wait_for(lambda: replicas_through(cluster, 2, "stalled"), bool)
         assert stalled == {0: [2, 3]}  # adding 3
+        assert reassign(cluster, *execute) == 1  # already running
+        err = capsys.readouterr().err
+        assert "reassignments are already running for stalled-0" in err and "--additional" in err
+        assert reassign(cluster, *execute, "--additional", "--output", "json") == 0
+        assert json.loads(capsys.readouterr().out)["started"] == [
+            {"topic": "stalled", "partition": 0}
+        ]
         verify = ("--verify", "--reassignment-json-file", plan_file, "--output", "json")
         assert reassign(cluster, *verify) == 0
         (state,) = json.loads(capsys.readouterr().out)["partitions"]
@@ -369,6 +376,7 @@ def test_generate_errors_name_the_bad_input(
         ["--generate", "--add-brokers", "4", "--remove-brokers", "3"],
         ["--execute"],  # no reassignment file
         ["--verify", "--reassignment-json-file", "f", "--throttle", "10"],
+        ["--verify", "--reassignment-json-file", "f", "--additional"],
         ["--execute", "--reassignment-json-file", "f", "--throttle", "-1"],
         ["--execute", "--generate"],
         ["--cancel", "--reassignment-json-file", "f", "--broker-list", "1"],

@@ -12,11 +12,13 @@ Exactly one action:
   partition over racks when the brokers have racks (``--disable-rack-aware``: ignore them).
   Prints the current and the proposed assignment of the partitions the plan changes.
 - ``--execute --reassignment-json-file F``: print the current assignment (save it to roll
-  back), then start the reassignment. ``--throttle BYTES_PER_S`` first asks the brokers for
-  Kafka's replication throttle (the broker configs ``leader/follower.replication.throttled.
-  rate`` and the topic configs ``leader/follower.replication.throttled.replicas``); brokers
-  that refuse it fail the command before anything moves. ``--wait`` follows the reassignment
-  until every partition is complete (a progress bar on a terminal, plain lines otherwise).
+  back), then start the reassignment (refused while one of F's partitions is being
+  reassigned, unless ``--additional``: then the running ones get F's targets).
+  ``--throttle BYTES_PER_S`` first asks the brokers for Kafka's replication throttle (the
+  broker configs ``leader/follower.replication.throttled.rate`` and the topic configs
+  ``leader/follower.replication.throttled.replicas``); brokers that refuse it fail the command
+  before anything moves. ``--wait`` follows the reassignment until every partition is
+  complete (a progress bar on a terminal, plain lines otherwise).
 - ``--verify --reassignment-json-file F``: each partition complete, in progress or failed;
   once all are complete, removes the throttle configs (``--preserve-throttles``: keep them).
 - ``--cancel --reassignment-json-file F``: cancel the running reassignments among F's
@@ -24,13 +26,15 @@ Exactly one action:
 
 The JSON formats are Kafka's (``replog.tools.reassign_json``). Exit status: 0 done; 1 the
 operation failed: a bad JSON file, an unknown topic or partition, a broker not in the cluster,
-a broker error, a partition whose reassignment failed (``--verify``), throttles refused, or
-``--wait`` timing out; 2 usage error.
+a broker error, a reassignment already running (``--execute`` without ``--additional``), a
+partition whose reassignment failed (``--verify``), throttles refused, or ``--wait`` timing
+out; 2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -123,6 +127,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--throttle", type=_positive, metavar="BYTES_PER_S", help="execute: replication throttle"
     )
+    parser.add_argument(
+        "--additional", action="store_true", help="execute: even while reassignments run"
+    )
     parser.add_argument("--wait", action="store_true", help="execute: follow until complete")
     parser.add_argument(
         "--wait-timeout-ms", type=_positive, default=600_000, help="--wait's limit (600000)"
@@ -145,8 +152,8 @@ def _check_usage(parser_error: Any, args: argparse.Namespace) -> None:
             parser_error("--generate needs --broker-list, --add-brokers or --remove-brokers")
         if args.broker_list is not None and not args.topics_to_move_json_file:
             parser_error("--broker-list needs --topics-to-move-json-file")
-        if args.reassignment_json_file or args.throttle or args.wait:
-            parser_error("--reassignment-json-file, --throttle and --wait go with --execute")
+        if args.reassignment_json_file or args.throttle or args.wait or args.additional:
+            parser_error("--reassignment-json-file, --throttle, --wait, --additional: --execute")
         return
     if not args.reassignment_json_file:
         parser_error(f"--{_action(args)} needs --reassignment-json-file")
@@ -154,8 +161,8 @@ def _check_usage(parser_error: Any, args: argparse.Namespace) -> None:
         parser_error("the topics file and broker lists go with --generate")
     if args.disable_rack_aware:
         parser_error("--disable-rack-aware goes with --generate")
-    if not args.execute and (args.throttle or args.wait):
-        parser_error("--throttle and --wait go with --execute")
+    if not args.execute and (args.throttle or args.wait or args.additional):
+        parser_error("--throttle, --wait and --additional go with --execute")
 
 
 def _action(args: argparse.Namespace) -> str:
@@ -267,6 +274,13 @@ def _validated_current(admin: Admin, targets: Assignment, *, live: bool = False)
 
 def _execute(admin: Admin, args: argparse.Namespace, targets: Assignment) -> int:
     current = _validated_current(admin, targets, live=True)
+    running = admin.list_partition_reassignments(sorted(targets))
+    if running and not args.additional:
+        names = ",".join(f"{t}-{p}" for t, p in sorted((tp[0], tp[1]) for tp in running))
+        raise ToolError(
+            f"reassignments are already running for {names}: wait for them (--verify), cancel "
+            "them (--cancel) or pass --additional to give them the new targets"
+        )
     rollback = reassignment_document(current)
     if args.output == "text":
         print(f"Current partition replica assignment\n\n{_compact(rollback)}\n")
@@ -397,39 +411,46 @@ def _cancel(admin: Admin, args: argparse.Namespace, targets: Assignment) -> int:
 def _set_throttles(admin: Admin, current: Assignment, targets: Assignment, rate: int) -> None:
     """Kafka's replication throttle for this reassignment: the rate on every broker involved,
     the throttled replicas on each topic (leaders: the current replicas; followers: the ones
-    being added). A broker that refuses it fails the command before anything moves."""
+    being added). When a broker refuses it, what was set is removed again and the command
+    fails before anything moves."""
     brokers = sorted({b for r in (*current.values(), *targets.values()) for b in r})
+    done_brokers: list[int] = []
+    done_topics: list[str] = []
     try:
         for broker in brokers:
             admin.alter_broker_configs(broker, dict.fromkeys(RATE_KEYS, str(rate)))
+            done_brokers.append(broker)
         for topic in sorted({t for t, _ in targets}):
-            leaders = [
-                f"{p}:{b}"
-                for (t, p), replicas in sorted(current.items())
-                if t == topic
-                for b in replicas
-            ]
-            followers = [
-                f"{p}:{b}"
-                for (t, p), replicas in sorted(targets.items())
-                if t == topic
-                for b in replicas
-                if b not in current[(t, p)]
-            ]
-            admin.alter_configs(
-                topic,
-                {
-                    LEADER_REPLICAS_KEY: ",".join(leaders),
-                    FOLLOWER_REPLICAS_KEY: ",".join(followers),
-                },
-            )
+            admin.alter_configs(topic, _throttled_replicas(topic, current, targets))
+            done_topics.append(topic)
     except ReplogError as exc:
         if exc.code != ErrorCode.INVALID_CONFIG:
             raise
+        with contextlib.suppress(ReplogError):
+            for broker in done_brokers:
+                admin.alter_broker_configs(broker, delete_configs=RATE_KEYS)
+            for topic in done_topics:
+                admin.alter_configs(
+                    topic, delete_configs=(LEADER_REPLICAS_KEY, FOLLOWER_REPLICAS_KEY)
+                )
         raise ToolError(
             "the brokers refused the replication throttle, so nothing was moved (replog "
             f"brokers do not throttle replication); run again without --throttle. ({exc})"
         ) from None
+
+
+def _throttled_replicas(topic: str, current: Assignment, targets: Assignment) -> dict[str, str]:
+    """Kafka's ``partition:broker`` lists for ``topic``: leaders throttled on the current
+    replicas, followers on the replicas being added."""
+    leaders = [f"{p}:{b}" for (t, p), rs in sorted(current.items()) if t == topic for b in rs]
+    followers = [
+        f"{p}:{b}"
+        for (t, p), rs in sorted(targets.items())
+        if t == topic
+        for b in rs
+        if b not in current[(t, p)]
+    ]
+    return {LEADER_REPLICAS_KEY: ",".join(leaders), FOLLOWER_REPLICAS_KEY: ",".join(followers)}
 
 
 def _clear_throttles(admin: Admin, topics: list[str]) -> list[str]:
