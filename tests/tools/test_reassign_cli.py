@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 import time
 import warnings
 from collections import Counter
@@ -425,3 +427,32 @@ def test_generate_spreads_partitions_over_the_racks_metadata_reports(
         assert Counter(b for r in proposed.values() for b in r) == Counter([1, 2, 3, 4])
         ignoring = generate_json(cluster, capsys, *onto, "--disable-rack-aware")["proposed"]
         assert ignoring["partitions"] == []  # balanced already: nothing to move
+
+
+def test_the_installed_script_executes_with_plain_progress_lines_in_a_pipe(
+    cluster: Cluster, kafka_admin: KafkaAdminClient, tmp_path: pathlib.Path
+) -> None:
+    create(cluster, "piped", "1:2")
+    plan = {"version": 1, "partitions": [{"topic": "piped", "partition": 0, "replicas": [4, 1]}]}
+    plan_file = write_json(tmp_path, "piped.json", plan)
+    script = str(pathlib.Path(sys.executable).parent / "replog")
+    execute = ["--execute", "--reassignment-json-file", plan_file, "--wait"]
+    done = subprocess.run(
+        [script, "reassign", "--bootstrap-server", cluster.bootstrap, *execute],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1] == "Reassignment: 1/1 partitions complete"
+    assert "\x1b[" not in done.stdout  # no terminal control codes in a pipe
+    assert kafka_replicas(kafka_admin, "piped") == {0: [4, 1]}
+    usage = subprocess.run(
+        [script, "elect-leaders", "--bootstrap-server", cluster.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert usage.returncode == 2 and "usage: replog elect-leaders" in usage.stderr
