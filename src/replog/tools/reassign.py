@@ -50,7 +50,6 @@ from replog.tools.reassign_json import (
     reassignment_document,
 )
 from replog.tools.reassign_plan import (
-    PlanError,
     TopicPartition,
     plan_add_brokers,
     plan_onto_brokers,
@@ -226,21 +225,18 @@ def _generate(admin: Admin, args: argparse.Namespace) -> int:
     else:
         topics = admin.list_topics()
     current = _assignment(admin, topics)
-    rack_aware = not args.disable_rack_aware
-    try:
-        if args.broker_list is not None:
-            _check_brokers(args.broker_list, live, "--broker-list")
-            allowed = {b: live[b] for b in args.broker_list}
-            proposed = plan_onto_brokers(current, allowed, rack_aware=rack_aware)
-        elif args.add_brokers is not None:
-            _check_brokers(args.add_brokers, live, "--add-brokers")
-            proposed = plan_add_brokers(current, live, set(args.add_brokers), rack_aware=rack_aware)
-        else:
-            _check_brokers(args.remove_brokers, live, "--remove-brokers")
-            allowed = {b: r for b, r in live.items() if b not in args.remove_brokers}
-            proposed = plan_onto_brokers(current, allowed, rack_aware=rack_aware)
-    except PlanError as exc:
-        raise ToolError(str(exc)) from None
+    rack_aware = not args.disable_rack_aware  # a PlanError is reported as it is, exit 1
+    if args.broker_list is not None:
+        _check_brokers(args.broker_list, live, "--broker-list")
+        allowed = {b: live[b] for b in args.broker_list}
+        proposed = plan_onto_brokers(current, allowed, rack_aware=rack_aware)
+    elif args.add_brokers is not None:
+        _check_brokers(args.add_brokers, live, "--add-brokers")
+        proposed = plan_add_brokers(current, live, set(args.add_brokers), rack_aware=rack_aware)
+    else:
+        _check_brokers(args.remove_brokers, live, "--remove-brokers")
+        allowed = {b: r for b, r in live.items() if b not in args.remove_brokers}
+        proposed = plan_onto_brokers(current, allowed, rack_aware=rack_aware)
     changed = {tp: list(r) for tp, r in proposed.items() if list(r) != current[tp]}
     before = reassignment_document({tp: current[tp] for tp in changed})
     after = reassignment_document(changed)
