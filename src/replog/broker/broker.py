@@ -426,7 +426,8 @@ class Broker:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._answers[conn_id] = future
         received_ms = self.now_ms()
-        driver.on_request(conn_id, header, body, received_ms)
+        client_host = self._server.peer_host(conn_id)
+        driver.on_request(conn_id, header, body, received_ms, client_host=client_host)
         self._carry_out()
         try:
             return await future
