@@ -213,6 +213,12 @@ def test_describe_members_and_state_of_an_active_group(
     assert described["assignment"] == [{"topic": topic, "partition": 0}]
     (state,) = as_json(cluster, capsys, "--describe", "--group", "active", "--state")["groups"]
     assert state["state"] == "Stable" and state["members"] == 1
+    from confluent_kafka.admin import AdminClient
+
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    theirs = confluent.describe_consumer_groups(["active"])["active"].result(timeout=20)
+    assert state["coordinator"] == theirs.coordinator.id
+    assert state["coordinator"] in {1, 2, 3}
     assert state["assignment_strategy"] in ("range", "roundrobin", "sticky", "cooperative-sticky")
 
 

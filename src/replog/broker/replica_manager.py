@@ -356,6 +356,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)
+        self.follower_lag.pop(tp, None)
         if delete:
             self.damaged.pop(tp, None)
         if replica is not None and replica.is_leader:

@@ -6,7 +6,7 @@ Exactly one action:
 - ``--list``: every group's id (``--output json`` adds its state and protocol type);
 - ``--describe`` (``--group G``, repeatable, or ``--all-groups``): per partition the committed
   offset, the log end offset, the lag and the member consuming it (consumer id, host, client
-  id); ``--members`` lists the members instead, ``--state`` the group's coordinator,
+  id); ``--members`` lists the members instead, ``--state`` the group's coordinator (id),
   assignment strategy, state and member count;
 - ``--reset-offsets`` (``--group G``; ``--topic t[:p1,p2]`` repeatable, or ``--all-topics``: the
   topics the group has offsets for) with one rule: ``--to-earliest``, ``--to-latest``,
@@ -277,9 +277,11 @@ def _state_view(group: GroupDescription) -> tuple[dict[str, Any], list[str]]:
         "protocol_type": group.protocol_type,
         "assignment_strategy": group.protocol,
         "members": len(group.members),
+        "coordinator": group.coordinator_id,
     }
-    header = ["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-    row = [group.group_id, group.protocol or _NONE, group.state, str(len(group.members))]
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    row = [group.group_id, f"({group.coordinator_id})", group.protocol or _NONE, group.state]
+    row.append(str(len(group.members)))
     return document, _table(header, [row])
 
 
