@@ -65,7 +65,8 @@ class AsyncReplicaReads:
         self, broker_id: int, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
     ) -> ReplicaRead:
         """Read ``topic``-``partition`` from ``offset`` on as broker ``broker_id`` holds it (up
-        to its high watermark), whether it leads the partition or follows."""
+        to its high watermark), whether it leads the partition or follows. A broker the client
+        cannot reach raises ``ConnectionLostError``."""
         request = FetchRequest(
             replica_id=DEBUGGING_CONSUMER_ID,
             max_wait_ms=0,
@@ -89,6 +90,8 @@ class AsyncReplicaReads:
             ],
             forgotten_topics_data=[],
         )
+        if broker_id not in self._client.metadata.brokers:
+            await self._client.refresh_metadata([])  # learn the broker's address
         response: FetchResponse = await self._client.send(
             broker_id, request, FetchResponse, timeout_ms=self.request_timeout_ms
         )
