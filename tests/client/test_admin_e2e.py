@@ -64,6 +64,7 @@ TESTED = {
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_log_dirs",
+    "read_replica",
     "close",
     # the group methods: tests/client/test_group_admin_e2e.py
     "list_groups",
@@ -361,6 +362,37 @@ def test_delete_records_moves_what_kafka_python_sees_as_earliest(
     with pytest.raises(BrokerResponseError) as error:
         admin.delete_records({(name, 0): 7})
     assert error.value.code == 1  # OFFSET_OUT_OF_RANGE
+
+
+def test_read_replica_reads_leader_and_followers_alike(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    """Each replica's copy, read with the debugging-consumer fetch: the same batches, at the
+    offsets kafka-python's producer was told, up to each replica's own HW."""
+    name = f"replicas-{mode}"
+    kafka_create(kafka_admin, name, 1, 3)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
+    )
+    try:
+        offsets = [
+            producer.send(name, b"v%d" % i, partition=0).get(timeout=30).offset for i in range(5)
+        ]  # one batch each
+    finally:
+        producer.close(timeout=10)
+    assert offsets == [0, 1, 2, 3, 4]
+    replicas = described(kafka_admin, name)["partitions"][0]["replica_nodes"]
+    reads = {
+        b: wait_for(lambda b=b: admin.read_replica(b, name, 0, 0), lambda r: r.high_watermark == 5)
+        for b in replicas
+    }
+    for read in reads.values():
+        assert read.error == "NONE" and read.log_start_offset == 0
+        assert [(b.base_offset, b.last_offset) for b in read.batches] == [(i, i) for i in range(5)]
+        assert read.batches == reads[replicas[0]].batches and read.next_offset == 5
+    tail = admin.read_replica(replicas[-1], name, 0, 3)
+    assert [b.base_offset for b in tail.batches] == [3, 4]
+    assert admin.read_replica(replicas[-1], name, 0, 9).error == "OFFSET_OUT_OF_RANGE"
 
 
 def test_list_offsets_matches_kafka_python(

@@ -87,7 +87,13 @@ class Server:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._peer_hosts: dict[int, str] = {}
         self.port = 0
+
+    def peer_host(self, conn_id: int) -> str:
+        """The address of connection ``conn_id``'s client as Kafka shows it (``/127.0.0.1``),
+        "" once closed or when the socket has no address."""
+        return self._peer_hosts.get(conn_id, "")
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> int:
         """Bind (and, with ``serving``, start accepting); returns the bound port. Without
@@ -134,6 +140,9 @@ class Server:
         self._connections.add(task)
         self._writers.add(writer)
         conn_id = next(self._conn_ids)
+        peer = writer.get_extra_info("peername")
+        if isinstance(peer, tuple) and peer:
+            self._peer_hosts[conn_id] = f"/{peer[0]}"
         try:
             await self._serve(conn_id, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -143,6 +152,7 @@ class Server:
         finally:
             self._connections.discard(task)
             self._writers.discard(writer)
+            self._peer_hosts.pop(conn_id, None)
             writer.transport.abort()
             if self._on_connection_closed is not None:
                 self._on_connection_closed(conn_id)
