@@ -20,7 +20,8 @@ process. Cases, each measured on a fresh deployment:
   quorum's Raft leader), then retry ISR changes (500 ms call timeout, no pause) until one
   commits; seconds from the kill to that commit, as the client sees it. With 1 member the
   same case is ``restart``: SIGKILL the only server and start it again on its data; from the
-  kill to the first commit (process start included).
+  kill to the first commit (process start included; ``serving_again_s`` is the part until the
+  restarted server answered its readiness check).
 
 Every case is repeated ``--repeats`` times; the order of the deployments rotates from one
 repeat to the next (interleaved, so a noisy stretch of the shared machine does not land on one
@@ -255,18 +256,23 @@ def measure_failover(
         raise RuntimeError("no leader to kill")
     killed = time.monotonic()
     deployment.kill9(leader)
+    restarted_s = None
     if members == 1:
         deployment.restart(leader)
+        restarted_s = round(time.monotonic() - killed, 3)
     attempts = _commit_one_isr_change(coord, ctl, killed + FAILOVER_LIMIT_S)
     seconds = time.monotonic() - killed
     new_leader = deployment.leader()
-    return {
+    figures: dict[str, Any] = {
         "op": "kill -9 the leader, then compare_and_set_partition_state until one commits",
         "seconds": round(seconds, 3),
         "attempts": attempts,
         "killed": leader,
         "new_leader": new_leader,
     }
+    if restarted_s is not None:  # the part spent starting the process again until it served
+        figures["serving_again_s"] = restarted_s
+    return figures
 
 
 CASES = ("topic_creations", "isr_changes", "failover")
