@@ -17,6 +17,7 @@ import pytest
 
 from replog.broker import requests
 from replog.broker.requests.base import Reply
+from replog.groups import loading
 from replog.log.log import Log
 from replog.protocol import messages as m
 from replog.testing.sim import run_seed
@@ -60,6 +61,23 @@ def _retries_appended_twice() -> Iterator[None]:
         Log._check_producers = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def _offsets_not_loaded() -> Iterator[None]:
+    """A broker that becomes leader of an ``__consumer_offsets`` partition serves its groups
+    without loading their committed offsets (group metadata still loads)."""
+    original = loading.ShardLoader.populate
+
+    def populate(self: loading.ShardLoader, core: Any, now_ms: int) -> Any:
+        self._offsets.clear()
+        return original(self, core, now_ms)
+
+    loading.ShardLoader.populate = populate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        loading.ShardLoader.populate = original  # type: ignore[method-assign]
+
+
 BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
     "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (14, 27)),
     "retries_appended_twice": (
@@ -67,6 +85,7 @@ BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = 
         ("history duplicate", "history wrong-offset"),
         (0, 1),
     ),
+    "offsets_not_loaded": (_offsets_not_loaded, ("committed-offset-lost",), (3, 4)),
 }
 """break -> (context manager putting the defect back, violation kinds it causes, seeds)."""
 
