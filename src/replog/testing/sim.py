@@ -104,6 +104,7 @@ class Simulation:
         *,
         verbose: bool = False,
         known: frozenset[str] = frozenset(),
+        groups: bool = True,
     ) -> None:
         self.opts = opts
         self.known = known
@@ -124,6 +125,8 @@ class Simulation:
         )
         self.net = SimNetwork(self.rng, opts.net, self.after)
         self.group_opts = GroupOptions.draw(opts.seed)
+        if not groups:  # the schedule the seed had before the group clients existed
+            self.group_opts = attrs.evolve(self.group_opts, groups=0)
         self.log_config = LogConfig(
             segment_bytes=1024, segment_index_bytes=256, index_interval_bytes=128
         )
@@ -575,12 +578,19 @@ KNOWN_BUGS: dict[str, str] = {}
 other invariants keep running; each has a strict-xfail regression test in tests/sim."""
 
 
-def run_seed(seed: int, *, verbose: bool = False, known: frozenset[str] = frozenset()) -> SimResult:
-    """Run one seed in a fresh temp dir (removed afterwards)."""
+def run_seed(
+    seed: int,
+    *,
+    verbose: bool = False,
+    known: frozenset[str] = frozenset(),
+    groups: bool = True,
+) -> SimResult:
+    """Run one seed in a fresh temp dir (removed afterwards); without ``groups`` no group
+    client runs (the seed's schedule as it was before they existed)."""
     opts = SimOptions.draw(seed)
     root = tempfile.mkdtemp(prefix=f"replog-sim-{seed}-")
     try:
-        sim = Simulation(opts, root, verbose=verbose, known=known)
+        sim = Simulation(opts, root, verbose=verbose, known=known, groups=groups)
         if verbose:
             print(f"seed {seed}: {opts.describe()}")
         sim.run()
@@ -614,6 +624,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="run only this seed")
     parser.add_argument("--verbose", action="store_true", help="trace every fault and role")
     parser.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="no consumer-group clients (the schedules seeds had before they existed)",
+    )
+    parser.add_argument(
         "--known",
         action="append",
         default=[],
@@ -628,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     count = 0
     unsettled = []
     for seed in seeds:
-        result = run_seed(seed, verbose=args.verbose, known=known)
+        result = run_seed(seed, verbose=args.verbose, known=known, groups=not args.no_groups)
         count += 1
         if result.groups_unsettled:
             unsettled.append(seed)
