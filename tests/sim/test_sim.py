@@ -60,14 +60,6 @@ def test_same_seed_same_run() -> None:
     assert a.group_commits_acked == b.group_commits_acked
 
 
-def test_without_group_clients_a_seed_keeps_its_old_schedule() -> None:
-    """The group clients draw from their own generator; without them a seed runs as before
-    they existed (seed 3: 1364 events, 28 acked records on main before issue 14's clients)."""
-    result = run_seed(3, known=KNOWN, groups=False)
-    assert (result.events, result.end_ms, result.acked) == (1364, 2152, 28)
-    assert result.group_commits_acked == 0
-
-
 def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> None:
     logs = LogManager.open([f"{tmp_path}/b1"], clock=ManualClock())
     rm = ReplicaManager(1, logs, PartitionConfig(), broker_epoch=1)
