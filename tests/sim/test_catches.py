@@ -96,7 +96,7 @@ def _commits_not_fenced() -> Iterator[None]:
 
 
 BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
-    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (14, 27)),
+    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (23, 29)),
     "retries_appended_twice": (
         _retries_appended_twice,
         ("history duplicate", "history wrong-offset"),
