@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from replog.broker.config import BrokerConfig
 from replog.broker.convert import follower_fetch_request
 from replog.broker.driver_services import DriverServices
+from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests.base import Reply, RequestContext
 from replog.broker.requests.fetch import handle_fetch
-from replog.coord.types import PartitionState
+from replog.coord.types import ALL_BROKERS, PartitionState
 from replog.isr import FetchRequest
 from replog.log import encode_batch
 from replog.protocol import RequestHeader
@@ -102,3 +104,19 @@ def test_a_follower_is_not_held_when_in_sync_or_not_in_the_leader_list(
         assert answer.error_code == 0 and _size(answer.records) > 1_000
     recorded = shell.driver.replication_throttle.leader.rate_bytes_per_s(shell.now_ms)
     assert (recorded > 0) is (throttled == "0:1")  # in the set: counted though in sync
+
+
+def test_rates_come_from_this_brokers_dynamic_config_else_the_cluster_default() -> None:
+    throttle = ReplicationThrottle.for_config(BrokerConfig(broker_id=1, log_dirs=("-",)))
+    assert throttle.leader.window_count == 11 and throttle.leader.window_ms == 1_000
+    throttle.sync_rates({})
+    assert throttle.leader.bound_bytes_per_s is None  # unthrottled by default
+    configs = {
+        ALL_BROKERS: (("follower.replication.throttled.rate", "7"),),
+        1: (("leader.replication.throttled.rate", "5"),),
+        2: (("follower.replication.throttled.rate", "9"),),
+    }
+    throttle.sync_rates(configs)
+    assert (throttle.leader.bound_bytes_per_s, throttle.follower.bound_bytes_per_s) == (5, 7)
+    throttle.sync_rates({1: (("leader.replication.throttled.rate", str(2**63 - 1)),)})
+    assert throttle.leader.bound_bytes_per_s is None
