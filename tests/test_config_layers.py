@@ -94,6 +94,7 @@ def test_a_broker_resource_lists_its_keys_and_the_cluster_default_only_its_own()
         ),
         ({"leader.replication.throttled.rate": "-1"}, r"leader\.replication.* must be >= 0"),
         ({"follower.replication.throttled.rate": "fast"}, r"follower\.replication.* integer"),
+        ({"follower.replication.throttled.rate": "1_000"}, r"follower\.replication.* integer"),
         ({"leader.replication.throttled.rate": str(2**63)}, r"must be >= 0 and a long"),
     ],
 )

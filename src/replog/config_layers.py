@@ -27,6 +27,7 @@ Pure: no IO (the controller, which is sans-IO, uses it).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Collection, Iterable, Mapping
 
 import attrs
@@ -55,8 +56,8 @@ __all__ = [
     "apply_changes",
     "check_broker_configs",
     "describe_broker",
-    "replication_rate",
     "describe_topic",
+    "replication_rate",
     "topic_settings",
 ]
 
@@ -101,6 +102,7 @@ DYNAMIC_BROKER_KEYS = tuple(sorted((*_TOPIC_KEY_OF, *REPLICATION_RATE_KEYS)))
 """The broker keys a dynamic broker config may set."""
 _DYNAMIC = frozenset(DYNAMIC_BROKER_KEYS)
 _LIST_DEFAULTS = {"cleanup.policy": "delete", "log.cleanup.policy": "delete"}
+_LONG = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 @attrs.frozen(kw_only=True)
@@ -247,11 +249,10 @@ def check_broker_configs(configs: Mapping[str, str]) -> None:
 
 
 def _check_rate(key: str, value: str) -> None:
-    try:
-        rate = int(value.strip())
-    except ValueError:
-        raise InvalidConfigError(f"{key} must be an integer (bytes/s), got {value!r}") from None
-    if not 0 <= rate <= UNTHROTTLED_RATE:
+    """A Java long (optional sign, ASCII digits) >= 0."""
+    if _LONG.fullmatch(value.strip()) is None:
+        raise InvalidConfigError(f"{key} must be an integer (bytes/s), got {value!r}")
+    if not 0 <= int(value.strip()) <= UNTHROTTLED_RATE:
         raise InvalidConfigError(f"{key} must be >= 0 and a long (bytes/s), got {value!r}")
 
 

@@ -29,6 +29,12 @@ timeout bounds, ``initial_rebalance_delay_ms``, ``offsets_topic_partitions``, of
 ``offsets_commit_timeout_ms`` bounds how long a group write waits for acks=all. Give every broker
 the same values.
 
+Replication quotas (KIP-73): the rates are dynamic broker configs
+(``leader/follower.replication.throttled.rate``, ``replog.broker.replication_throttle``);
+``replication_quota_window_count`` windows of ``replication_quota_window_ms`` (Kafka's
+``replication.quota.window.num`` 11 and ``replication.quota.window.size.seconds`` 1) are what
+their rates are measured over.
+
 Combined mode (Kafka's ``process.roles=broker,controller``): ``process_roles = ["broker",
 "controller"]`` makes the broker process also run one voter of the built-in metadata quorum
 (``replog.quorum``), with node id ``broker_id``. ``controller_voters`` lists every voter as
