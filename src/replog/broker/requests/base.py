@@ -20,6 +20,7 @@ import attrs
 from replog.broker.config import BrokerConfig
 from replog.broker.log_dirs import LogDirDescription
 from replog.broker.producer_ids import ProducerIdManager
+from replog.broker.replication_throttle import ReplicationThrottle
 from replog.coord.types import (
     AdminPayload,
     BrokerInfo,
@@ -217,6 +218,11 @@ class RequestServices(Protocol):
         self, topic: str, partition: int, request: FetchRequest, now_ms: int
     ) -> FetchResponse:
         """Read one partition now (consumer or follower)."""
+        ...
+
+    @property
+    def replication_throttle(self) -> ReplicationThrottle:
+        """This broker's replication quotas (KIP-73), for follower fetches."""
         ...
 
     # ---- administration (the Kafka admin APIs) ----
