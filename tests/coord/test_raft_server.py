@@ -32,6 +32,27 @@ def test_a_stopping_leader_hands_over_without_the_fetch_timeout(tmp_path: Path) 
         assert handover_ms < FETCH_TIMEOUT_MS // 2
 
 
+def test_a_crashed_leader_is_replaced_without_the_fetch_timeout(tmp_path: Path) -> None:
+    """A crash (``kill_node``: no resignation) closes the leader's connections and its port:
+    the followers' links see the close, their reconnects are refused, and they elect well
+    inside the fetch timeout (E9) -- without that they wait all of it."""
+    with LocalQuorum.start(
+        3,
+        str(tmp_path / "quorum"),
+        election_timeout_ms=150,
+        fetch_timeout_ms=FETCH_TIMEOUT_MS,
+        request_timeout_ms=600,
+    ) as quorum:
+        leader = quorum.wait_for_leader()
+        _write_through(quorum.url)  # the followers have fetched from it
+        start_ms = SYSTEM_CLOCK.monotonic_ms()
+        quorum.kill_node(leader)
+        successor = quorum.wait_for_leader(timeout_ms=FETCH_TIMEOUT_MS * 2)
+        failover_ms = SYSTEM_CLOCK.monotonic_ms() - start_ms
+        assert successor != leader
+        assert failover_ms < FETCH_TIMEOUT_MS // 2
+
+
 def test_voters_start_again_on_their_data_after_a_stop_or_a_crash(tmp_path: Path) -> None:
     """A follower comes back as Follower of the leader it knew, which its node reports while it
     opens (before the frontend is attached); a crashed leader comes back Resigned and a sole
