@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from replog.clock import SYSTEM_CLOCK
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
+from replog.quorum.server import _PeerLink
 
 #: a fetch timeout far above the election timeout: a follower that is not told the leader
 #: left waits this long before it stands
@@ -51,6 +53,45 @@ def test_a_crashed_leader_is_replaced_without_the_fetch_timeout(tmp_path: Path) 
         failover_ms = SYSTEM_CLOCK.monotonic_ms() - start_ms
         assert successor != leader
         assert failover_ms < FETCH_TIMEOUT_MS // 2
+
+
+def test_a_peer_link_reports_a_refused_reconnect_but_not_a_dropped_connection() -> None:
+    """The grace of E9's shell side: a connection the live peer drops is made again and nothing
+    is reported; once the peer's port is closed, the refusal is."""
+
+    async def scenario() -> list[int]:
+        accepted: list[asyncio.StreamWriter] = []
+        reconnected, reported = asyncio.Event(), asyncio.Event()
+        refused: list[int] = []
+
+        async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(writer)
+            if len(accepted) == 1:
+                writer.close()  # a live peer drops the first connection
+            else:
+                reconnected.set()
+
+        def on_refused(peer_id: int) -> None:
+            refused.append(peer_id)
+            reported.set()
+
+        server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        link = _PeerLink(1, 2, ("127.0.0.1", port), on_refused, SYSTEM_CLOCK)
+        link.start()
+        try:
+            await asyncio.wait_for(reconnected.wait(), 10)
+            assert refused == []
+            server.close()  # the peer's process is gone: its port and connections close
+            for writer in accepted:
+                writer.close()
+            await server.wait_closed()
+            await asyncio.wait_for(reported.wait(), 10)
+        finally:
+            await link.close()
+        return refused
+
+    assert set(asyncio.run(scenario())) == {2}
 
 
 def test_voters_start_again_on_their_data_after_a_stop_or_a_crash(tmp_path: Path) -> None:

@@ -147,9 +147,11 @@ class _PeerLink:
 
     The peer never writes on this connection, so reading it shows only its end: when the
     peer closes it (its process died and the OS closed its sockets, or it stopped), the link
-    reconnects at once, and a refused connection is reported to ``on_refused`` -- the peer's
-    port is closed, so its process is gone -- as is every refused retry after it. A dropped
-    connection to a live peer just reconnects; a paused or cut-off peer is never refused."""
+    reconnects at once (after the usual pause if that connection lived under it: a peer that
+    keeps closing is not hammered), and a refused connection is reported to ``on_refused`` --
+    the peer's port is closed, so its process is gone -- as is every refused retry after it. A
+    dropped connection to a live peer just reconnects; a paused or cut-off peer is never
+    refused."""
 
     def __init__(
         self,
@@ -157,7 +159,9 @@ class _PeerLink:
         peer_id: int,
         address: tuple[str, int],
         on_refused: Callable[[int], None],
+        clock: Clock,
     ) -> None:
+        self._clock = clock
         self._local_id = local_id
         self._peer_id = peer_id
         self._address = address
@@ -207,9 +211,11 @@ class _PeerLink:
             except OSError:
                 self._drop_queue()
             else:
+                connected_ms = self._clock.monotonic_ms()
                 await self._serve(reader, writer)
-                continue  # it ended: try again at once (a refusal now means the peer is gone)
-            await asyncio.sleep(_RECONNECT_MS / 1000)
+                if self._clock.monotonic_ms() - connected_ms >= _RECONNECT_MS:
+                    continue  # it ended: again at once (a refusal now means the peer is gone)
+            await asyncio.sleep(_RECONNECT_MS / 1000)  # and a peer that keeps closing waits
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Write queued messages until the connection fails or the peer closes it."""
@@ -253,7 +259,7 @@ class QuorumServer:
         self._loop = asyncio.get_running_loop()
         self._server: asyncio.base_events.Server | None = None
         self._links = {
-            v: _PeerLink(config.node_id, v, address, self._on_peer_refused)
+            v: _PeerLink(config.node_id, v, address, self._on_peer_refused, clock)
             for v, address in config.voters.items()
             if v != config.node_id
         }
