@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from replog import Admin, Cluster
 from replog.clock import SYSTEM_CLOCK
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
@@ -115,6 +116,36 @@ def test_voters_start_again_on_their_data_after_a_stop_or_a_crash(tmp_path: Path
         quorum.kill_node(1)
         quorum.start_node(1)
         _write_through(quorum.url)
+
+
+def test_a_quorum_keeps_one_cluster_id_and_its_brokers_report_it(tmp_path: Path) -> None:
+    """The first leader names the store (a random id in Kafka's form); every voter keeps it
+    across a restart of them all, and a broker on ``raft://`` reports it in DescribeCluster
+    (and Metadata) instead of the fixed name."""
+    with LocalQuorum.start(
+        3, str(tmp_path / "quorum"), election_timeout_ms=150, fetch_timeout_ms=600
+    ) as quorum:
+        cluster_id = _cluster_id(quorum.url)
+        assert cluster_id is not None and len(cluster_id) == 22
+        for node_id in sorted(quorum.nodes):
+            quorum.stop_node(node_id)
+        for node_id in sorted(quorum.configs):
+            quorum.start_node(node_id)
+        assert _cluster_id(quorum.url) == cluster_id
+        with Cluster.local(1, base_dir=str(tmp_path / "brokers"), coordinator=quorum.url) as c:
+            admin = Admin(c.bootstrap)
+            try:
+                assert admin.describe_cluster().cluster_id == cluster_id
+            finally:
+                admin.close()
+
+
+def _cluster_id(url: str) -> str | None:
+    coord = RaftCoordinator.from_url(url)
+    try:
+        return coord.snapshot().cluster_id
+    finally:
+        coord.close()
 
 
 def _write_through(url: str) -> None:

@@ -38,12 +38,14 @@ A storage error stops the server (``failed``): a voter that cannot write its log
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import itertools
 import logging
 import random
 import socket
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -71,7 +73,7 @@ from replog.raft.node import RaftNode
 from replog.raft.ready import LeaderAndEpoch
 from replog.raft.states import Leader
 
-__all__ = ["ControllerConfig", "QuorumServer", "parse_voters"]
+__all__ = ["ControllerConfig", "QuorumServer", "new_cluster_id", "parse_voters"]
 
 _log = logging.getLogger("replog.coord.raft")
 _PEER_QUEUE_MAX = 1024
@@ -95,6 +97,12 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
             raise InvalidConfigError(f"voter {node} is listed twice in {text!r}")
         voters[int(node)] = (host, int(port))
     return voters
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id in Kafka's form (``kafka-storage random-uuid``): 16 random bytes,
+    URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 def _voter_map(voters: Mapping[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
@@ -289,7 +297,7 @@ class QuorumServer:
             feed_retention_max=config.feed_retention_max,
             admin_queue_limit=config.admin_queue_limit,
         )
-        frontend = QuorumFrontend(machine)
+        frontend = QuorumFrontend(machine, new_cluster_id=new_cluster_id)
         holder: list[QuorumServer] = []
 
         def on_apply(entry: Entry, result: object) -> None:
