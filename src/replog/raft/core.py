@@ -36,8 +36,8 @@ E1 **Timeouts.** A voter in Unattached, Voted or Follower (fetch timeout: no ans
 E2 **Pre-vote.** A voter grants a pre-vote iff the asker's log is at least as up to date as its
    own ((last epoch, end offset) compared in that order), it is not the Leader, and it is not a
    Follower that heard from a live leader within ``fetch_timeout_ms`` (KIP-996: a partitioned
-   node cannot disrupt a healthy quorum) -- unless the transport told it that leader is
-   unreachable since (E9). Granting changes nothing.
+   node cannot disrupt a healthy quorum) -- unless the transport has since reported that
+   leader unreachable (E9). Granting changes nothing.
 E3 **Prospective.** With a majority of pre-votes (itself included) it becomes Candidate. If a
    majority refuses or its election times out, it returns to what it was: Follower of the
    leader it knew, else Voted (keeping its vote), else Unattached. A pre-vote answer that
