@@ -14,6 +14,7 @@ from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import GroupServices
+from replog.broker.requests.metadata import CLUSTER_ID as DEFAULT_CLUSTER_ID
 from replog.coord.types import (
     BrokerInfo,
     ControllerInfo,
@@ -70,6 +71,10 @@ class DriverServices:
     @property
     def states(self) -> Mapping[TP, PartitionState]:
         return self._driver.rm.states
+
+    @property
+    def cluster_id(self) -> str:
+        return self._driver.rm.cluster_id or DEFAULT_CLUSTER_ID
 
     @property
     def controller(self) -> ControllerInfo | None:

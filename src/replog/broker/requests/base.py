@@ -191,6 +191,12 @@ class RequestServices(Protocol):
         ...
 
     @property
+    def cluster_id(self) -> str:
+        """The cluster id to report (Metadata v2+, DescribeCluster): the store's, where the
+        coordinator keeps one, else a fixed name."""
+        ...
+
+    @property
     def controller(self) -> ControllerInfo | None:
         """The active controller as the image knows it."""
         ...
