@@ -98,11 +98,12 @@ class KafkaMember:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
         )
-        # Topic metadata first, so the first generation's assignment already covers the topic:
-        # kafka-python 3.0.12 at times leaves a follow-up generation's assignment unapplied
-        # (SyncGroup answered, no "Updated partition assignment", never rejoins).
-        wait_for(lambda: self.consumer.partitions_for_topic(topic), bool)
+        # A metadata refresh after subscribing (topics() always asks the cluster), so the first
+        # generation's assignment already covers the topic: otherwise kafka-python 3.0.12
+        # rejoins for a second generation at once and, if a poll's timer runs out while that
+        # SyncGroup is in flight, never applies its assignment (see group_member.py).
         self.consumer.subscribe([topic])
+        wait_for(lambda: topic in self.consumer.topics(), bool)
         self.read: list[tuple[int, int]] = []
 
     def poll_until_assigned(self, count: int) -> None:

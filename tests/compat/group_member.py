@@ -134,11 +134,16 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, stop: Stop, track: 
         max_poll_interval_ms=POLL_INTERVAL_MS,
         request_timeout_ms=SESSION_MS + 10_000,
     )
-    # Topic metadata first, so the first generation's assignment already covers the topic:
-    # kafka-python 3.0.12 at times leaves a follow-up generation's assignment unapplied.
-    while not consumer.partitions_for_topic(topic):
-        pass
     consumer.subscribe([topic])
+    # A metadata refresh after subscribing and before the first poll (topics() always asks the
+    # cluster), so the group coordinator's metadata snapshot already holds the topic when this
+    # member, as leader, assigns the first generation. Otherwise kafka-python 3.0.12 sees the
+    # snapshot change right after and rejoins for a second generation; and a poll() whose
+    # timer runs out while that rejoin's SyncGroup is in flight leaves the member out of the
+    # group for good (join_group_async no longer needs a rejoin, so the finished join task's
+    # assignment is never applied, and every commit fails "not part of an active group").
+    while topic not in consumer.topics():
+        pass
     uncommitted = False
     while not stop.done() or uncommitted:
         batches = consumer.poll(timeout_ms=200)
