@@ -79,7 +79,8 @@ class Member:
         self.events: list[dict[str, Any]] = []
         self.stderr: list[str] = []
         self._changed = threading.Condition()
-        threading.Thread(target=self._read_events, daemon=True).start()
+        self._events_reader = threading.Thread(target=self._read_events, daemon=True)
+        self._events_reader.start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
     def _read_events(self) -> None:
@@ -152,6 +153,8 @@ class Member:
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise
+        # The process has exited; its last lines may still be on their way through the reader.
+        self._events_reader.join(10)
         assert code == 0, f"{self.client} member exited {code}:\n{''.join(self.stderr[-30:])}"
         assert self.events and self.events[-1] == {"closed": True}
 
