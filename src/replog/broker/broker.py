@@ -39,7 +39,7 @@ from replog.broker.effects import (
     Subscribe,
 )
 from replog.broker.links import BrokerLink
-from replog.broker.metrics import BrokerMetrics, gauge_values
+from replog.broker.metrics import BrokerMetrics, gauge_values, live_topics
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.server import CloseConnection, Response, Server
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
@@ -223,7 +223,11 @@ class Broker:
         metrics = BrokerMetrics.create(self.broker_id)
         loop = asyncio.get_running_loop()
         self.metrics_port = metrics.serve(
-            self.config.host, port, loop, lambda: gauge_values(self.driver)
+            self.config.host,
+            port,
+            loop,
+            lambda: gauge_values(self.driver, self.now_ms()),
+            lambda: live_topics(self.driver),
         )
         return metrics
 
