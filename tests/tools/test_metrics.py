@@ -18,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from replog import Admin, Cluster
 from replog.broker.config import BrokerConfig
 from replog.broker.metrics import GAUGES
+from replog.broker.topic_meters import BYTES_IN, TopicMeters
+from replog.clock import ManualClock
 from replog.errors import InvalidConfigError
 
 with warnings.catch_warnings():
@@ -332,3 +334,18 @@ def test_replication_byte_rates_count_the_throttled_topics_only(cluster: Cluster
     assert value(scrape(ports[follower]), follower_rate) > 0
     assert value(scrape(ports[leader]), follower_rate) == 0  # it follows nothing throttled
     assert value(scrape(ports[follower]), leader_rate) == 0  # it leads nothing throttled
+
+
+def test_topic_meters_keep_the_all_topics_count_when_a_topic_goes() -> None:
+    meters = TopicMeters(ManualClock(0, wall_offset_ms=5_000))
+    meters.add(BYTES_IN, {"a": 3, "b": 4, None: 1})
+    meters.live_topics = lambda: {"b"}
+    (family, *_) = meters.collect()
+    samples = {(s.name, tuple(s.labels.items())): s.value for s in family.samples}
+    assert samples == {
+        ("kafka_server_brokertopicmetrics_bytesin_total", ()): 8,
+        ("kafka_server_brokertopicmetrics_bytesin_created", ()): 5.0,
+        ("kafka_server_brokertopicmetrics_bytesin_total", (("topic", "b"),)): 4,
+        ("kafka_server_brokertopicmetrics_bytesin_created", (("topic", "b"),)): 5.0,
+    }
+    assert meters.total(BYTES_IN) == 8

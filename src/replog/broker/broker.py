@@ -220,7 +220,7 @@ class Broker:
 
     def _start_metrics(self, port: int) -> BrokerMetrics:
         """Serve this broker's Prometheus metrics (``replog.broker.metrics``) on ``port``."""
-        metrics = BrokerMetrics.create(self.broker_id)
+        metrics = BrokerMetrics.create(self.broker_id, self.clock)
         loop = asyncio.get_running_loop()
         self.metrics_port = metrics.serve(
             self.config.host,

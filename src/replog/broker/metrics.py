@@ -56,6 +56,7 @@ from prometheus_client.registry import Collector
 from replog.broker.driver import BrokerDriver
 from replog.broker.server import Response
 from replog.broker.topic_meters import BYTES_IN, BYTES_OUT, MESSAGES_IN, TopicMeters, read_on_loop
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord.types import NO_LEADER, PartitionState
 from replog.election.partition_change import UNCLEAN_ELECTION_NOTE
 from replog.errors import CorruptRecordError
@@ -246,10 +247,11 @@ class BrokerMetrics:
     _thread: threading.Thread | None = None
 
     @classmethod
-    def create(cls, broker_id: int) -> BrokerMetrics:
-        """A registry with every counter at zero and no server (``serve`` starts one)."""
+    def create(cls, broker_id: int, clock: Clock = SYSTEM_CLOCK) -> BrokerMetrics:
+        """A registry with every counter at zero and no server (``serve`` starts one);
+        ``clock`` dates the per-topic series."""
         registry = CollectorRegistry()
-        topics = TopicMeters()
+        topics = TopicMeters(clock)
         registry.register(topics)
         return cls(
             broker_id=broker_id,

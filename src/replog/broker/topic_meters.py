@@ -27,6 +27,8 @@ from typing import TypeVar
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from replog.clock import SYSTEM_CLOCK, Clock
+
 __all__ = ["BYTES_IN", "BYTES_OUT", "MESSAGES_IN", "METERS", "TopicMeters", "read_on_loop"]
 
 _log = logging.getLogger(__name__)
@@ -38,8 +40,8 @@ MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin"
 
 #: counter name (without ``_total``) -> help
 METERS: Mapping[str, str] = {
-    BYTES_IN: "record batch bytes received in Produce requests (BytesInPerSec)",
-    BYTES_OUT: "record bytes sent to consumers, replication excluded (BytesOutPerSec)",
+    BYTES_IN: "record batch bytes received in Produce requests",
+    BYTES_OUT: "record bytes sent to consumers (replication excluded)",
     MESSAGES_IN: "records received in Produce requests (MessagesInPerSec)",
 }
 
@@ -67,23 +69,29 @@ def read_on_loop(
 class TopicMeters(Collector):
     """The counters of ``METERS``: ``add`` counts (the broker's loop), a scrape reads (the HTTP
     server's thread), a lock between them. ``live_topics``, if set, names the topics that exist
-    (run on the broker's loop at each scrape)."""
+    (run on the broker's loop at each scrape). Each series has its ``_created`` sample, as a
+    ``prometheus_client`` counter's: when the meters (a topic's: its first count) started."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
+        self._created_s = clock.wall_ms() / 1000
         self._totals: dict[str, float] = dict.fromkeys(METERS, 0.0)
-        self._by_topic: dict[str, dict[str, float]] = {name: {} for name in METERS}
+        #: meter -> topic -> (count, created in s since the epoch)
+        self._by_topic: dict[str, dict[str, tuple[float, float]]] = {name: {} for name in METERS}
         self.live_topics: Callable[[], Collection[str] | None] | None = None
 
     def add(self, name: str, amounts: Mapping[str | None, int]) -> None:
         """Count ``amounts`` (topic -> bytes or records) on meter ``name``, in the all-topics
         series and each topic's (None: no known topic, the all-topics series only)."""
+        now_s = self._clock.wall_ms() / 1000
         with self._lock:
             self._totals[name] += sum(amounts.values())
             topics = self._by_topic[name]
             for topic, amount in amounts.items():
                 if topic is not None:
-                    topics[topic] = topics.get(topic, 0.0) + amount
+                    count, created_s = topics.get(topic, (0.0, now_s))
+                    topics[topic] = (count + amount, created_s)
 
     def total(self, name: str) -> float:
         """Meter ``name``'s all-topics count."""
@@ -112,7 +120,7 @@ class TopicMeters(Collector):
             by_topic = {name: dict(topics) for name, topics in self._by_topic.items()}
         for name, text in METERS.items():
             family = CounterMetricFamily(name, text, labels=[_TOPIC])
-            family.add_metric([], totals[name])  # the all-topics series: no label
-            for topic, amount in sorted(by_topic[name].items()):
-                family.add_metric([topic], amount)
+            family.add_metric([], totals[name], created=self._created_s)  # all topics: no label
+            for topic, (amount, created_s) in sorted(by_topic[name].items()):
+                family.add_metric([topic], amount, created=created_s)
             yield family
