@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pathlib
 import time
 import uuid
 import warnings
@@ -19,8 +20,10 @@ from replog import Cluster
 from replog.cli import main
 from replog.tools.offset_reset import (
     ResetRule,
+    format_reset_plan,
     parse_datetime_ms,
     parse_duration_ms,
+    parse_reset_plan,
     parse_topic_partitions,
     plan_reset,
 )
@@ -141,6 +144,16 @@ def first_offset_read(cluster: Cluster, group: str, tp: tuple[str, int]) -> int:
         return int(next(iter(batch.values()))[0].offset)
     finally:
         consumer.close()
+
+
+def offsets_read_by_kafka_python(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:
+    """Every committed offset of ``group``, as kafka-python's admin client lists them."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        listed = admin.list_group_offsets({group: None})[group]
+    finally:
+        admin.close()
+    return {(tp.topic, tp.partition): int(o.offset) for tp, o in listed.items()}
 
 
 @pytest.fixture
@@ -307,6 +320,98 @@ def test_reset_by_time(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> 
     assert committed(cluster, "timely", (topic, 0)) == RECORDS
 
 
+def test_export_a_plan_edit_it_and_execute_it_from_the_file(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    topic, other = fresh_topic(cluster), fresh_topic(cluster, partitions=1)
+    commit(cluster, "planned", {(topic, 0): 7, (topic, 1): 7, (other, 0): 1})
+    capsys.readouterr()
+    export = ("--reset-offsets", "--group", "planned", "--topic", topic, "--to-offset", "2")
+    assert groups_cli(cluster, *export, "--export") == 0
+    csv = capsys.readouterr().out
+    assert csv == f"{topic},0,2\n{topic},1,2\n"  # Kafka's single-group CSV, no header
+    before = {(topic, 0): 7, (topic, 1): 7, (other, 0): 1}
+    assert offsets_read_by_kafka_python(cluster, "planned") == before  # a dry run
+    plan = tmp_path / "plan.csv"
+    plan.write_text(csv.replace(f"{topic},1,2", f"{topic},1,99") + f"\n{other},0,3\n")
+    from_file = ("--reset-offsets", "--group", "planned", "--from-file", str(plan))
+    assert groups_cli(cluster, *from_file) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["planned", topic, "0", "2"] in rows and ["planned", other, "0", "3"] in rows
+    assert offsets_read_by_kafka_python(cluster, "planned") == before  # still a dry run
+    assert groups_cli(cluster, *from_file, "--execute", "--export") == 0
+    # 99 clamped to the log end, as Kafka does with a plan's offsets
+    exported = sorted([f"{topic},0,2", f"{topic},1,{RECORDS}", f"{other},0,3"])
+    assert capsys.readouterr().out == "".join(line + "\n" for line in exported)
+    assert offsets_read_by_kafka_python(cluster, "planned") == {
+        (topic, 0): 2,
+        (topic, 1): RECORDS,
+        (other, 0): 3,
+    }
+    assert first_offset_read(cluster, "planned", (other, 0)) == 3
+    # Kafka's several-group form: only this group's lines count
+    plan.write_text(f"elsewhere,{topic},0,9\nplanned,{topic},0,5\n")
+    assert as_json(cluster, capsys, *from_file, "--execute")["partitions"] == [
+        {"topic": topic, "partition": 0, "new_offset": 5, "previous_offset": 2}
+    ]
+    assert offsets_read_by_kafka_python(cluster, "planned")[(topic, 0)] == 5
+
+
+def test_reset_to_current_keeps_committed_offsets_and_takes_the_log_end_elsewhere(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = fresh_topic(cluster)
+    commit(cluster, "current", {(topic, 0): 6})
+    reset = ("--reset-offsets", "--group", "current", "--topic", topic, "--to-current")
+    planned = as_json(cluster, capsys, *reset)["partitions"]
+    assert [(r["partition"], r["new_offset"], r["previous_offset"]) for r in planned] == [
+        (0, 6, 6),
+        (1, RECORDS, None),
+    ]
+    assert offsets_read_by_kafka_python(cluster, "current") == {(topic, 0): 6}
+    as_json(cluster, capsys, *reset, "--execute")
+    assert offsets_read_by_kafka_python(cluster, "current") == {(topic, 0): 6, (topic, 1): RECORDS}
+
+
+@pytest.mark.parametrize(
+    ("lines", "reason"),
+    [
+        ("{topic},0,1\nno-such-topic-x,0,1\n", "topic 'no-such-topic-x' does not exist"),
+        ("{topic},0,1\n{topic},2,1\n", "has no partition 2"),
+        ("{topic},0,1\n{topic},1,ten\n", "line 2: '{topic},1,ten': partition and offset must"),
+        ("{topic},0\n", "line 1: '{topic},0' is not topic,partition,offset"),
+        ("{topic},0,-1\n", "must be >= 0"),
+        ("{topic},0,1\n{topic},0,2\n", "line 2: {topic}-0 is listed twice"),
+        ("\n", "no reset plan for group '{group}'"),
+        ("other-group,{topic},0,1\n", "no reset plan for group '{group}' (only lines of 1"),
+    ],
+)
+def test_a_bad_plan_file_fails_clearly_and_resets_nothing(
+    cluster: Cluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: pathlib.Path,
+    lines: str,
+    reason: str,
+) -> None:
+    topic, group = fresh_topic(cluster), f"filed-{uuid.uuid4().hex[:8]}"
+    commit(cluster, group, {(topic, 0): 4})
+    plan = tmp_path / "plan.csv"
+    plan.write_text(lines.format(topic=topic))
+    capsys.readouterr()
+    args = ("--reset-offsets", "--group", group, "--from-file", str(plan), "--execute")
+    assert groups_cli(cluster, *args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"replog consumer-groups: --from-file {plan}: "), err
+    assert reason.format(topic=topic, group=group) in err
+    assert offsets_read_by_kafka_python(cluster, group) == {(topic, 0): 4}
+
+
+def test_a_missing_plan_file_fails(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--reset-offsets", "--group", "filed", "--from-file", "/nonexistent/plan.csv")
+    assert groups_cli(cluster, *args) == 1
+    assert "cannot read it" in capsys.readouterr().err
+
+
 def test_reset_is_refused_while_the_group_has_members(
     cluster: Cluster,
     capsys: pytest.CaptureFixture[str],
@@ -370,6 +475,20 @@ def test_delete_groups_and_offsets(
         ["--list", "--members"],
         ["--delete-offsets", "--group", "g"],  # no topic
         ["--list", "--delete"],
+        ["--reset-offsets", "--group", "g", "--from-file", "f", "--topic", "t"],
+        ["--reset-offsets", "--group", "g", "--from-file", "f", "--to-current"],
+        ["--reset-offsets", "--group", "g", "--topic", "t", "--to-current", "--to-latest"],
+        [
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--all-topics",
+            "--to-latest",
+            "--export",
+            "--output",
+            "json",
+        ],
+        ["--describe", "--group", "g", "--export"],
     ],
 )
 def test_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -391,5 +510,15 @@ def test_the_offset_arithmetic() -> None:
     assert plan_reset(ResetRule("to-offset", 0), [tp], **bounds) == {tp: 2}
     assert plan_reset(ResetRule("shift-by", -2), [tp], **bounds) == {tp: 3}
     assert plan_reset(ResetRule("to-datetime", 7), [tp], **bounds, at_time={tp: -1}) == {tp: 9}
+    assert plan_reset(ResetRule("to-current"), [tp], **bounds) == {tp: 5}
+    beyond = {"committed": {tp: 12}, "earliest": {tp: 2}, "latest": {tp: 9}}
+    assert plan_reset(ResetRule("to-current"), [tp], **beyond) == {tp: 12}  # kept, as Kafka
+    assert plan_reset(ResetRule("to-current"), [tp], **{**bounds, "committed": {}}) == {tp: 9}
+    file_plan = {tp: 1, ("t", 1): 4}
+    assert parse_reset_plan(format_reset_plan(file_plan), "g") == file_plan
+    assert format_reset_plan(file_plan) == "t,0,1\nt,1,4\n"
+    assert parse_reset_plan("g,t,0,3\nh,t,0,8\n\n", "g") == {tp: 3}
+    requested = {"requested": {tp: 1}}
+    assert plan_reset(ResetRule("from-file"), [tp], **bounds, **requested) == {tp: 2}
     with pytest.raises(ValueError, match="no committed offset"):
         plan_reset(ResetRule("shift-by", 1), [tp], committed={}, earliest={tp: 0}, latest={tp: 1})

@@ -18,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from replog import Admin, Cluster
 from replog.broker.config import BrokerConfig
 from replog.broker.metrics import GAUGES
+from replog.broker.topic_meters import BYTES_IN, TopicMeters
+from replog.clock import ManualClock
 from replog.errors import InvalidConfigError
 
 with warnings.catch_warnings():
@@ -244,3 +246,106 @@ def test_purgatory_max_lag_and_unclean_elections_follow_a_killed_follower() -> N
             lambda: value(scrape(ports[controller]), unclean) == 1,
             "the out-of-sync follower is elected uncleanly",
         )
+
+
+def produce(cluster: Cluster, topic: str, count: int, size_bytes: int = 1000) -> None:
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    try:
+        for _ in range(count):
+            producer.send(topic, value=b"x" * size_bytes, partition=0)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+
+def consume(cluster: Cluster, topic: str, count: int) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        read = 0
+        deadline = time.monotonic() + 30
+        while read < count and time.monotonic() < deadline:
+            read += sum(len(r) for r in consumer.poll(timeout_ms=500).values())
+        assert read == count
+    finally:
+        consumer.close()
+
+
+def test_per_topic_series_follow_their_topic_and_go_with_it(cluster: Cluster) -> None:
+    """Bytes in, messages in and bytes out get a ``topic`` series beside the all-topics one: a
+    topic's grow with its own traffic only, and a deleted topic's series disappear."""
+    leader, follower = 1, 2
+    with Admin(cluster.bootstrap) as admin:
+        for name in ("hot", "cold"):
+            admin.create_topics(name, 1, 2, replica_assignment=[[leader, follower]])
+    port = port_of(cluster, leader)
+    bytes_in = "kafka_server_brokertopicmetrics_bytesin_total"
+    messages_in = "kafka_server_brokertopicmetrics_messagesin_total"
+    bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
+    produce(cluster, "cold", 1)
+    before = scrape(port)
+    assert value(before, messages_in, topic="cold") == 1
+    produce(cluster, "hot", 20)
+    consume(cluster, "hot", 20)
+    after = scrape(port)
+    grown_in = value(after, bytes_in, topic="hot") - value(before, bytes_in, topic="hot")
+    assert 20 * 1000 <= grown_in < 20 * 1000 + 20 * 200
+    assert value(after, bytes_in) - value(before, bytes_in) == grown_in  # all topics: the same
+    assert value(after, messages_in, topic="hot") == 20
+    assert value(after, messages_in) - value(before, messages_in) == 20
+    assert value(after, bytes_out, topic="hot") >= 20 * 1000
+    for name in (bytes_in, messages_in, bytes_out):
+        assert value(after, name, topic="cold") == value(before, name, topic="cold"), name
+    assert (bytes_out, frozenset({("topic", "cold")})) not in after  # never consumed
+    assert value(scrape(port_of(cluster, follower)), bytes_in, topic="hot") == 0
+
+    with Admin(cluster.bootstrap) as admin:
+        admin.delete_topics(["hot"])
+    hot = frozenset({("topic", "hot")})
+    wait_until(
+        lambda: all((name, hot) not in scrape(port) for name in (bytes_in, messages_in, bytes_out)),
+        "the deleted topic's series disappear",
+    )
+    gone = scrape(port)
+    assert value(gone, messages_in, topic="cold") == 1  # the others stay
+    assert value(gone, messages_in) >= value(after, messages_in)  # so do the all-topics counts
+
+
+def test_replication_byte_rates_count_the_throttled_topics_only(cluster: Cluster) -> None:
+    """Kafka's LeaderReplication and FollowerReplication byte-rate: the leader's rate grows with
+    what its followers fetch of a topic in its leader throttled set, the follower's with what
+    it fetches of one in its follower set; a topic in neither moves neither."""
+    leader, follower = 1, 2
+    throttled = {
+        "leader.replication.throttled.replicas": "*",
+        "follower.replication.throttled.replicas": "*",
+    }
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("free", 1, 2, replica_assignment=[[leader, follower]])
+        admin.create_topics("held", 1, 2, throttled, replica_assignment=[[leader, follower]])
+    ports = {b: port_of(cluster, b) for b in (leader, follower)}
+    leader_rate = "kafka_server_leaderreplication_byte_rate"
+    follower_rate = "kafka_server_followerreplication_byte_rate"
+    produce(cluster, "free", 50)  # acks=all: the follower has fetched it all
+    assert value(scrape(ports[leader]), leader_rate) == 0
+    assert value(scrape(ports[follower]), follower_rate) == 0
+    produce(cluster, "held", 50)
+    assert value(scrape(ports[leader]), leader_rate) > 0
+    assert value(scrape(ports[follower]), follower_rate) > 0
+    assert value(scrape(ports[leader]), follower_rate) == 0  # it follows nothing throttled
+    assert value(scrape(ports[follower]), leader_rate) == 0  # it leads nothing throttled
+
+
+def test_topic_meters_keep_the_all_topics_count_when_a_topic_goes() -> None:
+    meters = TopicMeters(ManualClock(0, wall_offset_ms=5_000))
+    meters.add(BYTES_IN, {"a": 3, "b": 4, None: 1})
+    meters.live_topics = lambda: {"b"}
+    (family, *_) = meters.collect()
+    samples = {(s.name, tuple(s.labels.items())): s.value for s in family.samples}
+    assert samples == {
+        ("kafka_server_brokertopicmetrics_bytesin_total", ()): 8,
+        ("kafka_server_brokertopicmetrics_bytesin_created", ()): 5.0,
+        ("kafka_server_brokertopicmetrics_bytesin_total", (("topic", "b"),)): 4,
+        ("kafka_server_brokertopicmetrics_bytesin_created", (("topic", "b"),)): 5.0,
+    }
+    assert meters.total(BYTES_IN) == 8

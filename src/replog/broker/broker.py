@@ -39,7 +39,7 @@ from replog.broker.effects import (
     Subscribe,
 )
 from replog.broker.links import BrokerLink
-from replog.broker.metrics import BrokerMetrics, gauge_values
+from replog.broker.metrics import BrokerMetrics, gauge_values, live_topics
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.server import CloseConnection, Response, Server
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
@@ -220,10 +220,14 @@ class Broker:
 
     def _start_metrics(self, port: int) -> BrokerMetrics:
         """Serve this broker's Prometheus metrics (``replog.broker.metrics``) on ``port``."""
-        metrics = BrokerMetrics.create(self.broker_id)
+        metrics = BrokerMetrics.create(self.broker_id, self.clock)
         loop = asyncio.get_running_loop()
         self.metrics_port = metrics.serve(
-            self.config.host, port, loop, lambda: gauge_values(self.driver)
+            self.config.host,
+            port,
+            loop,
+            lambda: gauge_values(self.driver, self.now_ms()),
+            lambda: live_topics(self.driver),
         )
         return metrics
 

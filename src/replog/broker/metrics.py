@@ -19,10 +19,18 @@ separators, counters ending in ``_total``):
   ``kafka_controller_controllerstats_leaderelections_total`` (leaders this broker chose as
   the controller, new partitions included; from its state-change records),
   ``..._uncleanleaderelections_total`` (those elected from outside the ISR, Kafka's
-  UncleanLeaderElectionsPerSec), ``kafka_server_brokertopicmetrics_bytesin_total`` (record
-  batch bytes received in Produce requests, BytesInPerSec) and ``..._bytesout_total`` (record
-  bytes sent to consumers, not followers, BytesOutPerSec): ``rate()`` gives Kafka's per-second
-  meters;
+  UncleanLeaderElectionsPerSec): ``rate()`` gives Kafka's per-second meters;
+- Kafka's BrokerTopicMetrics, each as an all-topics series and one per topic (label
+  ``topic``, dropped with the topic; ``replog.broker.topic_meters``):
+  ``kafka_server_brokertopicmetrics_bytesin_total`` (record batch bytes received in Produce
+  requests, BytesInPerSec), ``..._messagesin_total`` (the records in them, MessagesInPerSec)
+  and ``..._bytesout_total`` (record bytes sent to consumers, not followers, BytesOutPerSec);
+- the replication quotas' measured rates (KIP-73; ``replog.broker.replication_throttle``), in
+  bytes/s over the quota windows, as Kafka's ``kafka.server:type=LeaderReplication,
+  name=byte-rate`` and ``type=FollowerReplication``: ``kafka_server_leaderreplication_byte_rate``
+  (bytes this broker sent to followers for the partitions of its leader throttled set) and
+  ``kafka_server_followerreplication_byte_rate`` (bytes it fetched as a follower for those of
+  its follower set); both gauges;
 - the histogram ``kafka_log_logflushstats_logflushrateandtimems`` (time of each round of log
   flushes, ms: Kafka's LogFlushRateAndTimeMs);
 - per API (label ``request``, Kafka's API name): ``kafka_network_requestmetrics_requests_total``
@@ -34,10 +42,10 @@ Each broker has its own registry (several brokers share a process in ``Cluster.l
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
+import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from wsgiref.simple_server import WSGIServer
 
 import attrs
@@ -47,15 +55,21 @@ from prometheus_client.registry import Collector
 
 from replog.broker.driver import BrokerDriver
 from replog.broker.server import Response
+from replog.broker.topic_meters import BYTES_IN, BYTES_OUT, MESSAGES_IN, TopicMeters, read_on_loop
+from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord.types import NO_LEADER, PartitionState
 from replog.election.partition_change import UNCLEAN_ELECTION_NOTE
+from replog.errors import CorruptRecordError
+from replog.log.log_values import FetchSlice
+from replog.log.manager import parse_partition_dir
+from replog.log.records import iter_batches
 from replog.protocol.messages import APIS, FetchRequest, ProduceRequest
 from replog.protocol.primitives import RecordsRef
 from replog.protocol.schema import Message
 from replog.state_change import Phase, Role, StateChange, StateChangeKind
 from replog.topics import TopicPartitionLike
 
-__all__ = ["GAUGES", "BrokerMetrics", "gauge_values"]
+__all__ = ["GAUGES", "BrokerMetrics", "gauge_values", "live_topics"]
 
 _log = logging.getLogger(__name__)
 
@@ -79,6 +93,12 @@ GAUGES: Mapping[str, str] = {
     "kafka_server_replicafetchermanager_maxlag": (
         "largest lag in offsets of the partitions followed here (clientId=Replica)"
     ),
+    "kafka_server_leaderreplication_byte_rate": (
+        "bytes/s sent to followers for the leader-throttled partitions (replication quota)"
+    ),
+    "kafka_server_followerreplication_byte_rate": (
+        "bytes/s fetched as a follower for the follower-throttled partitions (replication quota)"
+    ),
 }
 #: the labels of the gauges that carry one (Kafka's JMX key properties)
 _GAUGE_LABELS: Mapping[str, Mapping[str, str]] = {
@@ -90,13 +110,18 @@ _SCRAPE_TIMEOUT_S = 5.0
 _LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000)
 
 
-def gauge_values(driver: BrokerDriver | None) -> dict[str, float]:
-    """Every gauge of ``GAUGES`` for the broker ``driver`` runs (zeros before it registers).
-    Call on the broker's loop: the replica manager is not thread-safe."""
+def gauge_values(driver: BrokerDriver | None, now_ms: int) -> dict[str, float]:
+    """Every gauge of ``GAUGES`` for the broker ``driver`` runs at ``now_ms`` (zeros before it
+    registers). Call on the broker's loop: the replica manager is not thread-safe."""
     values = dict.fromkeys(GAUGES, 0.0)
     rm = None if driver is None else driver.rm_or_none
     if driver is None or rm is None:
         return values
+    throttle = driver.replication_throttle
+    values["kafka_server_leaderreplication_byte_rate"] = throttle.leader.rate_bytes_per_s(now_ms)
+    values["kafka_server_followerreplication_byte_rate"] = throttle.follower.rate_bytes_per_s(
+        now_ms
+    )
     leading = [p for p in rm.partitions.values() if p.is_leader]
     active = driver.controller.is_controller
     values.update(
@@ -127,6 +152,48 @@ def gauge_values(driver: BrokerDriver | None) -> dict[str, float]:
     return values
 
 
+def live_topics(driver: BrokerDriver | None) -> Collection[str] | None:
+    """The topics in the broker's metadata (None before it registers): the per-topic series
+    kept. Call on the broker's loop."""
+    rm = None if driver is None else driver.rm_or_none
+    return None if rm is None else set(rm.topics)
+
+
+def _produced(body: ProduceRequest) -> tuple[dict[str | None, int], dict[str | None, int]]:
+    """Per topic, the record batch bytes and the records of a Produce request (records of a
+    batch that cannot be parsed are not counted; its bytes are)."""
+    size_bytes: dict[str | None, int] = {}
+    records: dict[str | None, int] = {}
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            if not isinstance(data.records, (bytes, bytearray, memoryview)):
+                continue
+            size_bytes[topic.name] = size_bytes.get(topic.name, 0) + len(data.records)
+            try:
+                count = sum(header.records_count for _, header in iter_batches(data.records))
+            except CorruptRecordError:
+                count = 0
+            records[topic.name] = records.get(topic.name, 0) + count
+    return size_bytes, records
+
+
+def _fetched(response: Response) -> dict[str | None, int]:
+    """Per topic, the record bytes of a Fetch response: each zero-copy slice's topic is that of
+    its log's partition directory (None: not one, counted in the all-topics series only)."""
+    out: dict[str | None, int] = {}
+    for part in response or ():
+        if not isinstance(part, RecordsRef):
+            continue
+        source = part.source
+        topic = None
+        if isinstance(source, FetchSlice) and source.pieces:
+            directory = os.path.basename(os.path.dirname(source.pieces[0].handle.path))
+            tp = parse_partition_dir(directory)
+            topic = None if tp is None else tp.topic
+        out[topic] = out.get(topic, 0) + part.size_bytes
+    return out
+
+
 def _api_name(api_key: int) -> str:
     spec = APIS.get(api_key)
     return spec.info.name if spec is not None else f"api-{api_key}"
@@ -141,21 +208,14 @@ class _GaugeCollector(Collector):
         self._loop = loop
         self._read = read
 
-    async def _read_on_loop(self) -> Mapping[str, float]:
-        return self._read()
-
     def describe(self) -> Iterator[GaugeMetricFamily]:
         """The gauges' names, without reading them (registering must not wait on the loop)."""
         for name, text in GAUGES.items():
             yield GaugeMetricFamily(name, text)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        future = asyncio.run_coroutine_threadsafe(self._read_on_loop(), self._loop)
-        try:
-            values = future.result(timeout=_SCRAPE_TIMEOUT_S)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            _log.warning("metrics: the broker's loop did not answer in %s s", _SCRAPE_TIMEOUT_S)
+        values = read_on_loop(self._loop, self._read, _SCRAPE_TIMEOUT_S)
+        if values is None:
             return
         for name, text in GAUGES.items():
             labels = _GAUGE_LABELS.get(name)
@@ -178,8 +238,7 @@ class BrokerMetrics:
     isr_expands: Counter
     leader_elections: Counter
     unclean_leader_elections: Counter
-    bytes_in: Counter
-    bytes_out: Counter
+    topics: TopicMeters
     log_flush_time_ms: Histogram
     broker_id: int
     #: the last state of each partition this broker leads (to tell shrinks from expansions)
@@ -188,9 +247,12 @@ class BrokerMetrics:
     _thread: threading.Thread | None = None
 
     @classmethod
-    def create(cls, broker_id: int) -> BrokerMetrics:
-        """A registry with every counter at zero and no server (``serve`` starts one)."""
+    def create(cls, broker_id: int, clock: Clock = SYSTEM_CLOCK) -> BrokerMetrics:
+        """A registry with every counter at zero and no server (``serve`` starts one);
+        ``clock`` dates the per-topic series."""
         registry = CollectorRegistry()
+        topics = TopicMeters(clock)
+        registry.register(topics)
         return cls(
             broker_id=broker_id,
             registry=registry,
@@ -227,16 +289,7 @@ class BrokerMetrics:
                 "leaders this broker, as the controller, chose from outside the ISR",
                 registry=registry,
             ),
-            bytes_in=Counter(
-                "kafka_server_brokertopicmetrics_bytesin",
-                "record batch bytes received in Produce requests",
-                registry=registry,
-            ),
-            bytes_out=Counter(
-                "kafka_server_brokertopicmetrics_bytesout",
-                "record bytes sent to consumers (replication excluded)",
-                registry=registry,
-            ),
+            topics=topics,
             log_flush_time_ms=Histogram(
                 "kafka_log_logflushstats_logflushrateandtimems",
                 "time of one round of log flushes, ms",
@@ -251,10 +304,13 @@ class BrokerMetrics:
         port: int,
         loop: asyncio.AbstractEventLoop,
         gauge_values: Callable[[], Mapping[str, float]],
+        live_topics: Callable[[], Collection[str] | None],
     ) -> int:
         """Register the gauges (``gauge_values`` runs on ``loop``) and serve ``/metrics`` on
-        ``host:port`` (0: a free port) in a daemon thread; returns the bound port."""
+        ``host:port`` (0: a free port) in a daemon thread; returns the bound port. Each scrape
+        keeps the per-topic series of the topics ``live_topics`` (run on ``loop``) names."""
         self.registry.register(_GaugeCollector(loop, gauge_values))
+        self.topics.live_topics = lambda: read_on_loop(loop, live_topics, _SCRAPE_TIMEOUT_S)
         server, thread = start_http_server(port, addr=host, registry=self.registry)
         self._server, self._thread = server, thread
         return int(server.server_port)
@@ -266,18 +322,14 @@ class BrokerMetrics:
         self.request_time_ms.labels(request=name).observe(time_ms)
 
     def on_traffic(self, body: Message, response: Response) -> None:
-        """Count the record bytes of an answered Produce (in) or consumer Fetch (out)."""
+        """Count the record bytes and records of an answered Produce (in) and the record bytes
+        of a consumer Fetch (out), for all topics and per topic."""
         if isinstance(body, ProduceRequest):
-            self.bytes_in.inc(
-                sum(
-                    len(p.records)
-                    for t in body.topic_data
-                    for p in t.partition_data
-                    if isinstance(p.records, (bytes, bytearray, memoryview))
-                )
-            )
+            size_bytes, records = _produced(body)
+            self.topics.add(BYTES_IN, size_bytes)
+            self.topics.add(MESSAGES_IN, records)
         elif isinstance(body, FetchRequest) and body.replica_id < 0 and response is not None:
-            self.bytes_out.inc(sum(p.size_bytes for p in response if isinstance(p, RecordsRef)))
+            self.topics.add(BYTES_OUT, _fetched(response))
 
     def on_log_flush(self, time_ms: int) -> None:
         """Time one round of log flushes."""

@@ -10,15 +10,22 @@ Exactly one action:
   assignment strategy, state and member count;
 - ``--reset-offsets`` (``--group G``; ``--topic t[:p1,p2]`` repeatable, or ``--all-topics``: the
   topics the group has offsets for) with one rule: ``--to-earliest``, ``--to-latest``,
+  ``--to-current`` (the committed offset; the log end where the group has none, as Kafka),
   ``--to-offset N``, ``--shift-by N``, ``--to-datetime YYYY-MM-DDTHH:mm:SS[.sss][zone]`` or
-  ``--by-duration PnDTnHnMnS``. It prints the plan and changes nothing (``--dry-run``, the
-  default) unless ``--execute``. Like Kafka, it refuses (dry run included) while the group has
-  active members: their commits would overwrite the reset;
+  ``--by-duration PnDTnHnMnS``; or ``--from-file FILE``, a plan in Kafka's CSV (``topic,
+  partition,offset`` lines, or ``group,topic,partition,offset``: see ``offset_reset``) that
+  names the partitions itself (no ``--topic``), its offsets clamped into [log start, log end].
+  It prints the plan and changes nothing (``--dry-run``, the default) unless ``--execute``;
+  ``--export`` prints the plan as that CSV instead of the table, to edit and feed back with
+  ``--from-file``. Like Kafka, it refuses (dry run included) while the group has active
+  members: their commits would overwrite the reset;
 - ``--delete`` (``--group G`` or ``--all-groups``): delete groups (they must be empty);
 - ``--delete-offsets --group G --topic T[:p1,p2]``: forget the group's committed offsets there.
 
-Exit status: 0 done, 1 the operation failed (a group that does not exist, a group with active
-members for ``--reset-offsets``, a broker error; the reason on stderr), 2 usage error.
+Exit status: 0 done; 1 the operation failed, the reason on stderr (a group that does not exist,
+a group with active members for ``--reset-offsets``, a ``--from-file`` that cannot be read, a
+malformed line in it or one naming a topic or partition that does not exist: nothing is reset
+then, a broker error); 2 usage error (options that do not go together, a malformed option).
 """
 
 from __future__ import annotations
@@ -35,8 +42,10 @@ from replog.errors import ReplogError, unreachable
 from replog.tools.offset_reset import (
     RULES,
     ResetRule,
+    format_reset_plan,
     parse_datetime_ms,
     parse_duration_ms,
+    parse_reset_plan,
     parse_topic_partitions,
     plan_reset,
 )
@@ -74,13 +83,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rules = parser.add_mutually_exclusive_group()
     rules.add_argument("--to-earliest", action="store_true", help="reset to the log start")
     rules.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    rules.add_argument(
+        "--to-current",
+        action="store_true",
+        help="reset to the committed offset (the log end where there is none)",
+    )
     rules.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
     rules.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N")
     rules.add_argument("--to-datetime", metavar="ISO", help="reset to the first record since")
     rules.add_argument("--by-duration", metavar="PnDTnHnMnS", help="reset to now minus this")
+    rules.add_argument(
+        "--from-file",
+        metavar="FILE",
+        help="reset to a CSV plan (topic,partition,offset lines), as --export writes",
+    )
     run_mode = parser.add_mutually_exclusive_group()
     run_mode.add_argument("--dry-run", action="store_true", help="reset: show only (default)")
     run_mode.add_argument("--execute", action="store_true", help="reset: commit the new offsets")
+    parser.add_argument(
+        "--export", action="store_true", help="reset: print the plan as CSV (for --from-file)"
+    )
     parser.add_argument(
         "--timeout-ms", type=int, default=30_000, help="admin request timeout (default 30000)"
     )
@@ -98,6 +120,10 @@ def _rule(args: argparse.Namespace) -> ResetRule | None:
         return ResetRule("to-earliest")
     if args.to_latest:
         return ResetRule("to-latest")
+    if args.to_current:
+        return ResetRule("to-current")
+    if args.from_file is not None:
+        return ResetRule("from-file")
     if args.to_offset is not None:
         return ResetRule("to-offset", args.to_offset)
     if args.shift_by is not None:
@@ -133,10 +159,15 @@ def _check_usage(parser_error: Any, args: argparse.Namespace) -> ResetRule | Non
             parser_error("--reset-offsets needs exactly one --group")
         if rule is None:
             parser_error("--reset-offsets needs one of " + ", ".join(f"--{r}" for r in RULES))
-        if bool(args.topic) == bool(args.all_topics):
+        if rule is not None and rule.kind == "from-file":
+            if args.topic or args.all_topics:
+                parser_error("--from-file names its partitions: no --topic or --all-topics")
+        elif bool(args.topic) == bool(args.all_topics):
             parser_error("--reset-offsets needs --topic or --all-topics (one of them)")
-    elif rule is not None or args.execute or args.dry_run:
-        parser_error("the reset rules, --dry-run and --execute go with --reset-offsets")
+        if args.export and args.output == "json":
+            parser_error("--export prints CSV: it does not go with --output json")
+    elif rule is not None or args.execute or args.dry_run or args.export:
+        parser_error("the reset rules, --dry-run, --execute and --export go with --reset-offsets")
     return rule
 
 
@@ -319,6 +350,27 @@ def _delete_offsets(admin: Admin, args: argparse.Namespace, group_id: str) -> in
     return _report(args, {"group": group_id, "partitions": rows}, text)
 
 
+def _read_plan(admin: Admin, path: str, group_id: str) -> dict[TopicPartitionLike, int]:
+    """The ``--from-file`` plan of ``group_id``, every partition checked to exist; raises
+    ``ValueError`` (naming the file) on a file that cannot be read or a line that is wrong."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--from-file {path}: cannot read it: {exc}") from None
+    try:
+        requested = parse_reset_plan(text, group_id)
+    except ValueError as exc:
+        raise ValueError(f"--from-file {path}: {exc}") from None
+    counts = {name: len(d.partitions) for name, d in admin.describe_topics().items()}
+    for topic, partition in sorted(requested):
+        if topic not in counts:
+            raise ValueError(f"--from-file {path}: topic {topic!r} does not exist")
+        if partition >= counts[topic]:
+            raise ValueError(f"--from-file {path}: topic {topic!r} has no partition {partition}")
+    return requested
+
+
 def _reset(admin: Admin, args: argparse.Namespace, group_id: str, rule: ResetRule) -> int:
     group = admin.describe_groups([group_id])[group_id]
     if group.state not in _INACTIVE:
@@ -328,7 +380,14 @@ def _reset(admin: Admin, args: argparse.Namespace, group_id: str, rule: ResetRul
             f"but its state is {group.state} with {len(group.members)} member(s)",
         )
     committed = {(t, int(p)): o.offset for (t, p), o in admin.list_group_offsets(group_id).items()}
-    partitions = sorted(committed) if args.all_topics else _partitions(admin, args.topic)
+    requested = None
+    if rule.kind == "from-file":
+        requested = _read_plan(admin, args.from_file, group_id)
+        partitions = sorted(requested)
+    elif args.all_topics:
+        partitions = sorted(committed)
+    else:
+        partitions = _partitions(admin, args.topic)
     at_time = admin.list_offsets(partitions, rule.value) if rule.by_time and partitions else None
     plan = plan_reset(
         rule,
@@ -337,9 +396,13 @@ def _reset(admin: Admin, args: argparse.Namespace, group_id: str, rule: ResetRul
         earliest=admin.list_offsets(partitions, "earliest") if partitions else {},
         latest=admin.list_offsets(partitions, "latest") if partitions else {},
         at_time=at_time,
+        requested=requested,
     )
     if args.execute and plan:
         admin.alter_group_offsets(group_id, plan)
+    if args.export:
+        print(format_reset_plan(plan), end="")
+        return EXIT_OK
     rows = [
         {"topic": t, "partition": p, "new_offset": offset, "previous_offset": committed.get((t, p))}
         for (t, p), offset in sorted(plan.items())

@@ -1,10 +1,19 @@
 """The arithmetic of ``replog consumer-groups --reset-offsets``, kept apart from the IO.
 
-Parsing of the options (``--topic t[:p1,p2]``, ``--to-datetime``, ``--by-duration``) and
-``plan_reset``, which turns a reset rule plus the offsets the cluster reported (committed,
-earliest, latest, by time) into each partition's new committed offset, as kafka-consumer-groups
-computes it: explicit and shifted offsets are clamped into [earliest, latest]; a time with no
-record at or after it resets to the latest offset; shifting needs a committed offset.
+Parsing of the options (``--topic t[:p1,p2]``, ``--to-datetime``, ``--by-duration``), of a
+reset plan file (``--from-file``) and its export (``--export``), and ``plan_reset``, which turns
+a reset rule plus the offsets the cluster reported (committed, earliest, latest, by time) into
+each partition's new committed offset, as kafka-consumer-groups computes it: explicit, shifted
+and file offsets are clamped into [earliest, latest]; a time with no record at or after it
+resets to the latest offset; shifting needs a committed offset; ``to-current`` keeps the
+committed offset as it is and takes the latest offset where there is none.
+
+A reset plan file is Kafka's CSV, no header, one partition a line::
+
+    topic,partition,offset              (the plan of one group: what --export prints)
+    group,topic,partition,offset        (Kafka's export of several groups)
+
+Blank lines are ignored; in the four-column form only the lines of the group being reset count.
 """
 
 from __future__ import annotations
@@ -19,14 +28,25 @@ from replog.topics import TopicPartitionLike
 
 __all__ = [
     "ResetRule",
+    "format_reset_plan",
     "parse_datetime_ms",
     "parse_duration_ms",
+    "parse_reset_plan",
     "parse_topic_partitions",
     "plan_reset",
 ]
 
 #: the reset rules, by kafka-consumer-groups option (without the leading dashes)
-RULES = ("to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime", "by-duration")
+RULES = (
+    "to-earliest",
+    "to-latest",
+    "to-current",
+    "to-offset",
+    "shift-by",
+    "to-datetime",
+    "by-duration",
+    "from-file",
+)
 
 _DURATION = re.compile(
     r"P(?:(?P<days>\d+(?:\.\d+)?)D)?"
@@ -40,7 +60,8 @@ _DURATION = re.compile(
 class ResetRule:
     """One reset rule: ``kind`` is one of ``RULES``; ``value`` the offset (``to-offset``), the
     shift (``shift-by``) or the time in ms since the epoch (``to-datetime``, ``by-duration``
-    once resolved against now); unused otherwise."""
+    once resolved against now); unused otherwise (``from-file``'s offsets come with the plan's
+    ``requested``)."""
 
     kind: str
     value: int = 0
@@ -96,6 +117,47 @@ def parse_duration_ms(text: str) -> int:
     return int(seconds * 1000)
 
 
+def parse_reset_plan(text: str, group_id: str) -> dict[TopicPartitionLike, int]:
+    """The reset plan of ``group_id`` in a ``--from-file`` CSV (see the module docstring).
+    Raises ``ValueError`` naming the line of a malformed row, a partition listed twice, a
+    negative partition or offset, or a file with no line for the group."""
+    plan: dict[TopicPartitionLike, int] = {}
+    other_groups = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) == 4:
+            group, fields = fields[0], fields[1:]
+            if group != group_id:
+                other_groups += 1
+                continue
+        if len(fields) != 3 or not fields[0]:
+            raise ValueError(f"line {number}: {line!r} is not topic,partition,offset")
+        topic, partition_text, offset_text = fields
+        try:
+            partition, offset = int(partition_text), int(offset_text)
+        except ValueError:
+            raise ValueError(
+                f"line {number}: {line!r}: partition and offset must be integers"
+            ) from None
+        if partition < 0 or offset < 0:
+            raise ValueError(f"line {number}: {line!r}: partition and offset must be >= 0")
+        if (topic, partition) in plan:
+            raise ValueError(f"line {number}: {topic}-{partition} is listed twice")
+        plan[(topic, partition)] = offset
+    if not plan:
+        whose = f" (only lines of {other_groups} other group row(s))" if other_groups else ""
+        raise ValueError(f"no reset plan for group {group_id!r}{whose}")
+    return plan
+
+
+def format_reset_plan(plan: Mapping[TopicPartitionLike, int]) -> str:
+    """``--export``: the plan as Kafka's single-group CSV, one ``topic,partition,offset`` line
+    per partition in topic and partition order (what ``parse_reset_plan`` reads back)."""
+    return "".join(f"{t},{p},{offset}\n" for (t, p), offset in sorted(plan.items()))
+
+
 def plan_reset(
     rule: ResetRule,
     partitions: Iterable[TopicPartitionLike],
@@ -104,19 +166,28 @@ def plan_reset(
     earliest: Mapping[TopicPartitionLike, int],
     latest: Mapping[TopicPartitionLike, int],
     at_time: Mapping[TopicPartitionLike, int] | None = None,
+    requested: Mapping[TopicPartitionLike, int] | None = None,
 ) -> dict[TopicPartitionLike, int]:
     """Each partition's new committed offset under ``rule``. ``at_time`` holds the first
-    offset at or after the rule's time (-1: none, which resets to the latest offset). Raises
-    ``ValueError`` when shifting a partition that has no committed offset."""
+    offset at or after the rule's time (-1: none, which resets to the latest offset);
+    ``requested`` the offsets a ``from-file`` plan asks for. Raises ``ValueError`` when
+    shifting a partition that has no committed offset."""
     plan: dict[TopicPartitionLike, int] = {}
     for tp in partitions:
         low, high = earliest[tp], latest[tp]
+        if rule.kind == "to-current":
+            plan[tp] = committed.get(tp, high)  # as Kafka: kept as is, not clamped
+            continue
         if rule.kind == "to-earliest":
             offset = low
         elif rule.kind == "to-latest":
             offset = high
         elif rule.kind == "to-offset":
             offset = rule.value
+        elif rule.kind == "from-file":
+            if requested is None or tp not in requested:
+                raise ValueError(f"the reset plan has no offset for {tp[0]}-{tp[1]}")
+            offset = requested[tp]
         elif rule.kind == "shift-by":
             if tp not in committed:
                 raise ValueError(
