@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
 from replog.errors import InvalidConfigError
+from replog.event_loop import run
 
 __all__ = ["add_broker_arguments", "main", "run_broker", "serve"]
 
@@ -130,7 +131,7 @@ def run_broker(config_path: str, *, log_level: str = "INFO") -> int:
     except InvalidConfigError as exc:
         print(f"replog broker: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(config))
+    return run(serve(config))
 
 
 def add_broker_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from replog.errors import ProtocolError
+from replog.event_loop import supports_sendfile
 from replog.log.log import FetchSlice
 from replog.protocol import (
     FrameReader,
@@ -55,6 +56,8 @@ _log = logging.getLogger(__name__)
 STREAM_LIMIT_BYTES = 1024 * 1024
 #: record slices up to this size are copied with one pread rather than sent with sendfile
 SMALL_SLICE_BYTES = 64 * 1024
+#: where the loop has no sendfile (uvloop), larger slices are read and written in pieces this big
+PREAD_CHUNK_BYTES = 1024 * 1024
 
 #: what a handler returns: frame parts to write, or None for no response (acks=0)
 Response = list[bytes | RecordsRef[Any]] | None
@@ -269,15 +272,22 @@ async def write_parts(writer: asyncio.StreamWriter, parts: list[bytes | RecordsR
         source = part.source
         if not isinstance(source, FetchSlice):
             raise ProtocolError("a records hole without a FetchSlice source")
-        if source.size_bytes <= SMALL_SLICE_BYTES:
+        if source.size_bytes <= SMALL_SLICE_BYTES or not supports_sendfile(loop):
             # A small slice (a follower's next batch or two): one pread on the segment's open
             # handle is far cheaper than opening the file and setting up a sendfile, which
-            # also waits for the transport's buffer to empty first.
+            # also waits for the transport's buffer to empty first. uvloop has no sendfile:
+            # there every slice goes this way, in reads of at most PREAD_CHUNK_BYTES.
             for piece in source.pieces:
-                data = piece.handle.pread(piece.position, piece.size_bytes)
-                if len(data) != piece.size_bytes:
-                    raise ConnectionError("segment shorter than the fetch slice; dropping client")
-                writer.write(data)
+                position, left = piece.position, piece.size_bytes
+                while left > 0:
+                    size = min(left, PREAD_CHUNK_BYTES)
+                    data = piece.handle.pread(position, size)
+                    if len(data) != size:
+                        raise ConnectionError("segment shorter than the fetch slice")
+                    writer.write(data)
+                    position, left = position + size, left - size
+                    if left > 0:
+                        await writer.drain()
             continue
         await writer.drain()
         for piece in source.pieces:
