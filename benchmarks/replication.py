@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -124,39 +124,67 @@ def _produce_frame(partition: int, batch_records: int, acks: int, version: int) 
     return bytearray(encode_request(header, request))
 
 
+class _ProducerProtocol(asyncio.Protocol):
+    """One load-generating connection: sends ``frame`` again and again, one in flight, timing
+    each acknowledgement. The next request goes out from ``data_received`` as soon as the
+    answer is in -- no task wakes up in between, so the generator costs the box little."""
+
+    def __init__(self, frame: bytearray, version: int, counters: _Counters) -> None:
+        self.frame, self.version, self.counters = frame, version, counters
+        self.frames = FrameReader()
+        self.transport: asyncio.Transport | None = None
+        self.correlation_id = 0
+        self.sent_s = 0.0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport
+        self._send()
+
+    def _send(self) -> None:
+        if self.counters.stopping:
+            if not self.done.done():
+                self.done.set_result(None)
+            return
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        self.frame[8:12] = self.correlation_id.to_bytes(4, "big")  # size api version corr
+        self.sent_s = time.perf_counter()
+        assert self.transport is not None
+        self.transport.write(bytes(self.frame))
+
+    def data_received(self, data: bytes) -> None:
+        for frame in self.frames.feed(data):
+            done_s = time.perf_counter()
+            _, body = decode_response(frame, api_key=PRODUCE.api_key, api_version=self.version)
+            assert isinstance(body, ProduceResponse)
+            error = body.responses[0].partition_responses[0].error_code
+            if self.counters.measuring:
+                if error:
+                    self.counters.errors += 1
+                else:
+                    self.counters.acked_batches += 1
+                    self.counters.latencies_s.append(done_s - self.sent_s)
+            if error:
+                asyncio.get_running_loop().call_later(0.01, self._send)
+            else:
+                self._send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"the broker closed the connection: {exc}"))
+
+
 async def _connection_loop(
     host: str, port: int, frame: bytearray, version: int, counters: _Counters
 ) -> None:
-    """Send ``frame`` again and again, one in flight, timing each acknowledgement."""
-    reader, writer = await asyncio.open_connection(host, port)
-    frames = FrameReader()
-    correlation_id = 0
+    """One ``_ProducerProtocol`` connection, until ``counters.stopping``."""
+    loop = asyncio.get_running_loop()
+    protocol = _ProducerProtocol(frame, version, counters)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port)
     try:
-        while not counters.stopping:
-            correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-            frame[8:12] = correlation_id.to_bytes(4, "big")  # size(4) api(2) version(2) corr(4)
-            sent_s = time.perf_counter()
-            writer.write(frame)
-            response: list[bytes] = []
-            while not response:
-                data = await reader.read(65536)
-                if not data:
-                    raise ConnectionError(f"{host}:{port} closed the connection")
-                response = list(frames.feed(data))
-            done_s = time.perf_counter()
-            _, body = decode_response(response[0], api_key=PRODUCE.api_key, api_version=version)
-            assert isinstance(body, ProduceResponse)
-            error = body.responses[0].partition_responses[0].error_code
-            if not counters.measuring:
-                continue
-            if error:
-                counters.errors += 1
-                await asyncio.sleep(0.01)
-            else:
-                counters.acked_batches += 1
-                counters.latencies_s.append(done_s - sent_s)
+        await protocol.done
     finally:
-        writer.close()
+        transport.close()
 
 
 async def _leaders(bootstrap: str, partitions: int) -> dict[int, int]:
