@@ -9,8 +9,16 @@ Commands so far:
   on a bad config file.
 - ``controller --node-id N --voters 1@host:port,... --data-dir D`` runs one voter of the
   built-in metadata quorum (``replog.quorum.main``; brokers use ``raft://...``).
-- the operator tools of ``replog.tools`` (``topics``, ...), which manage a running cluster
-  through the Kafka protocol. Exit status: 0 done, 1 the operation failed, 2 usage error.
+- the operator tools of ``replog.tools``, which manage a running cluster through the Kafka
+  protocol: ``topics`` (create, delete, alter partitions and configs, describe, list),
+  ``state-change-log`` (merge brokers' state-change logs), ``reassign`` (generate / execute /
+  verify / cancel partition reassignments in Kafka's JSON formats; ``--add-brokers`` and
+  ``--remove-brokers`` plans), ``elect-leaders`` (preferred or unclean), ``consumer-groups``
+  (list, describe with lag, reset offsets -- a dry run unless ``--execute``, refused while the
+  group has members --, delete groups and offsets) and ``verify-replicas`` (compare every
+  replica of partitions: high-watermark lag, first differing offset). Exit status: 0 done, 1
+  the operation failed (for ``verify-replicas`` also: replicas diverge or one cannot be read),
+  2 usage error.
 """
 
 from __future__ import annotations

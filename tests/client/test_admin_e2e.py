@@ -59,9 +59,12 @@ TESTED = {
     "reassign_partition",
     "elect_preferred_leaders",
     "elect_leaders",
+    "elect_leaders_results",
+    "alter_broker_configs",
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_log_dirs",
+    "read_replica",
     "close",
     # the group methods: tests/client/test_group_admin_e2e.py
     "list_groups",
@@ -308,6 +311,32 @@ def test_alter_configs_is_what_kafka_python_describes(
     assert error.value.code == 40  # INVALID_CONFIG
 
 
+def kafka_broker_configs(kafka_admin: KafkaAdminClient, broker_id: int) -> dict[str, Any]:
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
+    result = kafka_admin.describe_configs([resource], config_filter="all")
+    return dict(result["broker"][str(broker_id)])
+
+
+def test_alter_broker_configs_is_what_kafka_python_describes(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    broker_id = 1 if mode == "sync" else 2
+    admin.alter_broker_configs(broker_id, {"log.retention.ms": "7200000"})
+    theirs = wait_for(
+        lambda: kafka_broker_configs(kafka_admin, broker_id),
+        lambda c: c["log.retention.ms"]["value"] == "7200000",
+    )
+    assert theirs["log.retention.ms"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    admin.alter_broker_configs(broker_id, delete_configs=["log.retention.ms"])
+    theirs = wait_for(
+        lambda: kafka_broker_configs(kafka_admin, broker_id),
+        lambda c: c["log.retention.ms"]["config_source"] != "DYNAMIC_BROKER_CONFIG",
+    )
+    with pytest.raises(BrokerResponseError) as error:  # replog does not throttle replication
+        admin.alter_broker_configs(broker_id, {"leader.replication.throttled.rate": "1000"})
+    assert error.value.code == ErrorCode.INVALID_CONFIG
+
+
 def test_delete_records_moves_what_kafka_python_sees_as_earliest(
     admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
 ) -> None:
@@ -333,6 +362,37 @@ def test_delete_records_moves_what_kafka_python_sees_as_earliest(
     with pytest.raises(BrokerResponseError) as error:
         admin.delete_records({(name, 0): 7})
     assert error.value.code == 1  # OFFSET_OUT_OF_RANGE
+
+
+def test_read_replica_reads_leader_and_followers_alike(
+    admin: Any, cluster: Cluster, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    """Each replica's copy, read with the debugging-consumer fetch: the same batches, at the
+    offsets kafka-python's producer was told, up to each replica's own HW."""
+    name = f"replicas-{mode}"
+    kafka_create(kafka_admin, name, 1, 3)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False
+    )
+    try:
+        offsets = [
+            producer.send(name, b"v%d" % i, partition=0).get(timeout=30).offset for i in range(5)
+        ]  # one batch each
+    finally:
+        producer.close(timeout=10)
+    assert offsets == [0, 1, 2, 3, 4]
+    replicas = described(kafka_admin, name)["partitions"][0]["replica_nodes"]
+    reads = {
+        b: wait_for(lambda b=b: admin.read_replica(b, name, 0, 0), lambda r: r.high_watermark == 5)
+        for b in replicas
+    }
+    for read in reads.values():
+        assert read.error == "NONE" and read.log_start_offset == 0
+        assert [(b.base_offset, b.last_offset) for b in read.batches] == [(i, i) for i in range(5)]
+        assert read.batches == reads[replicas[0]].batches and read.next_offset == 5
+    tail = admin.read_replica(replicas[-1], name, 0, 3)
+    assert [b.base_offset for b in tail.batches] == [3, 4]
+    assert admin.read_replica(replicas[-1], name, 0, 9).error == "OFFSET_OUT_OF_RANGE"
 
 
 def test_list_offsets_matches_kafka_python(
@@ -447,6 +507,10 @@ def test_elect_leaders_for_every_partition_is_what_kafka_python_sees(
     with pytest.raises(RetriableBrokerResponseError) as error:
         admin.elect_leaders([(name, 7)])
     assert error.value.code == UNKNOWN_TOPIC_OR_PARTITION
+    # elect_leaders_results answers every partition instead of raising the first failure
+    results = admin.elect_leaders_results([(name, 0), (name, 7)], "preferred")
+    assert results[(name, 0)].error == ErrorCode.ELECTION_NOT_NEEDED
+    assert results[(name, 7)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     with pytest.raises(InvalidConfigError):
         admin.elect_leaders([(name, 0)], "sideways")
 

@@ -124,7 +124,9 @@ class GroupMachine(RuleBasedStateMachine):
         # What leaders sent, by (generation, leader member id). After a lost write a generation
         # may be redone, and a leader may send what it learned before the fail-over.
         self.plans: dict[tuple[int, str], list[dict[str, bytes]]] = {}
-        # For good (until the group is deleted): generations whose assignment was written.
+        # For good (until the group's tombstone reaches the log): generations whose assignment
+        # was written. A group turned Dead in memory is not deleted yet: if its tombstone is
+        # lost at a fail-over, the reload brings back the last generation written.
         self.written_plans: dict[int, dict[str, bytes]] = {}
         self.stable_leaders: dict[int, str] = {}
         self.last_generation = 0
@@ -441,6 +443,15 @@ class GroupMachine(RuleBasedStateMachine):
         self.log.extend(records)
         for raw in records:
             record = decode_record(*raw)
+            if (
+                isinstance(record, GroupRecord)
+                and record.group_id == GROUP
+                and record.value is None
+            ):
+                # Deleted for good: a new group starts its generations over.
+                self.plans.clear()
+                self.written_plans.clear()
+                self.stable_leaders.clear()
             if isinstance(record, GroupRecord) and record.value and record.value.members:
                 written = {
                     _identity(m.member_id, m.group_instance_id): bytes(m.assignment)
@@ -529,13 +540,12 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def generations_never_go_back(self) -> None:
         group = self.shard.group(GROUP)
-        if group is None or group.is_in(GroupState.DEAD):
-            # Deleted (or being deleted): a new group starts its generations over.
+        if group is None:
+            # Deleted (or never created): a new group starts its generations over. A Dead group
+            # (tombstones pending) keeps its generation: joins are refused until it is gone,
+            # and if the tombstone write fails it is Empty again.
             self.last_generation = 0
             self.leaders_now.clear()
-            self.plans.clear()
-            self.written_plans.clear()
-            self.stable_leaders.clear()
             return
         assert group.generation_id >= self.last_generation
         self.last_generation = group.generation_id
@@ -603,6 +613,50 @@ def _last_written_generation(log: list[RawRecord], group_id: str) -> int:
         if isinstance(record, GroupRecord) and record.group_id == group_id:
             generation = 0 if record.value is None else record.value.generation
     return generation
+
+
+def _check_invariants(machine: GroupMachine) -> None:
+    machine.shard_is_consistent()
+    machine.served_offsets_are_the_acknowledged_ones()
+    machine.one_leader_per_generation()
+    machine.stable_members_hold_their_generations_assignment()
+    machine.generations_never_go_back()
+
+
+def test_a_lost_tombstone_brings_back_the_last_written_generation() -> None:
+    """Regression (a Hypothesis counterexample): a Stable generation 1 is written, its members'
+    sessions expire (generation 2, Empty, pending), the group is deleted (tombstones pending)
+    and the coordinator fails over before either write lands. The log still holds generation 1
+    with its members, so the reload is Stable at generation 1 with the written assignments,
+    as Kafka loads it; the model once forgot that generation's assignment when the group
+    turned Dead in memory."""
+    machine = GroupMachine()
+    for client in machine.clients:
+        machine._join(client, 3, change=False)
+    _check_invariants(machine)
+    machine.advance(2_000)
+    _check_invariants(machine)
+    for client in machine.clients:
+        machine._sync(client)
+    machine.complete_writes(len(machine.pending), ErrorCode.NONE)
+    _check_invariants(machine)
+    machine.advance(60_000)
+    _check_invariants(machine)
+    machine.delete_group(GROUP, rare=0)
+    group = machine.shard.group(GROUP)
+    assert group is not None and group.is_in(GroupState.DEAD) and len(machine.pending) == 2
+    _check_invariants(machine)
+    machine.fail_over(pending_reached_the_log=False, rare=0)
+    group = machine.shard.group(GROUP)
+    assert group is not None and group.is_in(GroupState.STABLE) and group.generation_id == 1
+    assert {m.member_id: m.assignment for m in group.members.values()} == {
+        "dyn-0-1": b"1:dyn-0-1",
+        "dyn-1-2": b"1:dyn-1-2",
+        "i-0-3": b"1:i-0",
+        "i-1-4": b"1:i-1",
+    }
+    _check_invariants(machine)
+    machine.teardown()
 
 
 GroupMachine.TestCase.settings = settings(

@@ -9,6 +9,8 @@ import pytest
 from replog.coord.types import AlterPartitionResult
 from replog.errors import ErrorCode, InvalidConfigError, InvariantError
 from replog.isr import (
+    CONSUMER_REPLICA_ID,
+    DEBUGGING_CONSUMER_ID,
     Acks,
     DurabilityMode,
     FetchRequest,
@@ -19,8 +21,17 @@ from replog.isr import (
     ReplicaRole,
     StateChange,
 )
+from replog.log.records import iter_batches
 
-from .support import accept_alter_partition, batch, follower_fetch, open_log, partition, write
+from .support import (
+    accept_alter_partition,
+    batch,
+    fetch_once,
+    follower_fetch,
+    open_log,
+    partition,
+    write,
+)
 
 A, B, C = 1, 2, 3
 REPLICATED = PartitionConfig(durability=DurabilityMode.REPLICATED)
@@ -148,6 +159,34 @@ def test_consumer_reads_only_below_hw(tmp_path: Path) -> None:
     leader.append_as_leader(batch(b"x"), Acks.LEADER, 0)
     response = leader.on_fetch(FetchRequest(-1, 0, 0), 0)
     assert response is not None and response.size_bytes == 0 and response.high_watermark == 0
+
+
+def test_a_follower_serves_only_the_debugging_consumer_up_to_its_own_hw(tmp_path: Path) -> None:
+    """Kafka's replica verification tool fetches with replica id -2 from every replica: a
+    follower answers it from its own log, up to its own HW; an ordinary consumer and a replica
+    still get NOT_LEADER_OR_FOLLOWER from it."""
+    leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
+    follower = partition(B, open_log(tmp_path, "f"), REPLICATED)
+    leader.become_leader(0, {A, B}, (A, B), 0)
+    follower.become_follower(A, 0, 0)
+    for value in (b"x", b"y"):
+        leader.append_as_leader(batch(value), Acks.LEADER, 0)
+    for now_ms in (1, 2, 3):  # copy both records, report LEO 2, learn HW 2
+        fetch_once(leader, follower, now_ms)
+    leader.append_as_leader(batch(b"z"), Acks.LEADER, 4)
+    fetch_once(leader, follower, 5)  # copied; the follower's HW is still 2
+    assert follower.log.log_end_offset == 3 and follower.high_watermark == 2
+    debug = follower.on_fetch(FetchRequest(DEBUGGING_CONSUMER_ID, 0, -1), 6)
+    assert debug.error_code is ErrorCode.NONE and debug.high_watermark == 2
+    assert debug.records is not None
+    read = [h.base_offset for _, h in iter_batches(debug.records.to_bytes())]
+    assert read == [0, 1]  # not offset 2, above the follower's HW
+    for replica_id in (CONSUMER_REPLICA_ID, C):
+        refused = follower.on_fetch(FetchRequest(replica_id, 0, -1), 3)
+        assert refused.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    offline = partition(C, open_log(tmp_path, "o"), REPLICATED)  # no role yet
+    refused = offline.on_fetch(FetchRequest(DEBUGGING_CONSUMER_ID, 0, -1), 3)
+    assert refused.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_duplicate_fetch_response_is_ignored(tmp_path: Path) -> None:

@@ -93,6 +93,19 @@ def test_single_voter_elects_itself_at_once() -> None:
     assert core.high_watermark == 1  # its leader-change record, flushed
 
 
+def test_single_voter_that_led_elects_itself_at_once_after_a_restart() -> None:
+    """A restarted sole voter does not wait out a resignation (and then an election timeout)
+    before it leads again: nobody else could take over meanwhile."""
+    q = Quorum(voters=[7])
+    q.tick(0)
+    assert isinstance(q.core(7).state, Leader) and q.core(7).state.epoch == 1
+    q.restart(7)
+    q.tick(0)
+    core = q.core(7)
+    assert isinstance(core.state, Leader) and core.state.epoch == 3  # Unattached(2), then 3
+    assert core.high_watermark == 2  # both leader-change records
+
+
 # ------------------------------------------------------------------------------ E1-E3: pre-vote
 
 

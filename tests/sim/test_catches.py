@@ -17,6 +17,8 @@ import pytest
 
 from replog.broker import requests
 from replog.broker.requests.base import Reply
+from replog.errors import ErrorCode
+from replog.groups import loading, offsets
 from replog.log.log import Log
 from replog.protocol import messages as m
 from replog.testing.sim import run_seed
@@ -60,13 +62,48 @@ def _retries_appended_twice() -> Iterator[None]:
         Log._check_producers = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def _offsets_not_loaded() -> Iterator[None]:
+    """A broker that becomes leader of an ``__consumer_offsets`` partition serves its groups
+    without loading their committed offsets (group metadata still loads)."""
+    original = loading.ShardLoader.populate
+
+    def populate(self: loading.ShardLoader, core: Any, now_ms: int) -> Any:
+        self._offsets.clear()
+        return original(self, core, now_ms)
+
+    loading.ShardLoader.populate = populate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        loading.ShardLoader.populate = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _commits_not_fenced() -> Iterator[None]:
+    """OffsetCommit checks neither the member nor the generation of a group with members."""
+    original = offsets.Offsets._validate_commit
+
+    def validate(self: offsets.Offsets, group: Any, request: Any) -> ErrorCode:
+        del self, group, request
+        return ErrorCode.NONE
+
+    offsets.Offsets._validate_commit = validate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        offsets.Offsets._validate_commit = original  # type: ignore[method-assign]
+
+
 BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
-    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (14, 27)),
+    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (23, 29)),
     "retries_appended_twice": (
         _retries_appended_twice,
         ("history duplicate", "history wrong-offset"),
         (0, 1),
     ),
+    "commits_not_fenced": (_commits_not_fenced, ("fenced-commit-accepted",), (20, 21)),
+    "offsets_not_loaded": (_offsets_not_loaded, ("committed-offset-lost",), (3, 4)),
 }
 """break -> (context manager putting the defect back, violation kinds it causes, seeds)."""
 

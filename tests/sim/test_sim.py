@@ -56,6 +56,8 @@ def test_same_seed_same_run() -> None:
         b.acked,
     )
     assert a.acked > 0
+    assert a.group_commits_acked > 0 and a.group_fetches_checked > 0
+    assert a.group_commits_acked == b.group_commits_acked
 
 
 def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> None:
@@ -82,9 +84,11 @@ def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> Non
         "as the last known leader with an empty log and the acknowledged records broker 1 "
         "still holds are gone. Not electing an unclean last leader leaves partitions whose "
         "whole ISR crashed leaderless for good (9 of 80 seeds); the fix is Kafka's unclean "
-        "recovery, electing the replica with the longest log among the last known ones."
+        "recovery, electing the replica with the longest log among the last known ones. "
+        "Run without the consumer-group clients: their brokers' __consumer_offsets traffic "
+        "shifts the seed's schedule and the case no longer happens with them."
     ),
 )
 def test_seed_318_last_known_leader_after_an_unclean_restart() -> None:
-    result = run_seed(318, known=KNOWN)
+    result = run_seed(318, known=KNOWN, groups=False)
     assert result.ok, result.violations

@@ -1,12 +1,15 @@
 """The brokers' Prometheus endpoint (``BrokerConfig.metrics_port``) scraped over HTTP from a
 live 3-broker cluster: the values follow a follower being killed and restarted (under-replicated
-and offline partitions, ISR shrinks and expands), one broker reports itself the active
-controller, and requests are counted and timed per API."""
+and offline partitions, ISR shrinks and expands, the produce purgatory, the restarted follower's
+max lag, an unclean election), one broker reports itself the active controller, requests are
+counted and timed per API, bytes in and out follow what kafka-python produced and consumed, and
+log flushes are timed."""
 
 from __future__ import annotations
 
 import time
 import urllib.request
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -17,7 +20,14 @@ from replog.broker.config import BrokerConfig
 from replog.broker.metrics import GAUGES
 from replog.errors import InvalidConfigError
 
-pytestmark = pytest.mark.timeout(120)
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
+]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -124,3 +134,113 @@ def test_metrics_are_off_unless_a_port_is_given() -> None:
         assert cluster.brokers[1].metrics_port is None
     with pytest.raises(InvalidConfigError, match="metrics_port"):
         BrokerConfig(broker_id=1, log_dirs=("/tmp/x",), metrics_port=70_000)
+
+
+def test_bytes_in_and_out_and_log_flushes_follow_traffic(cluster: Cluster) -> None:
+    """Bytes in grow by what kafka-python produced, bytes out by what it consumed (followers'
+    replication is not counted), and every round of fsyncs is timed."""
+    leader, follower = 1, 2
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics("traffic", 1, 2, replica_assignment=[[leader, follower]])
+    ports = {b: port_of(cluster, b) for b in (leader, follower)}
+    bytes_in = "kafka_server_brokertopicmetrics_bytesin_total"
+    bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
+    flushes = "kafka_log_logflushstats_logflushrateandtimems_count"
+    before = {b: scrape(p) for b, p in ports.items()}
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    try:
+        for _ in range(20):
+            producer.send("traffic", value=b"x" * 1000, partition=0)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    after = scrape(ports[leader])
+    grown_in = value(after, bytes_in) - value(before[leader], bytes_in)
+    assert 20 * 1000 <= grown_in < 20 * 1000 + 20 * 200  # the records plus batch overhead
+    assert value(after, flushes) > value(before[leader], flushes)
+    assert value(scrape(ports[follower]), bytes_in) == value(before[follower], bytes_in)
+    assert value(after, bytes_out) == value(before[leader], bytes_out)  # followers not counted
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition("traffic", 0)])
+        read = 0
+        deadline = time.monotonic() + 30
+        while read < 20 and time.monotonic() < deadline:
+            read += sum(len(r) for r in consumer.poll(timeout_ms=500).values())
+        assert read == 20
+    finally:
+        consumer.close()
+    assert value(scrape(ports[leader]), bytes_out) - value(before[leader], bytes_out) >= 20 * 1000
+
+
+def test_purgatory_max_lag_and_unclean_elections_follow_a_killed_follower() -> None:
+    """An acks=all produce waits in the leader's purgatory while a dead follower is still in
+    the ISR; a restarted follower reports its lag while it catches up (one small batch per
+    fetch); an unclean election is counted by the controller."""
+    settings = {"metrics_port": 0, "replica_lag_ms_max": 3_000, "replica_fetch_bytes_max": 1024}
+    with Cluster.local(3, **settings) as cluster:
+        ports = {b: port_of(cluster, b) for b in (1, 2, 3)}
+        controller = next(
+            b
+            for b, p in ports.items()
+            if value(scrape(p), "kafka_controller_kafkacontroller_activecontrollercount") == 1
+        )
+        leader, victim = [b for b in (1, 2, 3) if b != controller]
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics(
+                "lagged",
+                1,
+                2,
+                {"unclean.leader.election.enable": "true"},
+                replica_assignment=[[leader, victim]],
+            )
+        under = "kafka_server_replicamanager_underreplicatedpartitions"
+        purgatory = "kafka_server_delayedoperationpurgatory_purgatorysize"
+        max_lag = "kafka_server_replicafetchermanager_maxlag"
+        unclean = "kafka_controller_controllerstats_uncleanleaderelections_total"
+        wait_until(
+            lambda: value(scrape(ports[leader]), "kafka_server_replicamanager_leadercount") >= 1,
+            "the leader leads lagged-0",
+        )
+        assert value(scrape(ports[controller]), unclean) == 0
+
+        cluster.kill(victim)
+        producer = KafkaProducer(
+            bootstrap_servers=cluster.bootstrap, acks="all", batch_size=1024, linger_ms=0
+        )
+        try:
+            waiting = producer.send("lagged", value=b"w" * 100, partition=0)
+            wait_until(
+                lambda: value(scrape(ports[leader]), purgatory, delayedOperation="Produce") == 1,
+                "the acks=all produce waits for the dead follower",
+            )
+            waiting.get(timeout=30)  # answered once the ISR shrinks
+            assert value(scrape(ports[leader]), under) == 1
+            assert value(scrape(ports[leader]), purgatory, delayedOperation="Produce") == 0
+            for _ in range(3000):
+                producer.send("lagged", value=b"r" * 900, partition=0)
+            producer.flush(timeout=60)
+        finally:
+            producer.close()
+
+        cluster.restart(victim)
+        ports[victim] = port_of(cluster, victim)
+        lags: list[float] = []
+
+        def caught_up() -> bool:
+            lags.append(value(scrape(ports[victim]), max_lag, clientId="Replica"))
+            return value(scrape(ports[leader]), under) == 0
+
+        wait_until(caught_up, "the follower catches up and rejoins the ISR", timeout_s=60)
+        assert max(lags) > 0, lags  # it lagged while catching up
+        assert value(scrape(ports[victim]), max_lag, clientId="Replica") == 0
+
+        cluster.kill(victim)
+        wait_until(lambda: value(scrape(ports[leader]), under) == 1, "the ISR shrinks again")
+        cluster.kill(leader)
+        cluster.restart(victim)
+        ports[victim] = port_of(cluster, victim)
+        wait_until(
+            lambda: value(scrape(ports[controller]), unclean) == 1,
+            "the out-of-sync follower is elected uncleanly",
+        )

@@ -18,7 +18,7 @@ import pytest
 
 from replog import Cluster
 from replog.cli import main
-from replog.tools.topics import parse_replica_assignment
+from replog.tools.topics import parse_configs, parse_replica_assignment
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
@@ -196,6 +196,8 @@ def test_describe_shows_leader_replicas_and_isr_as_kafka_python_sees_them(
         ["--create", "--topic", "x", "--replica-assignment", "1", "--partitions", "1"],
         ["--create", "--partitions", "1", "--replication-factor", "1"],  # no topic
         ["--alter", "--topic", "x"],  # nothing to alter
+        ["--list", "--delete-config", "a"],
+        ["--describe", "--topic", "x", "--config", "a=b"],
         ["--delete", "--topic", "x", "--config", "a=b"],
         ["--list", "--under-replicated-partitions"],
         ["--describe", "--topic", "x", "--under-min-isr-partitions", "--unavailable-partitions"],
@@ -319,3 +321,49 @@ def test_describe_filters_follow_a_killed_broker(
         assert ("spread", 0) in at_min and ("spread", 1) not in at_min
         assert topics(cluster, "--describe", "--topic", "lonely", "--unavailable-partitions") == 0
         assert "\tLeader: none\t" in capsys.readouterr().out
+
+
+def confluent_configs(cluster: Cluster, name: str) -> dict[str, Any]:
+    """``name``'s configs as confluent-kafka's AdminClient describes them."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (future,) = client.describe_configs([ConfigResource("topic", name)]).values()
+    return dict(future.result(timeout=20))
+
+
+def test_alter_sets_and_deletes_configs_as_confluent_kafka_sees_them(
+    cluster: Cluster, kafka_admin: KafkaAdminClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    create = ["--create", "--topic", "tuned", "--replica-assignment", "1:2:3"]
+    kept = ["--config", "max.message.bytes=500000"]
+    assert topics(cluster, *create, *kept, "--config", "min.insync.replicas=2") == 0
+    exists(kafka_admin, "tuned")
+    before = confluent_configs(cluster, "tuned")
+    assert before["min.insync.replicas"].value == "2"
+    default_retention_ms = before["retention.ms"].value
+    capsys.readouterr()
+    alter = ["--alter", "--topic", "tuned", "--output", "json"]
+    changes = ["--config", "retention.ms=7200000,segment.ms=600000"]
+    assert topics(cluster, *alter, *changes, "--delete-config", "min.insync.replicas") == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "altered": ["tuned"],
+        "partitions": None,
+        "configs": {"retention.ms": "7200000", "segment.ms": "600000"},
+        "deleted_configs": ["min.insync.replicas"],
+    }
+    after = wait_for(
+        lambda: confluent_configs(cluster, "tuned"),
+        lambda c: c["retention.ms"].value == "7200000",
+    )
+    assert after["segment.ms"].value == "600000"
+    assert after["min.insync.replicas"].value == "1" and after["min.insync.replicas"].is_default
+    assert after["max.message.bytes"].value == "500000"  # not named: kept
+    assert default_retention_ms != "7200000"
+    assert topics(cluster, "--alter", "--topic", "tuned", "--config", "no.such.key=1") == 1
+    assert "INVALID_CONFIG" in capsys.readouterr().err
+
+
+def test_config_values_may_hold_commas() -> None:
+    parsed = parse_configs(["cleanup.policy=compact,delete,retention.ms=5", "a=b"])
+    assert parsed == {"cleanup.policy": "compact,delete", "retention.ms": "5", "a": "b"}

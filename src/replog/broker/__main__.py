@@ -3,14 +3,27 @@
 The config file is TOML (``*.toml``) or JSON, read by ``BrokerConfig.from_file``; the
 coordination backend is its ``coordinator`` URL: ``raft://host:port,...`` (the built-in
 quorum, ``replog controller`` voters; the one to use without an external store),
-``zookeeper://host:port/chroot`` or ``etcd://host:port/prefix``; ``memory://`` only makes sense
-inside one process.
+``zookeeper://host:port/chroot`` or ``etcd://host:port/prefix``. A file that names neither a
+``coordinator`` nor ``controller_voters`` is refused (exit status 2): the library default
+``memory://default`` is a store inside one process, so two broker processes started that way
+would each form a cluster of one without a word. A single broker process on purpose says
+``coordinator = "memory://"``.
+
+Combined mode (Kafka's ``process.roles=broker,controller``): with ``process_roles =
+["broker", "controller"]`` and ``controller_voters = "1@host:port,2@host:port,3@host:port"``
+the process first starts its own voter of the built-in metadata quorum (node id =
+``broker_id``, on its address in the list, metadata log in ``controller_data_dir``) on a thread
+of its own, then the broker on ``raft://`` over every voter. Three such processes are a whole
+cluster with no other service. The voter stops after the broker (a controlled shutdown needs
+the quorum), resigning its leadership first.
 
 Once the broker serves, one JSON line goes to stdout, so a parent process can read the bound
 address (``port = 0`` in the config picks a free port)::
 
     {"event": "serving", "broker_id": 1, "host": "127.0.0.1", "port": 40123,
      "address": "127.0.0.1:40123", "pid": 4242}
+
+(with ``"controller_port"``, the voter's, in combined mode).
 
 Signals: SIGTERM and SIGINT stop the broker with a controlled shutdown (leadership moves away,
 then flush, checkpoints, clean-shutdown marker); a second SIGTERM/SIGINT during that stops at
@@ -37,8 +50,17 @@ from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
 from replog.errors import InvalidConfigError
 from replog.event_loop import run
+from replog.quorum.local import QuorumThread
+from replog.quorum.server import ControllerConfig
 
-__all__ = ["add_broker_arguments", "main", "run_broker", "serve"]
+__all__ = [
+    "add_broker_arguments",
+    "load_process_config",
+    "main",
+    "run_broker",
+    "serve",
+    "start_voter",
+]
 
 _log = logging.getLogger("replog.broker")
 
@@ -58,14 +80,49 @@ def _emit(event: str, broker: Broker, **extra: object) -> None:
     sys.stdout.flush()
 
 
+def start_voter(config: BrokerConfig) -> QuorumThread:
+    """Combined mode: this process's voter of the metadata quorum, on its own loop thread."""
+    voter = ControllerConfig(
+        node_id=config.broker_id,
+        voters=config.controller_voter_addresses(),
+        data_dir=config.controller_data_path(),
+        **dict(config.quorum),
+    )
+    voter.raft_config()  # validates the timeouts
+    return QuorumThread.start(voter)
+
+
 async def serve(
     config: BrokerConfig,
     *,
     on_serving: Callable[[Broker], None] | None = None,
 ) -> int:
-    """Start a broker from ``config``, report it, and run until SIGTERM/SIGINT; returns the
-    exit status. ``on_serving`` runs on the loop once the broker serves (wrappers such as the
-    fault suite's power-loss broker install their own signal handlers there)."""
+    """Start a broker from ``config`` (after its voter, in combined mode), report it, and run
+    until SIGTERM/SIGINT; returns the exit status. ``on_serving`` runs on the loop once the
+    broker serves (wrappers such as the fault suite's power-loss broker install their own
+    signal handlers there)."""
+    voter: QuorumThread | None = None
+    if config.is_controller:
+        try:
+            voter = await asyncio.to_thread(start_voter, config)
+        except Exception as exc:
+            print(
+                f"replog broker {config.broker_id}: cannot start its voter: {exc}", file=sys.stderr
+            )
+            return 1
+    try:
+        return await _serve_broker(config, on_serving, voter)
+    finally:
+        if voter is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(voter.stop)
+
+
+async def _serve_broker(
+    config: BrokerConfig,
+    on_serving: Callable[[Broker], None] | None,
+    voter: QuorumThread | None,
+) -> int:
     loop = asyncio.get_running_loop()
     try:
         broker = Broker(config)
@@ -88,7 +145,10 @@ async def serve(
             with contextlib.suppress(Exception):
                 await broker.kill()
             return 1
-        _emit("serving", broker)
+        if voter is not None and voter.server is not None:
+            _emit("serving", broker, controller_port=voter.server.port)
+        else:
+            _emit("serving", broker)
         if on_serving is not None:
             on_serving(broker)
         first = await stop_requests.get()
@@ -127,11 +187,26 @@ def run_broker(config_path: str, *, log_level: str = "INFO") -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = BrokerConfig.from_file(config_path)
+        config = load_process_config(config_path)
     except InvalidConfigError as exc:
         print(f"replog broker: {exc}", file=sys.stderr)
         return 2
     return run(serve(config))
+
+
+def load_process_config(config_path: str) -> BrokerConfig:
+    """``BrokerConfig.from_file``, refusing a file that names no shared coordinator (neither
+    ``coordinator`` nor ``controller_voters``; the module docstring says why)."""
+    values = BrokerConfig.read_file(config_path)
+    if "coordinator" not in values and "controller_voters" not in values:
+        raise InvalidConfigError(
+            f"{config_path} names no coordinator: a broker process needs one it shares with "
+            'the other brokers -- coordinator = "raft://host:port,..." (`replog controller` '
+            'voters), process_roles = ["broker", "controller"] with controller_voters '
+            '(combined mode), zookeeper:// or etcd://; coordinator = "memory://" runs a '
+            "single-broker cluster inside this one process"
+        )
+    return BrokerConfig.from_mapping(values)
 
 
 def add_broker_arguments(parser: argparse.ArgumentParser) -> None:

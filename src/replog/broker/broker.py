@@ -42,7 +42,7 @@ from replog.broker.links import BrokerLink
 from replog.broker.metrics import BrokerMetrics, gauge_values
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.server import CloseConnection, Response, Server
-from replog.clock import SYSTEM_CLOCK, Clock
+from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from replog.coord import connect
 from replog.coord.contract import Coordinator
 from replog.coord.types import ChangeBatch, SessionEvent, Subscription
@@ -371,7 +371,10 @@ class Broker:
             self._carry_out()
 
     async def _flush(self, effect: RunFlushes) -> None:
+        started_ms = monotonic_ms()
         failures = await asyncio.to_thread(_run_flushes, effect.pending)
+        if self._metrics is not None:
+            self._metrics.on_log_flush(monotonic_ms() - started_ms)
         if self.driver is not None and not self._halting:
             self.driver.on_flushes_done(effect.token, failures, self.now_ms())
             self._carry_out()
@@ -426,7 +429,8 @@ class Broker:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._answers[conn_id] = future
         received_ms = self.now_ms()
-        driver.on_request(conn_id, header, body, received_ms)
+        client_host = self._server.peer_host(conn_id)
+        driver.on_request(conn_id, header, body, received_ms, client_host=client_host)
         self._carry_out()
         try:
             return await future
@@ -434,6 +438,8 @@ class Broker:
             self._answers.pop(conn_id, None)
             if self._metrics is not None:
                 self._metrics.on_request(header.api_key, self.now_ms() - received_ms)
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    self._metrics.on_traffic(body, future.result())
 
     def _connection_closed(self, conn_id: int) -> None:
         self._answers.pop(conn_id, None)

@@ -95,9 +95,19 @@ class ClientRequests:
 
     # ------------------------------------------------------------------ inputs
 
-    def on_request(self, conn_id: int, header: RequestHeader, body: Message, now_ms: int) -> None:
-        """A decoded request of connection ``conn_id`` (its only one in the driver)."""
-        parked = _Parked(conn_id, RequestContext(header, now_ms), body, next(self._seq))
+    def on_request(
+        self,
+        conn_id: int,
+        header: RequestHeader,
+        body: Message,
+        now_ms: int,
+        *,
+        client_host: str = "",
+    ) -> None:
+        """A decoded request of connection ``conn_id`` (its only one in the driver), from a
+        client at ``client_host``."""
+        ctx = RequestContext(header, now_ms, client_host)
+        parked = _Parked(conn_id, ctx, body, next(self._seq))
         self._by_conn[conn_id] = parked
         self._settle(parked, dispatch(parked.ctx, body, self._services), now_ms)
 

@@ -28,6 +28,24 @@ timeout bounds, ``initial_rebalance_delay_ms``, ``offsets_topic_partitions``, of
 ``__consumer_offsets`` topic's (capped by the live brokers when it is created), and
 ``offsets_commit_timeout_ms`` bounds how long a group write waits for acks=all. Give every broker
 the same values.
+
+Combined mode (Kafka's ``process.roles=broker,controller``): ``process_roles = ["broker",
+"controller"]`` makes the broker process also run one voter of the built-in metadata quorum
+(``replog.quorum``), with node id ``broker_id``. ``controller_voters`` lists every voter as
+``id@host:port,...`` (Kafka's ``controller.quorum.voters``; give every voter the same list, and
+this broker's id must be in it: the voter listens on its address); the voter keeps its
+metadata log in ``controller_data_dir`` (default: ``controller`` under the first log dir,
+which the log manager never takes for a partition); ``quorum`` is a table of the voter's
+timeouts (``election_timeout_ms``, ``fetch_timeout_ms``, ``request_timeout_ms``,
+``snapshot_interval``; ``replog controller``'s defaults). The ``coordinator`` then defaults to
+``raft://`` over the voters (another scheme is an error). ``controller_voters`` alone (roles
+``["broker"]``) points a plain broker at voters run elsewhere: its coordinator defaults to
+the same ``raft://`` URL.
+
+``coordinator`` defaults to ``memory://default`` otherwise: a store inside this process, right
+for ``Cluster.local`` and embedding, wrong across processes. The broker *process*
+(``python -m replog.broker``) therefore refuses a config file that names neither a
+``coordinator`` nor ``controller_voters`` (see ``replog.broker.__main__``).
 """
 
 from __future__ import annotations
@@ -46,7 +64,17 @@ from replog.isr.config import DurabilityMode, PartitionConfig
 from replog.log.config import LogConfig
 from replog.log.offset_map import OffsetMap
 
-__all__ = ["BrokerConfig"]
+__all__ = ["BrokerConfig", "PROCESS_ROLES"]
+
+#: what ``process_roles`` may name; a broker process always has the broker role
+PROCESS_ROLES = ("broker", "controller")
+#: the ``quorum`` table's keys (``replog.quorum.server.ControllerConfig`` fields)
+QUORUM_SETTINGS = (
+    "election_timeout_ms",
+    "fetch_timeout_ms",
+    "request_timeout_ms",
+    "snapshot_interval",
+)
 
 
 def _durability(value: object) -> DurabilityMode:
@@ -90,6 +118,58 @@ def _log_dirs(value: object) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise InvalidConfigError(f"log_dirs must be a list of paths, got {value!r}")
     return tuple(value)
+
+
+def _process_roles(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = tuple(v.strip() for v in value.split(","))
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidConfigError(f"process_roles must be a list of roles, got {value!r}")
+    unknown = sorted(set(value) - set(PROCESS_ROLES))
+    if unknown:
+        raise InvalidConfigError(f"unknown process_roles {unknown} (known: {list(PROCESS_ROLES)})")
+    roles = tuple(r for r in PROCESS_ROLES if r in value)
+    if "broker" not in roles:
+        raise InvalidConfigError(
+            "a broker config needs the broker role; a controller-only process is "
+            "`replog controller --node-id N --voters ... --data-dir D`"
+        )
+    return roles
+
+
+def _quorum_settings(value: object) -> tuple[tuple[str, int], ...]:
+    if isinstance(value, tuple):
+        value = dict(value)
+    if not isinstance(value, Mapping):
+        raise InvalidConfigError(f"quorum must be a table of voter settings, got {value!r}")
+    unknown = sorted(set(value) - set(QUORUM_SETTINGS))
+    if unknown:
+        raise InvalidConfigError(f"unknown quorum keys: {unknown} (known: {list(QUORUM_SETTINGS)})")
+    for key, setting in value.items():
+        if not isinstance(setting, int) or isinstance(setting, bool) or setting < 0:
+            raise InvalidConfigError(f"quorum.{key} must be an int >= 0, got {setting!r}")
+    return tuple(sorted(value.items()))
+
+
+def _voters(text: str) -> dict[int, tuple[str, int]]:
+    """``id@host:port,...`` (the format of ``replog controller --voters``)."""
+    voters: dict[int, tuple[str, int]] = {}
+    for part in text.split(","):
+        node, sep, address = part.strip().partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not node.isdigit() or not port.isdigit() or not host:
+            raise InvalidConfigError(f"a controller voter is <id>@<host>:<port>, not {part!r}")
+        if int(node) in voters:
+            raise InvalidConfigError(f"controller voter {node} is listed twice in {text!r}")
+        voters[int(node)] = (host, int(port))
+    return voters
+
+
+def _default_coordinator(config: BrokerConfig) -> str:
+    if config.controller_voters is None:
+        return "memory://default"
+    addresses = _voters(config.controller_voters).values()
+    return "raft://" + ",".join(f"{host}:{port}" for host, port in addresses)
 
 
 _POSITIVE = (
@@ -147,7 +227,14 @@ class BrokerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     rack: str | None = None
-    coordinator: str = "memory://default"
+    #: combined mode (module docstring); declared before ``coordinator``, whose default
+    #: they decide
+    process_roles: tuple[str, ...] = attrs.field(default=("broker",), converter=_process_roles)
+    controller_voters: str | None = None
+    controller_data_dir: str | None = None
+    #: the voter's settings as (name, value) pairs (given as a table)
+    quorum: tuple[tuple[str, int], ...] = attrs.field(default=(), converter=_quorum_settings)
+    coordinator: str = attrs.field(default=attrs.Factory(_default_coordinator, takes_self=True))
     session_timeout_ms: int = 6_000
     heartbeat_interval_ms: int = 500
     durability: DurabilityMode = attrs.field(default=DurabilityMode.FSYNC, converter=_durability)
@@ -218,6 +305,7 @@ class BrokerConfig:
             raise InvalidConfigError("at least one log dir is required")
         if "://" not in self.coordinator:
             raise InvalidConfigError(f"coordinator must be a URL, got {self.coordinator!r}")
+        self._check_combined_mode()
         for name in _POSITIVE:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -268,6 +356,42 @@ class BrokerConfig:
         if self.replica_fetch_bytes_max > self.fetch_bytes_max:
             raise InvalidConfigError("replica_fetch_bytes_max must not exceed fetch_bytes_max")
 
+    def _check_combined_mode(self) -> None:
+        voters = None if self.controller_voters is None else _voters(self.controller_voters)
+        if not self.is_controller:
+            if self.controller_data_dir is not None or self.quorum:
+                raise InvalidConfigError(
+                    "controller_data_dir and quorum apply only with process_roles "
+                    '["broker", "controller"]'
+                )
+            return
+        if voters is None:
+            raise InvalidConfigError(
+                "process_roles with controller needs controller_voters (id@host:port,...)"
+            )
+        if self.broker_id not in voters:
+            raise InvalidConfigError(
+                f"broker_id {self.broker_id} is not among controller_voters "
+                f"{sorted(voters)}: a combined broker is the voter with its own id"
+            )
+        if not self.coordinator.startswith("raft://"):
+            raise InvalidConfigError(
+                f"a combined broker uses its quorum (raft://), not {self.coordinator!r}"
+            )
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether this process also runs a voter of the metadata quorum (combined mode)."""
+        return "controller" in self.process_roles
+
+    def controller_voter_addresses(self) -> dict[int, tuple[str, int]]:
+        """``controller_voters`` as ``{id: (host, port)}`` (empty without it)."""
+        return {} if self.controller_voters is None else _voters(self.controller_voters)
+
+    def controller_data_path(self) -> str:
+        """Where a combined broker's voter keeps its metadata log."""
+        return self.controller_data_dir or f"{self.log_dirs[0]}/controller"
+
     def partition_config(self, min_insync_replicas: int | None = None) -> PartitionConfig:
         """The ``PartitionConfig`` every partition on this broker runs with."""
         return PartitionConfig(
@@ -314,6 +438,11 @@ class BrokerConfig:
     @classmethod
     def from_file(cls, path: str) -> BrokerConfig:
         """Load a TOML (``*.toml``) or JSON file."""
+        return cls.from_mapping(cls.read_file(path))
+
+    @staticmethod
+    def read_file(path: str) -> dict[str, Any]:
+        """The keys and values of a TOML (``*.toml``) or JSON config file, unchecked."""
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -328,4 +457,4 @@ class BrokerConfig:
             raise InvalidConfigError(f"cannot parse broker config {path}: {exc}") from exc
         if not isinstance(values, dict):
             raise InvalidConfigError(f"broker config {path} must be a table/object")
-        return cls.from_mapping(values)
+        return values

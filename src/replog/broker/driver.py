@@ -375,10 +375,19 @@ class BrokerDriver:
             self._start_flush()
         self.after_input()
 
-    def on_request(self, conn_id: int, header: RequestHeader, body: Message, now_ms: int) -> None:
-        """A client connection's request (its only one in the driver)."""
+    def on_request(
+        self,
+        conn_id: int,
+        header: RequestHeader,
+        body: Message,
+        now_ms: int,
+        *,
+        client_host: str = "",
+    ) -> None:
+        """A client connection's request (its only one in the driver); ``client_host`` is the
+        client's address (``/127.0.0.1``), which group members are described with."""
         self.now_ms = now_ms
-        self.requests.on_request(conn_id, header, body, now_ms)
+        self.requests.on_request(conn_id, header, body, now_ms, client_host=client_host)
         self.after_input()
 
     def on_connection_closed(self, conn_id: int, now_ms: int) -> None:

@@ -147,7 +147,7 @@ class GroupHost:
             ctx.version,
             body,
             client_id=ctx.header.client_id or "",
-            client_host="",
+            client_host=ctx.client_host,
             now_ms=self.group_ms(ctx.now_ms),
         )
         own = self._carry_out(effects, ctx.now_ms, own_key=key)

@@ -8,12 +8,23 @@ separators, counters ending in ``_total``):
   min.insync.replicas), ``..._partitioncount``, ``..._leadercount``,
   ``kafka_controller_kafkacontroller_activecontrollercount`` (1 on the active controller) and
   ``..._offlinepartitionscount`` (partitions without a leader; reported by the active
-  controller only, as in Kafka, so a cluster-wide sum counts each once);
+  controller only, as in Kafka, so a cluster-wide sum counts each once),
+  ``kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation="Produce"}`` (acks=all
+  produces waiting for the ISR) and ``kafka_server_replicafetchermanager_maxlag{clientId=
+  "Replica"}`` (the largest lag, in offsets, of the partitions this broker follows: the
+  leader's HW minus this replica's LEO, after the last fetch);
 - counters: ``..._isrshrinks_total`` / ``..._isrexpands_total`` (committed ISR changes of the
   partitions this broker leads, as it applies them from the metadata: its own AlterPartition
   proposals and the controller's removals of fenced brokers alike) and
   ``kafka_controller_controllerstats_leaderelections_total`` (leaders this broker chose as
-  the controller, new partitions included; from its state-change records);
+  the controller, new partitions included; from its state-change records),
+  ``..._uncleanleaderelections_total`` (those elected from outside the ISR, Kafka's
+  UncleanLeaderElectionsPerSec), ``kafka_server_brokertopicmetrics_bytesin_total`` (record
+  batch bytes received in Produce requests, BytesInPerSec) and ``..._bytesout_total`` (record
+  bytes sent to consumers, not followers, BytesOutPerSec): ``rate()`` gives Kafka's per-second
+  meters;
+- the histogram ``kafka_log_logflushstats_logflushrateandtimems`` (time of each round of log
+  flushes, ms: Kafka's LogFlushRateAndTimeMs);
 - per API (label ``request``, Kafka's API name): ``kafka_network_requestmetrics_requests_total``
   and the histogram ``kafka_network_requestmetrics_totaltimems`` (receipt to response, ms).
 
@@ -35,8 +46,12 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from replog.broker.driver import BrokerDriver
+from replog.broker.server import Response
 from replog.coord.types import NO_LEADER, PartitionState
-from replog.protocol.messages import APIS
+from replog.election.partition_change import UNCLEAN_ELECTION_NOTE
+from replog.protocol.messages import APIS, FetchRequest, ProduceRequest
+from replog.protocol.primitives import RecordsRef
+from replog.protocol.schema import Message
 from replog.state_change import Phase, Role, StateChange, StateChangeKind
 from replog.topics import TopicPartitionLike
 
@@ -58,6 +73,17 @@ GAUGES: Mapping[str, str] = {
     "kafka_controller_kafkacontroller_offlinepartitionscount": (
         "partitions without a leader (active controller only)"
     ),
+    "kafka_server_delayedoperationpurgatory_purgatorysize": (
+        "acks=all produces waiting for the ISR (delayedOperation=Produce)"
+    ),
+    "kafka_server_replicafetchermanager_maxlag": (
+        "largest lag in offsets of the partitions followed here (clientId=Replica)"
+    ),
+}
+#: the labels of the gauges that carry one (Kafka's JMX key properties)
+_GAUGE_LABELS: Mapping[str, Mapping[str, str]] = {
+    "kafka_server_delayedoperationpurgatory_purgatorysize": {"delayedOperation": "Produce"},
+    "kafka_server_replicafetchermanager_maxlag": {"clientId": "Replica"},
 }
 
 _SCRAPE_TIMEOUT_S = 5.0
@@ -86,6 +112,15 @@ def gauge_values(driver: BrokerDriver | None) -> dict[str, float]:
             "kafka_controller_kafkacontroller_activecontrollercount": int(active),
             "kafka_controller_kafkacontroller_offlinepartitionscount": (
                 sum(state.leader == NO_LEADER for state in rm.states.values()) if active else 0
+            ),
+            "kafka_server_delayedoperationpurgatory_purgatorysize": rm.delayed_produces,
+            "kafka_server_replicafetchermanager_maxlag": max(
+                (
+                    lag
+                    for tp, lag in rm.follower_lag.items()
+                    if tp in rm.partitions and not rm.partitions[tp].is_leader
+                ),
+                default=0,
             ),
         }
     )
@@ -123,7 +158,13 @@ class _GaugeCollector(Collector):
             _log.warning("metrics: the broker's loop did not answer in %s s", _SCRAPE_TIMEOUT_S)
             return
         for name, text in GAUGES.items():
-            yield GaugeMetricFamily(name, text, value=values[name])
+            labels = _GAUGE_LABELS.get(name)
+            if labels is None:
+                yield GaugeMetricFamily(name, text, value=values[name])
+                continue
+            family = GaugeMetricFamily(name, text, labels=list(labels))
+            family.add_metric(list(labels.values()), values[name])
+            yield family
 
 
 @attrs.define
@@ -136,6 +177,10 @@ class BrokerMetrics:
     isr_shrinks: Counter
     isr_expands: Counter
     leader_elections: Counter
+    unclean_leader_elections: Counter
+    bytes_in: Counter
+    bytes_out: Counter
+    log_flush_time_ms: Histogram
     broker_id: int
     #: the last state of each partition this broker leads (to tell shrinks from expansions)
     _led: dict[tuple[str, int], PartitionState] = attrs.field(factory=dict)
@@ -177,6 +222,27 @@ class BrokerMetrics:
                 "leaders chosen by this broker as the active controller",
                 registry=registry,
             ),
+            unclean_leader_elections=Counter(
+                "kafka_controller_controllerstats_uncleanleaderelections",
+                "leaders this broker, as the controller, chose from outside the ISR",
+                registry=registry,
+            ),
+            bytes_in=Counter(
+                "kafka_server_brokertopicmetrics_bytesin",
+                "record batch bytes received in Produce requests",
+                registry=registry,
+            ),
+            bytes_out=Counter(
+                "kafka_server_brokertopicmetrics_bytesout",
+                "record bytes sent to consumers (replication excluded)",
+                registry=registry,
+            ),
+            log_flush_time_ms=Histogram(
+                "kafka_log_logflushstats_logflushrateandtimems",
+                "time of one round of log flushes, ms",
+                buckets=_LATENCY_BUCKETS_MS,
+                registry=registry,
+            ),
         )
 
     def serve(
@@ -199,14 +265,35 @@ class BrokerMetrics:
         self.requests.labels(request=name).inc()
         self.request_time_ms.labels(request=name).observe(time_ms)
 
+    def on_traffic(self, body: Message, response: Response) -> None:
+        """Count the record bytes of an answered Produce (in) or consumer Fetch (out)."""
+        if isinstance(body, ProduceRequest):
+            self.bytes_in.inc(
+                sum(
+                    len(p.records)
+                    for t in body.topic_data
+                    for p in t.partition_data
+                    if isinstance(p.records, (bytes, bytearray, memoryview))
+                )
+            )
+        elif isinstance(body, FetchRequest) and body.replica_id < 0 and response is not None:
+            self.bytes_out.inc(sum(p.size_bytes for p in response if isinstance(p, RecordsRef)))
+
+    def on_log_flush(self, time_ms: int) -> None:
+        """Time one round of log flushes."""
+        self.log_flush_time_ms.observe(time_ms)
+
     def on_state_change(self, change: StateChange) -> None:
-        """Count the leaders chosen among the broker's state-change records."""
+        """Count the leaders chosen (and those chosen uncleanly) among the broker's state-change
+        records."""
         if (
             change.phase is Phase.REQUESTED
             and change.kind is StateChangeKind.BECOME_LEADER
             and change.requester.role is Role.CONTROLLER
         ):
             self.leader_elections.inc()
+            if UNCLEAN_ELECTION_NOTE in change.detail:
+                self.unclean_leader_elections.inc()
 
     def on_partition_state(self, tp: TopicPartitionLike, state: PartitionState) -> None:
         """Count a shrink or expansion when a partition this broker leads keeps its leader

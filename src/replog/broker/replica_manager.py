@@ -128,6 +128,8 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     _changed: set[TP] = attrs.field(init=False, factory=set)
     _changed_all: bool = attrs.field(init=False, default=False)
     _acks_all: set[tuple[TP, int]] = attrs.field(init=False, factory=set)
+    #: partitions followed here: the leader's HW minus this replica's LEO after the last fetch
+    follower_lag: dict[TP, int] = attrs.field(init=False, factory=dict)
     _next_request_id: int = attrs.field(init=False, default=1)
     _last_shrink_ms: int = attrs.field(init=False, default=0)
     _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
@@ -354,6 +356,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     def _remove_replica(self, tp: TP, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)
+        self.follower_lag.pop(tp, None)
         if delete:
             self.damaged.pop(tp, None)
         if replica is not None and replica.is_leader:
@@ -522,7 +525,15 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
             return FollowerOutcome(FollowerAction.FAILED, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
         if outcome.action is not FollowerAction.IGNORED:
             self._touch(tp)
+        if response.error_code is ErrorCode.NONE and response.high_watermark >= 0:
+            lag = response.high_watermark - replica.log.log_end_offset
+            self.follower_lag[tp] = max(lag, 0)
         return outcome
+
+    @property
+    def delayed_produces(self) -> int:
+        """acks=all produces waiting for the ISR to catch up (Kafka's produce purgatory)."""
+        return len(self._acks_all)
 
     # ------------------------------------------------------------------ ISR changes
 

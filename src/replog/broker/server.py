@@ -103,7 +103,13 @@ class Server:
         self._connections_max = connections_max
         self._server: asyncio.Server | None = None
         self.connections: set[_Connection] = set()
+        self.peer_hosts: dict[int, str] = {}
         self.port = 0
+
+    def peer_host(self, conn_id: int) -> str:
+        """The address of connection ``conn_id``'s client as Kafka shows it (``/127.0.0.1``),
+        "" once closed or when the socket has no address."""
+        return self.peer_hosts.get(conn_id, "")
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> int:
         """Bind (and, with ``serving``, start accepting); returns the bound port. Without
@@ -200,6 +206,9 @@ class _Connection(asyncio.Protocol):
             return
         self._admitted = True
         self._transport.set_write_buffer_limits(high=STREAM_LIMIT_BYTES)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and peer:
+            self._server.peer_hosts[self.conn_id] = f"/{peer[0]}"
 
     def data_received(self, data: bytes) -> None:
         """Decode every complete frame, queue it, and run the chain."""
@@ -230,6 +239,7 @@ class _Connection(asyncio.Protocol):
         if self._admitted:
             self._admitted = False
             self._server.connections.discard(self)
+            self._server.peer_hosts.pop(self.conn_id, None)
             if self._server.on_connection_closed is not None:
                 self._server.on_connection_closed(self.conn_id)
 

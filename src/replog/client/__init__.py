@@ -31,6 +31,7 @@ from replog.client.fetching import ConsumerRecord
 from replog.client.group import CommitFailedError, OffsetAndMetadata
 from replog.client.offsets import OffsetAndTimestamp
 from replog.client.partition_admin import (
+    ElectionResult,
     ElectionType,
     LogDirDescription,
     PartitionReassignment,
@@ -55,6 +56,7 @@ __all__ = [
     "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
+    "ElectionResult",
     "ElectionType",
     "LogDirDescription",
     "LogTruncationError",

@@ -8,7 +8,8 @@ IncrementalAlterConfigs, DeleteRecords to the partitions' leaders.
 Partition methods (leader elections, reassignments, log dirs) come from ``partition_admin``;
 they need nothing but the brokers -- ``coordinator_url``, which they once needed, is accepted
 for old callers, ignored, and deprecated. Consumer-group methods (list, describe and delete
-groups; list, alter and delete their offsets) come from ``group_admin``.
+groups; list, alter and delete their offsets) come from ``group_admin``; ``read_replica`` (one
+broker's copy of a partition, leader or follower) from ``replica_reads``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from replog.client.errors import BrokerResponseError, error_for_code
 from replog.client.group_admin import AsyncGroupAdmin, GroupAdmin
 from replog.client.offsets import ask_leader
 from replog.client.partition_admin import AsyncPartitionAdmin, PartitionAdmin, to_controller
+from replog.client.replica_reads import AsyncReplicaReads, ReplicaReads
 from replog.errors import ErrorCode, InvalidConfigError, RequestTimeoutError
 from replog.protocol.messages import (
     EARLIEST_TIMESTAMP,
@@ -126,7 +128,7 @@ def warn_coordinator_url(stacklevel: int) -> None:
     )
 
 
-class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin):
+class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin, AsyncReplicaReads):
     """Asyncio admin client (see module doc). Create with ``await AsyncAdmin.start(...)``."""
 
     def __init__(self, client: ClusterClient, request_timeout_ms: int) -> None:
@@ -371,6 +373,19 @@ class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin):
             self._client, topic, set_configs or {}, list(delete_configs)
         )
 
+    async def alter_broker_configs(
+        self,
+        broker_id: int | None,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+    ) -> None:
+        """Change the dynamic configs of broker ``broker_id`` (None: the cluster-wide default)
+        with IncrementalAlterConfigs; a key the brokers do not accept dynamically raises the
+        error for INVALID_CONFIG."""
+        await admin_ops.alter_broker_configs(
+            self._client, broker_id, set_configs or {}, list(delete_configs)
+        )
+
     async def delete_records(
         self, offsets: Mapping[TopicPartitionLike, int]
     ) -> dict[TopicPartitionLike, int]:
@@ -383,7 +398,7 @@ class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin):
         await self._client.close()
 
 
-class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"]):
+class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"], ReplicaReads["AsyncAdmin"]):
     """The synchronous admin client: an ``AsyncAdmin`` on a background event loop."""
 
     def __init__(self, bootstrap: str | Sequence[str], **options: Any) -> None:
@@ -462,6 +477,17 @@ class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"]):
     ) -> None:
         """See ``AsyncAdmin.alter_configs``."""
         self._loop.run(self._admin.alter_configs(topic, set_configs, list(delete_configs)))
+
+    def alter_broker_configs(
+        self,
+        broker_id: int | None,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+    ) -> None:
+        """See ``AsyncAdmin.alter_broker_configs``."""
+        self._loop.run(
+            self._admin.alter_broker_configs(broker_id, set_configs, list(delete_configs))
+        )
 
     def delete_records(
         self, offsets: Mapping[TopicPartitionLike, int]

@@ -1,5 +1,5 @@
-"""The admin client's requests for the admin APIs added with dynamic configs: a topic's
-configs changed (IncrementalAlterConfigs, so keys not named keep their values) and records
+"""The admin client's requests for the admin APIs added with dynamic configs: a topic's or a
+broker's configs changed (IncrementalAlterConfigs, so keys not named keep their values) and records
 deleted (DeleteRecords, sent to each partition's leader). ``AsyncAdmin`` calls these; they
 take its ``ClusterClient`` and raise the error of the first resource or partition that failed.
 """
@@ -12,6 +12,7 @@ from replog.client.connection import ClusterClient
 from replog.client.errors import BrokerResponseError, error_for_code
 from replog.errors import ErrorCode
 from replog.protocol.messages import (
+    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     DeleteRecordsPartition,
     DeleteRecordsRequest,
@@ -24,7 +25,7 @@ from replog.protocol.messages import (
 )
 from replog.topics import TopicPartitionLike
 
-__all__ = ["alter_topic_configs", "delete_records"]
+__all__ = ["alter_broker_configs", "alter_topic_configs", "delete_records"]
 
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
 
@@ -37,6 +38,28 @@ async def alter_topic_configs(
 ) -> None:
     """Set ``set_configs`` and remove ``delete_configs`` (back to the broker's default) on
     ``topic``; the other keys keep their values."""
+    await _alter_configs(client, RESOURCE_TOPIC, topic, set_configs, delete_configs)
+
+
+async def alter_broker_configs(
+    client: ClusterClient,
+    broker_id: int | None,
+    set_configs: Mapping[str, str],
+    delete_configs: Iterable[str],
+) -> None:
+    """Set ``set_configs`` and remove ``delete_configs`` in the dynamic configs of broker
+    ``broker_id`` (None: the cluster-wide default every broker inherits)."""
+    name = "" if broker_id is None else str(broker_id)
+    await _alter_configs(client, RESOURCE_BROKER, name, set_configs, delete_configs)
+
+
+async def _alter_configs(
+    client: ClusterClient,
+    resource_type: int,
+    name: str,
+    set_configs: Mapping[str, str],
+    delete_configs: Iterable[str],
+) -> None:
     configs = [
         IncrementalAlterableConfig(name=key, config_operation=_SET, value=value)
         for key, value in set_configs.items()
@@ -47,7 +70,7 @@ async def alter_topic_configs(
     request = IncrementalAlterConfigsRequest(
         resources=[
             IncrementalAlterConfigsResource(
-                resource_type=RESOURCE_TOPIC, resource_name=topic, configs=configs
+                resource_type=resource_type, resource_name=name, configs=configs
             )
         ],
         validate_only=False,
@@ -55,7 +78,7 @@ async def alter_topic_configs(
     response = await client.send_any(request, IncrementalAlterConfigsResponse)
     for result in response.responses:
         if result.error_code != ErrorCode.NONE:
-            raise error_for_code(result.error_code, f"{topic}: {result.error_message or ''}")
+            raise error_for_code(result.error_code, f"{name!r}: {result.error_message or ''}")
 
 
 async def delete_records(

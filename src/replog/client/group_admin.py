@@ -75,13 +75,15 @@ class MemberDescription:
 @attrs.frozen(kw_only=True)
 class GroupDescription:
     """A group's state ("Stable", "Empty", "PreparingRebalance", "CompletingRebalance",
-    "Dead" for a group that does not exist), its protocol and members."""
+    "Dead" for a group that does not exist), its protocol, members and coordinator (the broker
+    that answered; -1: unknown)."""
 
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
+    coordinator_id: int = -1
 
 
 class AsyncGroupAdmin:
@@ -148,6 +150,7 @@ class AsyncGroupAdmin:
                     )
                     for m in described.members
                 ),
+                coordinator_id=_or_unknown(group.known_coordinator),
             )
         return out
 
@@ -229,6 +232,10 @@ class AsyncGroupAdmin:
             if now_ms() >= deadline:
                 raise RequestTimeoutError(f"{what}: no answer in time ({ErrorCode(code).name})")
             await asyncio.sleep(_RETRY_MS / 1000)
+
+
+def _or_unknown(node_id: int | None) -> int:
+    return -1 if node_id is None else node_id
 
 
 def _noted(group: GroupClient, code: int) -> int:

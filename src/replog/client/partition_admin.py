@@ -2,6 +2,7 @@
 ``Admin``.
 
 - ``elect_leaders`` (ElectLeaders, preferred or unclean) and ``elect_preferred_leaders``;
+  ``elect_leaders_results`` answers per partition instead of raising (operator tools);
 - ``alter_partition_reassignments`` (AlterPartitionReassignments; None cancels) and
   ``reassign_partition`` for one partition;
 - ``list_partition_reassignments`` (ListPartitionReassignments);
@@ -50,6 +51,7 @@ from replog.topics import TopicPartitionLike
 
 __all__ = [
     "AsyncPartitionAdmin",
+    "ElectionResult",
     "ElectionType",
     "LogDirDescription",
     "PartitionAdmin",
@@ -69,6 +71,15 @@ class ElectionType(enum.IntEnum):
 
     PREFERRED = ELECTION_PREFERRED
     UNCLEAN = ELECTION_UNCLEAN
+
+
+@attrs.frozen(kw_only=True)
+class ElectionResult:
+    """One partition's answer to ElectLeaders: ``ErrorCode.NONE`` (a new leader was elected),
+    ELECTION_NOT_NEEDED (already led as asked) or the error that stopped the election."""
+
+    error: ErrorCode
+    message: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -142,6 +153,13 @@ def _raise_first(failures: list[tuple[int, str]]) -> None:
         raise error_for_code(code, message + more)
 
 
+def _error_code(code: int) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 def _election_type(election_type: ElectionType | str) -> ElectionType:
     if isinstance(election_type, ElectionType):
         return election_type
@@ -170,6 +188,24 @@ class AsyncPartitionAdmin:
         partition was already led as asked, ELECTION_NOT_NEEDED). Any other failure raises
         its ``error_for_code`` (PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
         UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+        results = await self.elect_leaders_results(partitions, election_type)
+        out: dict[TopicPartitionLike, bool] = {}
+        failures: list[tuple[int, str]] = []
+        for tp, result in results.items():
+            if result.error in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED):
+                out[tp] = result.error == ErrorCode.NONE
+            else:
+                failures.append((result.error, f"{tp[0]}-{tp[1]}: {result.message or ''}"))
+        _raise_first(failures)
+        return out
+
+    async def elect_leaders_results(
+        self,
+        partitions: Iterable[TopicPartitionLike] | None = None,
+        election_type: ElectionType | str = ElectionType.PREFERRED,
+    ) -> dict[TopicPartitionLike, ElectionResult]:
+        """As ``elect_leaders``, but every partition's answer is returned, failures included
+        (a tool reports each one); only a request-level error raises."""
         kind = _election_type(election_type)
         asked = None if partitions is None else list(partitions)
         keys = {(tp[0], tp[1]): tp for tp in asked or ()}
@@ -195,17 +231,13 @@ class AsyncPartitionAdmin:
         )
         if response.error_code != ErrorCode.NONE:
             raise error_for_code(response.error_code, f"ElectLeaders ({kind.name.lower()})")
-        out: dict[TopicPartitionLike, bool] = {}
-        failures: list[tuple[int, str]] = []
+        out: dict[TopicPartitionLike, ElectionResult] = {}
         for topic_result in response.replica_election_results:
             for part in topic_result.partition_result:
                 tp = (topic_result.topic, part.partition_id)
-                if part.error_code in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED):
-                    out[keys.get(tp, tp)] = part.error_code == ErrorCode.NONE
-                else:
-                    name = f"{tp[0]}-{tp[1]}: {part.error_message or ''}"
-                    failures.append((part.error_code, name))
-        _raise_first(failures)
+                out[keys.get(tp, tp)] = ElectionResult(
+                    error=_error_code(part.error_code), message=part.error_message
+                )
         self._client.metadata.mark_stale()
         return out
 
@@ -356,6 +388,15 @@ class PartitionAdmin(Generic[_A]):
         """See ``AsyncPartitionAdmin.elect_leaders``."""
         tps = None if partitions is None else list(partitions)
         return self._loop.run(self._admin.elect_leaders(tps, election_type))
+
+    def elect_leaders_results(
+        self,
+        partitions: Iterable[TopicPartitionLike] | None = None,
+        election_type: ElectionType | str = ElectionType.PREFERRED,
+    ) -> dict[TopicPartitionLike, ElectionResult]:
+        """See ``AsyncPartitionAdmin.elect_leaders_results``."""
+        tps = None if partitions is None else list(partitions)
+        return self._loop.run(self._admin.elect_leaders_results(tps, election_type))
 
     def elect_preferred_leaders(
         self, partitions: Iterable[TopicPartitionLike] | None = None

@@ -60,8 +60,12 @@ __all__ = [
     "ElectionType",
     "PartitionChangeBuilder",
     "ReplicaAssignment",
+    "UNCLEAN_ELECTION_NOTE",
     "create_partition",
 ]
+
+#: how the leader's state-change record of an unclean election begins (metrics count them)
+UNCLEAN_ELECTION_NOTE = "unclean election of"
 
 
 class ElectionType(enum.Enum):
@@ -354,8 +358,8 @@ class PartitionChangeBuilder:
         elif how is _How.UNCLEAN:
             lost = sorted(set(old.isr) | set(old.elr))
             note = (
-                f"unclean election of {new.leader}: records only on {format_ids(lost)} may be lost"
-                f" (previous leader {old.leader}, leader epoch {old.leader_epoch})"
+                f"{UNCLEAN_ELECTION_NOTE} {new.leader}: records only on {format_ids(lost)} may be"
+                f" lost (previous leader {old.leader}, leader epoch {old.leader_epoch})"
             )
         elif how is _How.FROM_ELR:
             note = f"elected {new.leader} from the eligible leader replicas"

@@ -24,6 +24,7 @@ from replog.isr.isr_state import (
 )
 from replog.isr.messages import (
     CONSUMER_REPLICA_ID,
+    DEBUGGING_CONSUMER_ID,
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
@@ -38,6 +39,7 @@ from replog.state_change import StateChange, StateChangeSink, discard_state_chan
 
 __all__ = [
     "CONSUMER_REPLICA_ID",
+    "DEBUGGING_CONSUMER_ID",
     "UNKNOWN_OFFSET",
     "Acks",
     "Assignment",

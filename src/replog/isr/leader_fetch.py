@@ -9,6 +9,7 @@ from __future__ import annotations
 from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode
 from replog.isr.messages import EpochEndOffset, FetchRequest, FetchResponse
+from replog.isr.replica import ReplicaRole
 from replog.isr.replica_log import BytesSlice, LogSlice, ReplicaLog
 
 __all__ = ["check_fetch_epoch", "read_for_fetch"]
@@ -16,11 +17,13 @@ __all__ = ["check_fetch_epoch", "read_for_fetch"]
 _EMPTY = BytesSlice(b"")
 
 
-def check_fetch_epoch(is_leader: bool, leader_epoch: int, request: FetchRequest) -> ErrorCode:
-    """``NOT_LEADER_OR_FOLLOWER`` unless leading; an older epoch is ``FENCED_LEADER_EPOCH``,
-    a newer one ``UNKNOWN_LEADER_EPOCH`` (this broker has not heard of it yet: retry).
-    A request without an epoch (-1) is not checked."""
-    if not is_leader:
+def check_fetch_epoch(role: ReplicaRole, leader_epoch: int, request: FetchRequest) -> ErrorCode:
+    """``NOT_LEADER_OR_FOLLOWER`` unless leading -- a follower serves only Kafka's debugging
+    consumer (replica id -2, the replica verification tool), from its own log up to its own
+    HW; an older epoch is ``FENCED_LEADER_EPOCH``, a newer one ``UNKNOWN_LEADER_EPOCH`` (this
+    broker has not heard of it yet: retry). A request without an epoch (-1) is not checked."""
+    follower_serves = role is ReplicaRole.FOLLOWER and request.reads_any_replica
+    if role is not ReplicaRole.LEADER and not follower_serves:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if request.current_leader_epoch < 0:
         return ErrorCode.NONE

@@ -23,10 +23,15 @@ __all__ = [
     "ProduceResult",
     "Ready",
     "CONSUMER_REPLICA_ID",
+    "DEBUGGING_CONSUMER_ID",
 ]
 
 #: ``FetchRequest.replica_id`` of an ordinary consumer (reads up to the HW, no fetch state).
 CONSUMER_REPLICA_ID = -1
+#: ``FetchRequest.replica_id`` of Kafka's debugging consumer (the replica verification tool):
+#: like a consumer it reads up to the HW and leaves no fetch state, but any replica serves it,
+#: a follower from its own log up to its own HW, so that replicas can be compared.
+DEBUGGING_CONSUMER_ID = -2
 
 
 @attrs.frozen
@@ -64,6 +69,11 @@ class FetchRequest:
     def is_from_follower(self) -> bool:
         """True when a replica (not a consumer) sent it."""
         return self.replica_id >= 0
+
+    @property
+    def reads_any_replica(self) -> bool:
+        """True for the debugging consumer, which followers serve too."""
+        return self.replica_id == DEBUGGING_CONSUMER_ID
 
 
 @attrs.frozen

@@ -531,7 +531,7 @@ class Partition:
         HW, log start and LEO sampled before the read, and a slice to send.
         """
         now_ms = self._observe(now_ms)
-        error = check_fetch_epoch(self.is_leader, self.leader_epoch, request)
+        error = check_fetch_epoch(self.role, self.leader_epoch, request)
         replica: ReplicaState | None = None
         if error is ErrorCode.NONE and request.is_from_follower:
             replica = self._replicas.get(request.replica_id)

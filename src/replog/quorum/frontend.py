@@ -42,7 +42,7 @@ import attrs
 
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.coord.types import ChangeBatch, SessionState
-from replog.errors import ErrorCode, RecordBatchTooLargeError
+from replog.errors import ErrorCode, RecordBatchTooLargeError, invariant
 from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
     COMMANDS,
@@ -247,7 +247,12 @@ class QuorumFrontend:
 
     def on_leader(self, known: LeaderAndEpoch) -> None:
         """``RaftNode.on_leader``: reads, watches and not yet proposed writes of an epoch this
-        node no longer leads fail with NotLeader (proposals wait for their offset)."""
+        node no longer leads fail with NotLeader (proposals wait for their offset). Called
+        before `attach` too: ``RaftNode.open`` reports the leader a restarted node knows (a
+        follower's, say) while it starts, when no request can be waiting yet."""
+        if self._node is None:
+            invariant(not (self._reads or self._watches or self._queued), "requests before attach")
+            return
         epoch = self.leader_epoch()
         hint = known.leader_id
         for read in self._reads:

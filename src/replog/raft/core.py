@@ -17,7 +17,8 @@ in ``replication.py``):
 R1 **Persistence and restart.** The election state (epoch, leader, vote) is persisted before any
    message that depends on it leaves. On start: an epoch below the log's last epoch becomes
    Unattached in the log's epoch; a node that led its epoch comes back Resigned (it must not
-   lead or vote again in it, and unflushed records of that epoch may be gone); one that voted
+   lead or vote again in it, and unflushed records of that epoch may be gone) -- a single voter,
+   with nobody to hand over to, straight to Unattached in the next epoch; one that voted
    for itself comes back Candidate; one that knew a leader, Follower; one that voted, Voted.
 R2 **Epochs.** Every Vote, BeginQuorumEpoch and EndQuorumEpoch request and every response
    carries the sender's epoch and the leader it knows. A higher epoch is adopted at once: as
@@ -204,6 +205,8 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
             state = Voted(stored.epoch, stored.voted_id)
         else:
             state = Unattached(stored.epoch)
+        if voters == {me} and isinstance(state, Resigned):
+            state = Unattached(stored.epoch + 1)  # waiting out the resignation helps nobody
         core = cls(
             config=config,
             log=log,

@@ -7,6 +7,10 @@ non-idempotent producer has no dedup, so duplicating them would only test the te
 (independent random delays), partitions (a blocked directed link: symmetric partitions block
 both directions, one-way ones one) and clogged links (a large extra delay, like a full socket
 buffer). Node ids are ints: brokers 1..n, clients from 100 up.
+
+A node listed in ``rngs`` draws the faults and delays of every message it sends or receives from
+its own generator instead of the network's, so clients added later (the consumer-group clients)
+leave the draws of the others' messages, and so every seed's existing schedule, unchanged.
 """
 
 from __future__ import annotations
@@ -41,20 +45,23 @@ class SimNetwork:
     clogged: set[tuple[int, int]] = attrs.field(factory=set)
     sent_count: int = 0
     dropped_count: int = 0
+    #: node -> the generator its messages draw from (see the module docstring)
+    rngs: dict[int, random.Random] = attrs.field(factory=dict)
 
     def send(
         self, src: int, dst: int, deliver: Callable[[], None], *, duplicable: bool = True
     ) -> None:
         """Queue ``deliver`` at ``dst`` (or lose it); faults drawn from the seeded rng."""
         self.sent_count += 1
-        if (src, dst) in self.blocked or self.rng.random() < self.config.drop_rate:
+        rng = self.rngs.get(src) or self.rngs.get(dst) or self.rng
+        if (src, dst) in self.blocked or rng.random() < self.config.drop_rate:
             self.dropped_count += 1
             return
-        copies = 2 if duplicable and self.rng.random() < self.config.duplicate_rate else 1
+        copies = 2 if duplicable and rng.random() < self.config.duplicate_rate else 1
         for _ in range(copies):
-            delay_ms = self.rng.randint(self.config.delay_ms_min, self.config.delay_ms_max)
+            delay_ms = rng.randint(self.config.delay_ms_min, self.config.delay_ms_max)
             if (src, dst) in self.clogged:
-                delay_ms += self.rng.randint(0, self.config.clog_delay_ms_max)
+                delay_ms += rng.randint(0, self.config.clog_delay_ms_max)
             self.schedule(delay_ms, deliver)
 
     def partition(self, side_a: set[int], side_b: set[int], *, one_way: bool = False) -> None:

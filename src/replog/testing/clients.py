@@ -37,6 +37,13 @@ VERSIONS: dict[type[Request], int] = {
     m.InitProducerIdRequest: 4,
     m.ElectLeadersRequest: 2,
     m.AlterPartitionReassignmentsRequest: 0,
+    m.FindCoordinatorRequest: 4,
+    m.JoinGroupRequest: 7,
+    m.SyncGroupRequest: 5,
+    m.HeartbeatRequest: 4,
+    m.LeaveGroupRequest: 5,
+    m.OffsetCommitRequest: 8,
+    m.OffsetFetchRequest: 8,
 }
 """The version the simulated clients send of each API (flexible versions where Kafka has them)."""
 

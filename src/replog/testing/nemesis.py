@@ -28,6 +28,7 @@ from replog.isr import DurabilityMode
 from replog.protocol import messages as m
 from replog.testing.clients import code_of
 from replog.testing.consumers import CONSUMER_NODE
+from replog.testing.group_clients import GROUP_NODES
 from replog.testing.node import SimBroker
 from replog.testing.workload import CHURN_TOPIC, METADATA_NODE, PROBE_NODE, PRODUCER_NODE, TOPIC
 
@@ -38,7 +39,9 @@ __all__ = ["ADMIN_NODE", "Nemesis"]
 
 ADMIN_NODE = 300
 CLIENT_NODES = frozenset(
-    {METADATA_NODE, PRODUCER_NODE, PROBE_NODE} | {CONSUMER_NODE + n for n in range(100)}
+    {METADATA_NODE, PRODUCER_NODE, PROBE_NODE}
+    | {CONSUMER_NODE + n for n in range(100)}
+    | GROUP_NODES
 )
 CHURN_SEGMENT_BYTES = 512
 CHURN_RETENTION_BYTES = 1_024

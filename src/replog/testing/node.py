@@ -153,11 +153,14 @@ class SimBroker:
         gen = self.gen
         self.coord_cut = False
         log_manager = LogManager.open([self.log_dir], self.config.log, fs=self.fs, clock=sim.clock)
+        member_ids = itertools.count()
         driver = BrokerDriver(
             self.config,
             log_manager,
             placement_start=random_placement_start(sim.rng),
             state_listener=self._note_state,
+            # deterministic group member ids (a UUID would differ between runs of a seed)
+            member_id_suffix=lambda: f"b{self.broker_id}.{gen}.{next(member_ids)}",
         )
         self.driver = driver
         self.stopping = False

@@ -17,7 +17,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from replog.tools import state_change_log, topics
+from replog.tools import (
+    consumer_groups,
+    elect_leaders,
+    reassign,
+    state_change_log,
+    topics,
+    verify_replicas,
+)
 
 __all__ = ["ToolRunner", "register_tools"]
 
@@ -30,7 +37,14 @@ def register_tools(
 ) -> dict[str, ToolRunner]:
     """Add every operator tool as a subcommand; returns {command name: runner}."""
     runners: dict[str, ToolRunner] = {}
-    for module in (topics, state_change_log):
+    for module in (
+        topics,
+        state_change_log,
+        reassign,
+        elect_leaders,
+        consumer_groups,
+        verify_replicas,
+    ):
         parser = subparsers.add_parser(module.COMMAND, help=module.HELP, description=module.__doc__)
         module.add_arguments(parser)
         runners[module.COMMAND] = module.run

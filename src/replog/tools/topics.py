@@ -1,9 +1,11 @@
 """``replog topics``: create, delete, grow, describe and list topics, as Kafka's kafka-topics.
 
 Exactly one action: ``--create`` (``--partitions`` and ``--replication-factor``, or an explicit
-``--replica-assignment``; ``--config k=v`` repeated), ``--delete``, ``--alter`` (``--partitions``:
-grow to that many), ``--describe`` (leader, replicas, ISR and offline replicas per partition,
-filtered with one of ``--under-replicated-partitions``, ``--unavailable-partitions``,
+``--replica-assignment``; ``--config k=v[,k=v]`` repeatable), ``--delete``, ``--alter``
+(``--partitions``: grow to that many; ``--config k=v[,k=v]`` sets topic configs and
+``--delete-config k`` returns them to the broker default, through IncrementalAlterConfigs so
+other keys keep their values), ``--describe`` (leader, replicas, ISR and offline replicas per
+partition, filtered with one of ``--under-replicated-partitions``, ``--unavailable-partitions``,
 ``--under-min-isr-partitions``, ``--at-min-isr-partitions``) or ``--list``.
 For every action but ``--create``, ``--topic`` is a regular expression matched against the whole
 topic name (a plain name matches itself). ``--replica-assignment`` is Kafka's format: partitions
@@ -31,6 +33,7 @@ __all__ = [
     "HELP",
     "add_arguments",
     "bootstrap_servers",
+    "parse_configs",
     "parse_replica_assignment",
     "run",
 ]
@@ -60,7 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, help="partition count (create, alter)")
     parser.add_argument("--replication-factor", type=int, help="replicas per partition (create)")
     parser.add_argument(
-        "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (create)"
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="topic config (create, alter)",
+    )
+    parser.add_argument(
+        "--delete-config", action="append", default=[], metavar="KEY", help="to default (alter)"
     )
     parser.add_argument(
         "--replica-assignment", metavar="B:B,B:B", help="explicit placement (create)"
@@ -105,7 +115,16 @@ def parse_replica_assignment(text: str) -> list[list[int]]:
     return partitions
 
 
-def _parse_configs(pairs: Iterable[str]) -> dict[str, str]:
+def parse_configs(options: Iterable[str]) -> dict[str, str]:
+    """``--config`` values: ``k=v`` pairs separated by commas; a comma-separated piece without
+    ``=`` continues the previous value (``cleanup.policy=compact,delete`` is one pair)."""
+    pairs: list[str] = []
+    for option in options:
+        for index, piece in enumerate(option.split(",")):
+            if index > 0 and "=" not in piece:
+                pairs[-1] += "," + piece
+            else:
+                pairs.append(piece)
     configs: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -130,10 +149,14 @@ def _check_usage(parser_error: Any, args: argparse.Namespace) -> None:
             args.partitions is not None or args.replication_factor is not None
         ):
             parser_error("--replica-assignment replaces --partitions and --replication-factor")
-    elif args.config or args.replica_assignment or args.replication_factor is not None:
-        parser_error("--config, --replica-assignment and --replication-factor go with --create")
-    if args.alter and args.partitions is None:
-        parser_error("--alter needs --partitions (configs: not served by this tool yet)")
+    elif args.replica_assignment or args.replication_factor is not None:
+        parser_error("--replica-assignment and --replication-factor go with --create")
+    elif args.config and not args.alter:
+        parser_error("--config goes with --create or --alter")
+    if args.delete_config and not args.alter:
+        parser_error("--delete-config goes with --alter")
+    if args.alter and args.partitions is None and not args.config and not args.delete_config:
+        parser_error("--alter needs --partitions, --config or --delete-config")
     if _report_filter(args) is not None and not args.describe:
         parser_error("the partition filters go with --describe")
 
@@ -147,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     usage_error = args.usage_error
     _check_usage(usage_error, args)
     try:
-        configs = _parse_configs(args.config)
+        configs = parse_configs(args.config)
         assignment = (
             parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
         )
@@ -165,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             if args.delete:
                 return _delete(admin, args, names)
             if args.alter:
-                return _alter(admin, args, names)
+                return _alter(admin, args, names, configs)
             return _describe(admin, args, names)
     except (ReplogError, OSError) as exc:
         return fail(COMMAND, exc)
@@ -200,11 +223,20 @@ def _delete(admin: Admin, args: argparse.Namespace, names: list[str]) -> int:
     return _report(args, {"deleted": names}, lines)
 
 
-def _alter(admin: Admin, args: argparse.Namespace, names: list[str]) -> int:
+def _alter(
+    admin: Admin, args: argparse.Namespace, names: list[str], configs: dict[str, str]
+) -> int:
+    lines: list[str] = []
     for name in names:
-        admin.create_partitions(name, args.partitions)
-    lines = "\n".join(f"Topic {name} now has {args.partitions} partitions." for name in names)
-    return _report(args, {"altered": names, "partitions": args.partitions}, lines)
+        if configs or args.delete_config:
+            admin.alter_configs(name, configs, args.delete_config)
+            lines.append(f"Updated config for topic {name}.")
+        if args.partitions is not None:
+            admin.create_partitions(name, args.partitions)
+            lines.append(f"Topic {name} now has {args.partitions} partitions.")
+    document: dict[str, Any] = {"altered": names, "partitions": args.partitions}
+    document.update(configs=configs, deleted_configs=list(args.delete_config))
+    return _report(args, document, "\n".join(lines))
 
 
 def _list(admin: Admin, args: argparse.Namespace) -> int:

@@ -61,6 +61,8 @@ class RequestContext:
 
     header: RequestHeader
     now_ms: int
+    #: the client's address as Kafka shows it (``/127.0.0.1``); "" when not known
+    client_host: str = ""
 
     @property
     def version(self) -> int:
