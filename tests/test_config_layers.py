@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from replog.config_layers import (
+    UNTHROTTLED_RATE,
     ConfigLayers,
     ConfigSource,
     Synonym,
@@ -14,6 +15,7 @@ from replog.config_layers import (
     check_broker_configs,
     describe_broker,
     describe_topic,
+    replication_rate,
     topic_settings,
 )
 from replog.coord.types import ConfigChange, ConfigOperation
@@ -90,6 +92,10 @@ def test_a_broker_resource_lists_its_keys_and_the_cluster_default_only_its_own()
             {"log.roll.ms": "10", "log.roll.jitter.ms": "20"},
             r"log.roll.jitter.ms.*must be < segment.ms",
         ),
+        ({"leader.replication.throttled.rate": "-1"}, r"leader\.replication.* must be >= 0"),
+        ({"follower.replication.throttled.rate": "fast"}, r"follower\.replication.* integer"),
+        ({"follower.replication.throttled.rate": "1_000"}, r"follower\.replication.* integer"),
+        ({"leader.replication.throttled.rate": str(2**63)}, r"must be >= 0 and a long"),
     ],
 )
 def test_dynamic_broker_configs_replog_would_not_honour_are_refused(
@@ -108,8 +114,38 @@ def test_dynamic_broker_configs_replog_honours_pass() -> None:
             "unclean.leader.election.enable": "true",
             "compression.type": "zstd",
             "log.cleanup.policy": "delete",
+            "leader.replication.throttled.rate": "0",
+            "follower.replication.throttled.rate": str(2**63 - 1),
         }
     )
+
+
+def test_replication_rates_are_dynamic_broker_keys_unthrottled_by_default() -> None:
+    layers = ConfigLayers(broker={"leader.replication.throttled.rate": "1000"})
+    keys = ["leader.replication.throttled.rate", "follower.replication.throttled.rate"]
+    entries = {e.name: e for e in describe_broker(layers, keys, types={})}
+    assert entries["leader.replication.throttled.rate"].value == "1000"
+    assert not entries["leader.replication.throttled.rate"].read_only
+    assert not entries["follower.replication.throttled.rate"].read_only
+    assert replication_rate(layers.broker, "leader.replication.throttled.rate") == 1000
+    assert replication_rate({}, "follower.replication.throttled.rate") == UNTHROTTLED_RATE
+
+
+def test_throttled_replicas_are_topic_only_keys_defaulting_to_the_empty_list() -> None:
+    layers = ConfigLayers(topic={"leader.replication.throttled.replicas": "0:1"})
+    entries = {e.name: e for e in describe_topic(layers)}
+    leader = entries["leader.replication.throttled.replicas"]
+    assert (leader.value, leader.source, leader.config_type) == (
+        "0:1",
+        ConfigSource.DYNAMIC_TOPIC,
+        7,
+    )
+    follower = entries["follower.replication.throttled.replicas"]
+    assert (follower.value, follower.source) == ("", ConfigSource.DEFAULT)
+    append = [_change(ConfigOperation.APPEND, "leader.replication.throttled.replicas", "1:2")]
+    assert apply_changes(layers.topic, append, replace=False) == {
+        "leader.replication.throttled.replicas": "0:1,1:2"
+    }
 
 
 def _change(op: ConfigOperation, key: str, value: str | None = None) -> ConfigChange:

@@ -8,7 +8,11 @@ import pytest
 from replog.election.controller import ControllerConfig, TopicPolicy
 from replog.errors import InvalidConfigError
 from replog.log import LogConfig
-from replog.topic_config import parse_topic_configs
+from replog.topic_config import (
+    parse_throttled_replicas,
+    parse_topic_configs,
+    stored_throttled_replicas,
+)
 
 
 def test_honoured_settings_are_parsed() -> None:
@@ -83,3 +87,37 @@ def test_compaction_settings_are_parsed() -> None:
     compact_only = parse_topic_configs({"cleanup.policy": "compact"}).log_config(LogConfig())
     assert compact_only.compact and not compact_only.delete
     assert LogConfig().cleanup_policy == "delete" and not LogConfig().compact
+
+
+def test_throttled_replicas_are_a_star_or_partition_broker_pairs() -> None:
+    key = "leader.replication.throttled.replicas"
+    every = parse_throttled_replicas(key, " * ")
+    assert every.covers(0, 1) and every.covers(7, 99)
+    listed = parse_throttled_replicas(key, "0:1, 0:2,,1:3 ")  # Kafka allows blanks and empties
+    assert listed.replicas == {(0, 1), (0, 2), (1, 3)}
+    assert listed.covers(0, 2) and not listed.covers(1, 2) and not listed.covers(0, 3)
+    assert parse_throttled_replicas(key, "").is_empty
+    settings = {key: "*", "follower.replication.throttled.replicas": "0:3"}
+    parse_topic_configs(settings)  # both keys are honoured topic configs
+
+
+@pytest.mark.parametrize(
+    "value", ["0-1", "0:1,2", "a:1", "*,0:1", "0:1:2", "-1:2", "0:-2", "0 : 1", "**", "٣:1"]
+)
+def test_a_malformed_throttled_replicas_list_is_refused(value: str) -> None:
+    key = "follower.replication.throttled.replicas"
+    with pytest.raises(InvalidConfigError, match=r"follower\.replication\.throttled\.replicas"):
+        parse_topic_configs({key: value})
+
+
+def test_stored_throttled_replicas_are_read_by_key() -> None:
+    stored = (
+        ("follower.replication.throttled.replicas", "0:3"),
+        ("leader.replication.throttled.replicas", "0:1,0:2"),
+        ("retention.ms", "5"),
+    )
+    leaders = stored_throttled_replicas(stored, "leader.replication.throttled.replicas")
+    assert leaders.replicas == {(0, 1), (0, 2)}
+    followers = stored_throttled_replicas(stored, "follower.replication.throttled.replicas")
+    assert followers.replicas == {(0, 3)}
+    assert stored_throttled_replicas((), "leader.replication.throttled.replicas").is_empty

@@ -11,9 +11,12 @@ A topic setting's value is the first of, most specific first:
    than the built-in default count as set, as Kafka counts what ``server.properties`` names;
 5. the built-in default (DEFAULT_CONFIG).
 
-Dynamic broker configs accept the broker keys of the topic settings replog honours
-(``DYNAMIC_BROKER_KEYS``, checked by ``check_broker_configs``); anything else is
-INVALID_CONFIG naming the key. ``describe_topic`` / ``describe_broker`` give DescribeConfigs'
+Dynamic broker configs accept the broker keys of the topic settings replog honours and the
+replication quotas of KIP-73 (``leader.replication.throttled.rate``,
+``follower.replication.throttled.rate``: bytes/s, a long >= 0; ``DYNAMIC_BROKER_KEYS``, checked
+by ``check_broker_configs``); anything else is INVALID_CONFIG naming the key. The topic-only
+keys (``leader/follower.replication.throttled.replicas``) have no broker layer: unset, they
+are the empty list (DEFAULT_CONFIG). ``describe_topic`` / ``describe_broker`` give DescribeConfigs'
 entries: value, source, read-only flag and synonyms (every layer that holds the setting, most
 specific first, as Kafka lists them). ``apply_changes`` turns a resource's stored configs and a
 request's changes into the new stored configs.
@@ -24,6 +27,7 @@ Pure: no IO (the controller, which is sans-IO, uses it).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Collection, Iterable, Mapping
 
 import attrs
@@ -33,6 +37,7 @@ from replog.errors import InvalidConfigError
 from replog.topic_config import (
     LIST_KEYS,
     SUPPORTED_KEYS,
+    THROTTLED_REPLICAS_KEYS,
     TopicSettings,
     config_type,
     parse_topic_configs,
@@ -42,6 +47,8 @@ from replog.topic_config import (
 __all__ = [
     "BROKER_SYNONYMS",
     "DYNAMIC_BROKER_KEYS",
+    "REPLICATION_RATE_KEYS",
+    "UNTHROTTLED_RATE",
     "ConfigLayers",
     "ConfigSource",
     "EffectiveConfig",
@@ -50,6 +57,7 @@ __all__ = [
     "check_broker_configs",
     "describe_broker",
     "describe_topic",
+    "replication_rate",
     "topic_settings",
 ]
 
@@ -86,9 +94,15 @@ BROKER_SYNONYMS: Mapping[str, str] = {
 """Topic key -> the broker key that sets its default (Kafka's primary synonym)."""
 
 _TOPIC_KEY_OF = {broker: topic for topic, broker in BROKER_SYNONYMS.items()}
-DYNAMIC_BROKER_KEYS = tuple(sorted(_TOPIC_KEY_OF))
+REPLICATION_RATE_KEYS = ("follower.replication.throttled.rate", "leader.replication.throttled.rate")
+"""The replication quotas (KIP-73), bytes/s: broker-only dynamic keys."""
+UNTHROTTLED_RATE = 2**63 - 1
+"""Their default (Kafka's Long.MAX_VALUE): no throttle."""
+DYNAMIC_BROKER_KEYS = tuple(sorted((*_TOPIC_KEY_OF, *REPLICATION_RATE_KEYS)))
 """The broker keys a dynamic broker config may set."""
+_DYNAMIC = frozenset(DYNAMIC_BROKER_KEYS)
 _LIST_DEFAULTS = {"cleanup.policy": "delete", "log.cleanup.policy": "delete"}
+_LONG = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 @attrs.frozen(kw_only=True)
@@ -167,7 +181,10 @@ def describe_topic(layers: ConfigLayers) -> list[EffectiveConfig]:
     """Every topic setting replog honours, as it applies to the topic, sorted by key."""
     out = []
     for key in SUPPORTED_KEYS:
-        synonyms = _broker_synonyms(layers, BROKER_SYNONYMS[key])
+        if key in THROTTLED_REPLICAS_KEYS:  # topic-only: the default is the empty list
+            synonyms = [Synonym(key, "", ConfigSource.DEFAULT)]
+        else:
+            synonyms = _broker_synonyms(layers, BROKER_SYNONYMS[key])
         if key in layers.topic:
             synonyms.insert(0, Synonym(key, layers.topic[key], ConfigSource.DYNAMIC_TOPIC))
         out.append(_effective(key, synonyms, config_type(key), read_only=False))
@@ -188,7 +205,7 @@ def describe_broker(
     for key in sorted(keys):
         synonyms = _broker_synonyms(layers, key, per_broker=per_broker)
         if per_broker or synonyms:
-            read_only = key not in _TOPIC_KEY_OF
+            read_only = key not in _DYNAMIC
             out.append(_effective(key, synonyms, types.get(key, 2), read_only=read_only))
     return out
 
@@ -211,6 +228,9 @@ def check_broker_configs(configs: Mapping[str, str]) -> None:
     replog honours, each valid (the same checks as the topic setting they stand for)."""
     as_topic: dict[str, str] = {}
     for key, value in configs.items():
+        if key in REPLICATION_RATE_KEYS:
+            _check_rate(key, value)
+            continue
         topic_key = _TOPIC_KEY_OF.get(key)
         if topic_key is None:
             raise InvalidConfigError(
@@ -226,6 +246,27 @@ def check_broker_configs(configs: Mapping[str, str]) -> None:
         parse_topic_configs(as_topic)
     except InvalidConfigError as exc:
         raise InvalidConfigError(f"broker configs {sorted(configs)}: {exc}") from None
+
+
+def _check_rate(key: str, value: str) -> None:
+    """A Java long (optional sign, ASCII digits) >= 0."""
+    if _LONG.fullmatch(value.strip()) is None:
+        raise InvalidConfigError(f"{key} must be an integer (bytes/s), got {value!r}")
+    if not 0 <= int(value.strip()) <= UNTHROTTLED_RATE:
+        raise InvalidConfigError(f"{key} must be >= 0 and a long (bytes/s), got {value!r}")
+
+
+def replication_rate(layers: Mapping[str, str], key: str) -> int:
+    """A replication quota (``REPLICATION_RATE_KEYS``) from a broker's dynamic configs;
+    ``UNTHROTTLED_RATE`` when unset (or, which the checks prevent, not a valid rate)."""
+    value = layers.get(key)
+    if value is None:
+        return UNTHROTTLED_RATE
+    try:
+        _check_rate(key, value)
+    except InvalidConfigError:
+        return UNTHROTTLED_RATE
+    return int(value.strip())
 
 
 def apply_changes(

@@ -15,7 +15,11 @@ same values. Honoured:
   ``delete.retention.ms``;
 - ``compression.type``: ``producer`` (batches stored as the producer sent them) or a codec
   (``uncompressed``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) the leader recompresses incoming
-  batches to.
+  batches to;
+- ``leader.replication.throttled.replicas`` / ``follower.replication.throttled.replicas``
+  (KIP-73): the replicas whose replication the broker's replication quotas throttle, as
+  leader or as follower: ``*`` (every replica of the topic) or a list
+  ``partition:broker,...`` (``ThrottledReplicas``; ``replog.broker.replication_throttle``).
 
 Configs can change after creation (AlterConfigs / IncrementalAlterConfigs): the new set is
 checked here and stored, and every broker and the controller apply it live. The broker-level
@@ -29,6 +33,7 @@ accepted and silently ignored. Pure: no IO (the controller, which is sans-IO, us
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,11 +44,17 @@ from replog.log.config import LogConfig, normalize_cleanup_policy
 
 __all__ = [
     "COMPRESSION_TYPES",
+    "FOLLOWER_THROTTLED_REPLICAS",
+    "LEADER_THROTTLED_REPLICAS",
     "LIST_KEYS",
     "SUPPORTED_KEYS",
+    "THROTTLED_REPLICAS_KEYS",
+    "ThrottledReplicas",
     "TopicSettings",
     "config_type",
+    "parse_throttled_replicas",
     "parse_topic_configs",
+    "stored_throttled_replicas",
     "stored_topic_settings",
 ]
 
@@ -67,11 +78,72 @@ _TEXT_LOG_KEYS = {
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
 _OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", "compression.type")
-SUPPORTED_KEYS = tuple(sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS)))
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+#: the replication-quota keys (KIP-73): topic-only, no broker-level synonym
+THROTTLED_REPLICAS_KEYS = (FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS)
+SUPPORTED_KEYS = tuple(
+    sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS, *THROTTLED_REPLICAS_KEYS))
+)
 #: ``compression.type`` values (Kafka's): ``producer`` keeps the producer's codec
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 #: keys whose value is a comma-separated list (IncrementalAlterConfigs APPEND / SUBTRACT)
-LIST_KEYS = frozenset({"cleanup.policy"})
+LIST_KEYS = frozenset({"cleanup.policy", *THROTTLED_REPLICAS_KEYS})
+_REPLICA_ITEM = re.compile(r"([0-9]+):([0-9]+)", re.ASCII)
+
+
+@attrs.frozen
+class ThrottledReplicas:
+    """A ``*.replication.throttled.replicas`` value: every replica of the topic (``*``) or
+    the (partition, broker) pairs listed; empty (the default) throttles nothing."""
+
+    every_replica: bool = False
+    replicas: frozenset[tuple[int, int]] = frozenset()
+
+    def covers(self, partition: int, broker_id: int) -> bool:
+        """Whether the replica of ``partition`` on ``broker_id`` is throttled."""
+        return self.every_replica or (partition, broker_id) in self.replicas
+
+    @property
+    def is_empty(self) -> bool:
+        """True when it throttles nothing."""
+        return not self.every_replica and not self.replicas
+
+
+def parse_throttled_replicas(key: str, value: str) -> ThrottledReplicas:
+    """Kafka's rule for a throttled-replicas list: the literal ``*``, or comma-separated
+    ``partition:broker`` items (blanks around items and empty items are allowed, as Kafka
+    allows them); anything else is ``InvalidConfigError`` naming ``key``."""
+    text = value.strip()
+    if text == "*":
+        return ThrottledReplicas(every_replica=True)
+    pairs = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        match = _REPLICA_ITEM.fullmatch(item)
+        if match is None:
+            raise InvalidConfigError(
+                f"{key} must be the literal '*' or a list of replicas "
+                f"partition:broker,partition:broker,..., got {value!r}"
+            )
+        pairs.add((int(match.group(1)), int(match.group(2))))
+    return ThrottledReplicas(replicas=frozenset(pairs))
+
+
+@functools.lru_cache(maxsize=1024)
+def stored_throttled_replicas(configs: tuple[tuple[str, str], ...], key: str) -> ThrottledReplicas:
+    """The ``key`` throttled replicas of a topic's stored configs, parsed once per distinct
+    value (brokers ask on every follower fetch); a value that no longer parses throttles
+    nothing, as ``stored_topic_settings`` keeps defaults."""
+    for name, value in configs:
+        if name == key:
+            try:
+                return parse_throttled_replicas(key, value)
+            except InvalidConfigError:
+                break
+    return ThrottledReplicas()
 
 
 @attrs.frozen(kw_only=True)
@@ -118,6 +190,8 @@ def parse_topic_configs(
                 raise InvalidConfigError(
                     f"{key} must be one of {', '.join(COMPRESSION_TYPES)}, got {value!r}"
                 )
+        elif key in THROTTLED_REPLICAS_KEYS:
+            parse_throttled_replicas(key, value)  # the brokers read it (stored_throttled_...)
         elif key == "cleanup.policy":
             log_overrides["cleanup_policy"] = normalize_cleanup_policy(value)
         elif key == "min.cleanable.dirty.ratio":
@@ -186,6 +260,8 @@ CONFIG_TYPES = {
     "segment.index.bytes": 3,
     "index.interval.bytes": 3,
     "max.message.bytes": 3,
+    LEADER_THROTTLED_REPLICAS: 7,
+    FOLLOWER_THROTTLED_REPLICAS: 7,
 }
 _LONG = 5
 

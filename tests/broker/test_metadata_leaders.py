@@ -23,7 +23,9 @@ def _partitions(live: dict[int, BrokerInfo]) -> list[m.MetadataResponsePartition
         ("t", 0): PartitionState(replicas=(2, 1), leader=2, leader_epoch=4, isr=(2, 1)),
         ("t", 1): PartitionState(replicas=(1, 2), leader=1, leader_epoch=7, isr=(1, 2)),
     }
-    services = SimpleNamespace(brokers=live, topics={"t": topic}, states=states, controller=None)
+    services = SimpleNamespace(
+        brokers=live, topics={"t": topic}, states=states, controller=None, cluster_id="c"
+    )
     header = RequestHeader(api_key=3, api_version=12, correlation_id=1, client_id="c")
     ctx = RequestContext(header=header, now_ms=0)
     reply: Any = handle_metadata(ctx, m.MetadataRequest(topics=None), cast(Any, services))

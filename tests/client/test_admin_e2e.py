@@ -332,8 +332,20 @@ def test_alter_broker_configs_is_what_kafka_python_describes(
         lambda: kafka_broker_configs(kafka_admin, broker_id),
         lambda c: c["log.retention.ms"]["config_source"] != "DYNAMIC_BROKER_CONFIG",
     )
-    with pytest.raises(BrokerResponseError) as error:  # replog does not throttle replication
-        admin.alter_broker_configs(broker_id, {"leader.replication.throttled.rate": "1000"})
+    rate = "leader.replication.throttled.rate"  # a broker-only dynamic key (KIP-73)
+    admin.alter_broker_configs(broker_id, {rate: "1000"})
+    theirs = wait_for(
+        lambda: kafka_broker_configs(kafka_admin, broker_id), lambda c: c[rate]["value"] == "1000"
+    )
+    assert theirs[rate]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    admin.alter_broker_configs(broker_id, delete_configs=[rate])
+    theirs = wait_for(
+        lambda: kafka_broker_configs(kafka_admin, broker_id),
+        lambda c: c[rate]["config_source"] == "DEFAULT_CONFIG",
+    )
+    assert theirs[rate]["value"] == str(2**63 - 1)  # Kafka's default: unthrottled
+    with pytest.raises(BrokerResponseError) as error:
+        admin.alter_broker_configs(broker_id, {rate: "-1"})
     assert error.value.code == ErrorCode.INVALID_CONFIG
 
 

@@ -26,6 +26,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import RebalanceInProgressError
     from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 pytestmark = [
@@ -120,6 +121,20 @@ class KafkaMember:
 
         wait_for(polled, lambda n: n >= count, timeout_s=30)
 
+    def commit(self, offsets: dict[TopicPartition, KafkaOffsetAndMetadata]) -> None:
+        """Commit ``offsets``; a commit refused because a rebalance is under way (kafka-python
+        raises while its SyncGroup is in flight, against Kafka too) is retried after a poll."""
+
+        def committed() -> bool:
+            try:
+                self.consumer.commit(offsets)
+            except RebalanceInProgressError:
+                self.poll_until_assigned(PARTITIONS)
+                return False
+            return True
+
+        wait_for(committed, bool, timeout_s=30)
+
     def close(self) -> None:
         self.consumer.close()
 
@@ -172,7 +187,7 @@ def test_group_offsets_listed_altered_and_deleted_agree_with_kafka_python(
     try:
         member.poll_until_assigned(PARTITIONS)
         member.poll_until_read(15)
-        member.consumer.commit({TopicPartition(topic, 0): KafkaOffsetAndMetadata(4, "m", -1)})
+        member.commit({TopicPartition(topic, 0): KafkaOffsetAndMetadata(4, "m", -1)})
         assert admin.list_group_offsets(group) == {(topic, 0): OffsetAndMetadata(4, -1, "m")}
         # A member subscribes to the topic: its offsets cannot be deleted or altered.
         with pytest.raises(BrokerResponseError) as refused:
@@ -221,7 +236,7 @@ def test_delete_groups_refuses_a_group_with_members_and_deletes_an_empty_one(
     member = KafkaMember(cluster, group, topic)
     try:
         member.poll_until_assigned(PARTITIONS)
-        member.consumer.commit({TopicPartition(topic, 1): KafkaOffsetAndMetadata(2, "", -1)})
+        member.commit({TopicPartition(topic, 1): KafkaOffsetAndMetadata(2, "", -1)})
         with pytest.raises(BrokerResponseError) as refused:
             admin.delete_groups([group])
         assert refused.value.code == ErrorCode.NON_EMPTY_GROUP

@@ -7,7 +7,10 @@ Usage: python group_member.py <client> <bootstrap> <group> <topic> <mode>
 until N records have come, commit, close cleanly, exit) or ``member`` (read and commit after
 every batch until a line "close" arrives on stdin, then close cleanly). Every consumer reads from
 the earliest offset when the group has none, commits by hand, and uses a 4 s session timeout
-(500 ms heartbeats). Prints JSON lines on stdout:
+(500 ms heartbeats). A commit that the client refuses because a rebalance is under way (kafka-python
+and aiokafka raise RebalanceInProgressError when a SyncGroup is still in flight, as against a Kafka
+broker) is retried after the next poll, as the clients' documentation says; records redelivered
+after such a rebalance count once. Prints JSON lines on stdout:
 
     {"assigned": [[topic, partition], ...]}            whenever the assignment changes
     {"records": [[partition, offset, value], ...]}     each batch read
@@ -65,6 +68,7 @@ class Tracker:
     def __init__(self) -> None:
         self.assigned: list[tuple[str, int]] | None = None
         self.next_offsets: dict[int, int] = {}
+        self.read: set[tuple[int, int]] = set()
 
     def assignment(self, tps: list[tuple[str, int]]) -> None:
         tps = sorted(tps)
@@ -72,11 +76,17 @@ class Tracker:
             self.assigned = tps
             emit(assigned=tps)
 
-    def batch(self, rows: list[tuple[int, int, str]]) -> None:
+    def batch(self, rows: list[tuple[int, int, str]]) -> int:
+        """Report a batch; returns how many of its records were not read before."""
         if rows:
             emit(records=rows)
-            for partition, offset, _ in rows:
-                self.next_offsets[partition] = offset + 1
+        new = 0
+        for partition, offset, _ in rows:
+            self.next_offsets[partition] = offset + 1
+            if (partition, offset) not in self.read:
+                self.read.add((partition, offset))
+                new += 1
+        return new
 
     def committed(self) -> None:
         emit(committed={str(p): o for p, o in sorted(self.next_offsets.items())})
@@ -99,8 +109,9 @@ def run_replog(bootstrap: str, group: str, topic: str, stop: Stop, track: Tracke
     while not stop.done():
         records = consumer.poll(timeout_ms=200)
         track.assignment(consumer.assignment())
-        track.batch([(r.partition, r.offset, (r.value or b"").decode()) for r in records])
-        stop.seen += len(records)
+        stop.seen += track.batch(
+            [(r.partition, r.offset, (r.value or b"").decode()) for r in records]
+        )
         if records:
             consumer.commit()
             track.committed()
@@ -111,6 +122,7 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, stop: Stop, track: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import kafka
+        import kafka.errors
 
     consumer = kafka.KafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -127,7 +139,8 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, stop: Stop, track: 
     while not consumer.partitions_for_topic(topic):
         pass
     consumer.subscribe([topic])
-    while not stop.done():
+    uncommitted = False
+    while not stop.done() or uncommitted:
         batches = consumer.poll(timeout_ms=200)
         track.assignment([(tp.topic, tp.partition) for tp in consumer.assignment()])
         rows = [
@@ -135,10 +148,14 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, stop: Stop, track: 
             for records in batches.values()
             for r in records
         ]
-        track.batch(rows)
-        stop.seen += len(rows)
-        if rows:
-            consumer.commit()
+        stop.seen += track.batch(rows)
+        if rows or uncommitted:
+            try:
+                consumer.commit()
+            except (kafka.errors.RebalanceInProgressError, kafka.errors.CommitFailedError):
+                uncommitted = True  # retried after the next poll completes the rebalance
+                continue
+            uncommitted = False
             track.committed()
     consumer.close()
 
@@ -166,8 +183,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, stop: Stop, track: Tra
             if message.error() is not None:
                 raise RuntimeError(f"consume: {message.error()}")
             rows.append((message.partition(), message.offset(), message.value().decode()))
-        track.batch(rows)
-        stop.seen += len(rows)
+        stop.seen += track.batch(rows)
         if rows:
             consumer.commit(asynchronous=False)
             track.committed()
@@ -176,6 +192,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, stop: Stop, track: Tra
 
 def run_aiokafka(bootstrap: str, group: str, topic: str, stop: Stop, track: Tracker) -> None:
     from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import CommitFailedError, RebalanceInProgressError
 
     async def main() -> None:
         consumer = AIOKafkaConsumer(
@@ -190,7 +207,8 @@ def run_aiokafka(bootstrap: str, group: str, topic: str, stop: Stop, track: Trac
         )
         await consumer.start()
         try:
-            while not stop.done():
+            uncommitted = False
+            while not stop.done() or uncommitted:
                 batches = await consumer.getmany(timeout_ms=200)
                 track.assignment([(tp.topic, tp.partition) for tp in consumer.assignment()])
                 rows = [
@@ -198,10 +216,14 @@ def run_aiokafka(bootstrap: str, group: str, topic: str, stop: Stop, track: Trac
                     for records in batches.values()
                     for r in records
                 ]
-                track.batch(rows)
-                stop.seen += len(rows)
-                if rows:
-                    await consumer.commit()
+                stop.seen += track.batch(rows)
+                if rows or uncommitted:
+                    try:
+                        await consumer.commit()
+                    except (RebalanceInProgressError, CommitFailedError):
+                        uncommitted = True  # retried after the next poll
+                        continue
+                    uncommitted = False
                     track.committed()
         finally:
             await consumer.stop()
@@ -225,6 +247,10 @@ def main() -> None:
             filename=f"{log_file}.{os.getpid()}",
             level=logging.DEBUG,
             format="%(relativeCreated)d %(threadName)s %(name)s %(message)s",
+        )
+    else:  # the client's warnings go to stderr, which a failing test prints
+        logging.basicConfig(
+            level=logging.WARNING, format="%(relativeCreated)d %(name)s %(message)s"
         )
     CLIENTS[client](bootstrap, group, topic, Stop(mode), Tracker())
     emit(closed=True)

@@ -97,14 +97,24 @@ class Member:
         for line in self.process.stderr:
             self.stderr.append(line)
 
-    def wait_for(self, condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-        """Block until ``condition()`` holds (re-checked at every event)."""
+    def wait_for(
+        self,
+        condition: Callable[[], bool],
+        what: str,
+        timeout_s: float = WAIT_S,
+        other: Member | None = None,
+    ) -> None:
+        """Block until ``condition()`` holds (re-checked at every event); a failure shows this
+        member's last events and stderr, and ``other``'s when the condition is about both."""
         deadline = time.monotonic() + timeout_s
         with self._changed:
             while not condition():
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.process.poll() is not None and not condition()):
                     tail = "".join(self.stderr[-30:])
+                    if other is not None:
+                        tail += f"\nthe other member: last events {other.events[-5:]}\n"
+                        tail += "".join(other.stderr[-30:])
                     raise AssertionError(
                         f"{self.client} member: {what} did not happen "
                         f"(exit {self.process.poll()}); last events {self.events[-5:]}\n{tail}"
@@ -118,7 +128,10 @@ class Member:
 
     @property
     def values(self) -> list[str]:
-        return [value for e in self.events if "records" in e for _, _, value in e["records"]]
+        """The values read, each record once (a record redelivered after a rebalance that
+        interrupted a commit is read again, as Kafka's at-least-once delivery allows)."""
+        read = {(p, o): v for e in self.events if "records" in e for p, o, v in e["records"]}
+        return list(read.values())
 
     @property
     def committed(self) -> dict[int, int]:
@@ -240,8 +253,8 @@ def share_then_lose_one(
         a, b = first.assigned, second.assigned
         return bool(a) and bool(b) and not a & b and a | b == everything
 
-    second.wait_for(shared, "the two members sharing the partitions")
-    first.wait_for(shared, "the two members sharing the partitions")
+    second.wait_for(shared, "the two members sharing the partitions", other=first)
+    first.wait_for(shared, "the two members sharing the partitions", other=second)
     before = produce(cluster, topic, 4, 0, 40)
     second.wait_for(lambda: set(first.values) | set(second.values) >= set(before), "reading all")
     assert second.values and first.values  # each read its own partitions

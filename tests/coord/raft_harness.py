@@ -33,8 +33,11 @@ class Member:
 class Quorum:
     """``n`` voters (ids 1..n); see the module docstring."""
 
-    def __init__(self, root: Path, n: int, *, snapshot_interval: int = 0) -> None:
+    def __init__(
+        self, root: Path, n: int, *, snapshot_interval: int = 0, cluster_ids: bool = False
+    ) -> None:
         self.root = root
+        self.cluster_ids = cluster_ids  # leaders name a new store (InitCluster)
         self.clock = ManualClock(1_000)
         self.voters = frozenset(range(1, n + 1))
         self.snapshot_interval = snapshot_interval
@@ -49,7 +52,11 @@ class Quorum:
 
     def start(self, node_id: int) -> Member:
         machine = MetadataMachine()
-        frontend = QuorumFrontend(machine)
+        drawn = iter(range(1_000))
+        frontend = QuorumFrontend(
+            machine,
+            new_cluster_id=(lambda: f"id-{node_id}-{next(drawn)}") if self.cluster_ids else None,
+        )
         config = RaftConfig(
             node_id=node_id,
             voters=self.voters,

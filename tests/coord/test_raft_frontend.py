@@ -16,6 +16,7 @@ from replog.quorum.commands import (
     ElectController,
     GetBroker,
     Heartbeat,
+    InitCluster,
     RegisterBroker,
 )
 from replog.quorum.frontend import ReplyError, ReplyNotLeader, ReplyOk, ReplyUnknown
@@ -187,3 +188,29 @@ def test_a_write_that_never_commits_times_out_unknown(quorum: Quorum) -> None:
     member = quorum.members[leader]
     quorum.run_until(lambda: "w" in member.replies, 6_000)
     assert isinstance(member.replies["w"], (ReplyUnknown, ReplyNotLeader))
+
+
+def test_a_new_quorum_names_itself_once_ahead_of_any_write(tmp_path: Path) -> None:
+    """The first leader proposes an InitCluster before the writes of its epoch; every voter
+    applies the same id, and a later leader, whose image has it, proposes none."""
+    quorum = Quorum(tmp_path, 3, cluster_ids=True)
+    try:
+        leader = quorum.ready_leader()
+        quorum.request(leader, "w", register(1))
+        member = quorum.members[leader]
+        quorum.run_until(lambda: "w" in member.replies)
+        reply = member.replies["w"]
+        assert isinstance(reply, ReplyOk) and isinstance(reply.value, BrokerInfo)
+        assert reply.value.incarnation_epoch == 2  # offset 0: leader change, 1: InitCluster
+        quorum.run(50)
+        named = {m.frontend.machine.cluster_id for m in quorum.members.values()}
+        assert named == {f"id-{leader}-0"}
+        quorum.request(leader, "forged", InitCluster(cluster_id="mine"))
+        assert isinstance(member.replies["forged"], ReplyError)  # only a leader proposes one
+        quorum.stop(leader)
+        successor = quorum.ready_leader()
+        quorum.run(50)
+        assert quorum.members[successor].frontend.counters.get("cluster_ids_proposed", 0) == 0
+        assert {m.frontend.machine.cluster_id for m in quorum.members.values()} == named
+    finally:
+        quorum.close()

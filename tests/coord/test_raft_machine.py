@@ -3,6 +3,8 @@ and that applying the same log gives the same image."""
 
 from __future__ import annotations
 
+import json
+
 import attrs
 import pytest
 
@@ -45,6 +47,7 @@ from replog.quorum.commands import (
     GetSnapshot,
     GetTopic,
     Heartbeat,
+    InitCluster,
     RegisterBroker,
     SubmitAdminRequest,
     TrimHistory,
@@ -278,3 +281,24 @@ def test_dynamic_configs_are_fenced_applied_and_survive_a_snapshot() -> None:
         machine_log.apply(AlterBrokerConfigsWrite(broker_id=7, configs=(), controller_epoch=1))
     assert copy.state() == log.machine.state()
     assert copy.query(GetBrokerConfigs()) == {ALL_BROKERS: (("b", "2"),)}
+
+
+def test_the_first_cluster_id_applied_is_the_stores_for_good() -> None:
+    log = Log()
+    assert log.machine.cluster_id is None
+    assert log.machine.query(GetSnapshot()).cluster_id is None  # type: ignore[attr-defined]
+    assert log.apply(InitCluster(cluster_id="first")) == "first"
+    assert log.apply(InitCluster(cluster_id="second")) == "first"  # a leader that lagged
+    assert isinstance(log.apply(InitCluster(cluster_id="")), ValueError)
+    assert log.machine.query(GetSnapshot()).cluster_id == "first"  # type: ignore[attr-defined]
+    copy = MetadataMachine()
+    copy.restore(log.machine.snapshot())
+    assert copy.cluster_id == "first" and copy.state() == log.machine.state()
+
+
+def test_a_snapshot_written_before_cluster_ids_still_loads() -> None:
+    meta = json.loads(MetadataMachine().snapshot()[0])
+    del meta["cluster_id"]  # the meta record as a voter without cluster ids wrote it
+    machine = MetadataMachine()
+    machine.restore([json.dumps(meta).encode()])
+    assert machine.cluster_id is None

@@ -102,6 +102,26 @@ def _produce(producer: KafkaProducer, value: bytes, timeout_s: float) -> float:
             time.sleep(0.2)
 
 
+def test_a_killed_leader_voter_is_replaced_long_before_the_fetch_timeout(tmp_path: Path) -> None:
+    """SIGKILL the leader of three voters whose fetch timeout is 10 s: the OS closes the dead
+    process's sockets, the followers' reconnects are refused, and they elect at once (E9)
+    instead of waiting out the fetch timeout, which was all a follower had before."""
+    fetch_timeout_s = 10
+    args = ["--election-timeout-ms", "300", "--fetch-timeout-ms", str(fetch_timeout_s * 1000)]
+    quorum = QuorumProcesses.start(tmp_path / "quorum", 3, [*args, "--request-timeout-ms", "500"])
+    try:
+        leader = leader_voter(quorum)
+        quorum.voters[leader].stop(signal.SIGKILL)
+        killed = time.monotonic()
+        new_leader = leader_voter(quorum, timeout_s=3 * fetch_timeout_s)
+        elected_s = time.monotonic() - killed
+        print(f"leader {leader} got SIGKILL: {new_leader} leads after {elected_s:.2f} s")
+        assert new_leader != leader
+        assert elected_s < fetch_timeout_s / 2, quorum.log_tails()
+    finally:
+        quorum.close()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 def test_produce_survives_the_loss_of_the_quorum_leader(
     quorum: QuorumProcesses, cluster: ProcessCluster, signum: signal.Signals

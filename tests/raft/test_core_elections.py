@@ -404,3 +404,66 @@ def test_pre_vote_granted_by_a_follower_of_the_lost_leader_is_counted() -> None:
     q.deliver(to(2))
     assert isinstance(q.core(2).state, Candidate)
     assert q.core(2).state.epoch == 2
+
+
+# ------------------------------------------------------------------------------ E9: unreachable
+
+
+def test_unreachable_leader_starts_a_pre_vote_within_the_election_timeout() -> None:
+    q = elected(Quorum())  # fetch timeout 200 ms, election timeout 100 ms
+    q.core(2).leader_unreachable(1, q.now_ms)
+    q.tick(99, nodes=[2])  # rng(100) < 100: due by now, long before the fetch timeout
+    assert isinstance(q.core(2).state, Prospective)
+    assert q.core(2).state.epoch == 1  # a pre-vote round: nothing raised yet
+
+
+def test_survivors_told_the_leader_is_gone_elect_before_the_fetch_timeout() -> None:
+    q = elected(Quorum())
+    del q.nodes[1]  # killed: its connections close and reconnects are refused
+    q.take(lambda s: 1 in (s.src, s.dst))
+    start_ms = q.now_ms
+    for node_id in (2, 3):
+        q.core(node_id).leader_unreachable(1, q.now_ms)
+    while q.leader() is None and q.now_ms - start_ms < 200:
+        q.run(5)
+    assert q.leader() in (2, 3)
+    assert q.now_ms - start_ms < 200  # the fetch timeout would not even have started one
+
+
+def test_spurious_unreachable_report_does_not_disrupt_a_healthy_quorum() -> None:
+    """One follower is wrongly told its (live) leader is gone: it runs a pre-vote round, the
+    leader and the other follower (which hears from the leader) refuse it, and it follows the
+    same leader again in the same epoch."""
+    q = elected(Quorum())
+    q.core(3).leader_unreachable(1, q.now_ms)
+    q.tick(100, nodes=[3])
+    assert isinstance(q.core(3).state, Prospective)
+    q.deliver(lambda s: s.src == 3 and isinstance(s.message, VoteRequest))
+    q.deliver(to(3))
+    assert q.core(3).state == Follower(1, 1)
+    q.run(400)
+    assert q.leader() == 1 and q.core(1).state.epoch == 1
+    assert q.core(2).state == q.core(3).state == Follower(1, 1)
+
+
+def test_follower_told_its_leader_is_unreachable_grants_pre_votes_until_it_answers() -> None:
+    q = elected(Quorum())
+    end = q.core(3).log.end
+    pre_vote = vote_request(1, 3, end.epoch, end.offset, pre=True)
+    q.core(2).leader_unreachable(1, q.now_ms)
+    q.core(2).on_message(3, pre_vote, q.now_ms)
+    assert q.core(2).take_ready().messages[0].message.vote_granted is True
+    q.run(20)  # the leader answers 2's fetch: the report was wrong
+    assert q.core(2).state == Follower(1, 1)
+    q.core(2).on_message(3, pre_vote, q.now_ms)
+    assert q.core(2).take_ready().messages[0].message.vote_granted is False
+
+
+def test_unreachable_report_about_another_node_changes_nothing() -> None:
+    q = elected(Quorum())
+    deadline_ms = q.core(2).next_deadline_ms()
+    q.core(2).leader_unreachable(3, q.now_ms)  # not its leader
+    q.core(1).leader_unreachable(2, q.now_ms)  # the leader follows nobody
+    assert q.core(2).next_deadline_ms() == deadline_ms
+    q.tick(150, nodes=[1, 2])
+    assert q.core(2).state == Follower(1, 1) and isinstance(q.core(1).state, Leader)

@@ -49,7 +49,9 @@ def test_seeds_cover_the_quorum_sizes_and_faults() -> None:
     for seed in range(10):
         for name, count in run_seed(seed).counters.items():
             totals[name] = totals.get(name, 0) + count
-    for happened in ("InstallSnapshot", "TruncateTo", "AdvanceLogStart", "crash_power_loss"):
+    happenings = ("InstallSnapshot", "TruncateTo", "AdvanceLogStart", "crash_power_loss")
+    happenings += ("unreachable_report", "spurious_unreachable")  # E9, right and wrong
+    for happened in happenings:
         assert totals.get(happened, 0) > 0, (happened, totals)
     assert totals["op_ok"] > totals["op_info"] > 0
 

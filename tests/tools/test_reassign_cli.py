@@ -249,27 +249,6 @@ def test_a_stalled_reassignment_is_in_progress_times_out_and_cancels(
         assert capsys.readouterr().out == "No reassignment is running for: stalled-0\n"
 
 
-def test_throttle_refused_by_the_brokers_fails_before_anything_moves(
-    cluster: Cluster,
-    kafka_admin: KafkaAdminClient,
-    tmp_path: pathlib.Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    create(cluster, "throttled", "1:2")
-    plan = {
-        "version": 1,
-        "partitions": [{"topic": "throttled", "partition": 0, "replicas": [3, 4]}],
-    }
-    plan_file = write_json(tmp_path, "throttle.json", plan)
-    args = ("--execute", "--reassignment-json-file", plan_file, "--throttle", "1048576")
-    assert reassign(cluster, *args) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("replog reassign: the brokers refused the replication throttle")
-    assert "leader.replication.throttled.rate" in err and "INVALID_CONFIG" in err
-    assert kafka_replicas(kafka_admin, "throttled") == {0: [1, 2]}
-    assert not kafka_admin.list_partition_reassignments()
-
-
 def test_generate_text_output_is_kafkas(
     cluster: Cluster, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,6 +29,12 @@ timeout bounds, ``initial_rebalance_delay_ms``, ``offsets_topic_partitions``, of
 ``offsets_commit_timeout_ms`` bounds how long a group write waits for acks=all. Give every broker
 the same values.
 
+Replication quotas (KIP-73): the rates are dynamic broker configs
+(``leader/follower.replication.throttled.rate``, ``replog.broker.replication_throttle``);
+``replication_quota_window_count`` windows of ``replication_quota_window_ms`` (Kafka's
+``replication.quota.window.num`` 11 and ``replication.quota.window.size.seconds`` 1) are what
+their rates are measured over.
+
 Combined mode (Kafka's ``process.roles=broker,controller``): ``process_roles = ["broker",
 "controller"]`` makes the broker process also run one voter of the built-in metadata quorum
 (``replog.quorum``), with node id ``broker_id``. ``controller_voters`` lists every voter as
@@ -195,6 +201,8 @@ _POSITIVE = (
     "retention_check_interval_ms",
     "producer_id_expiration_check_interval_ms",
     "leader_imbalance_check_interval_ms",
+    "replication_quota_window_count",
+    "replication_quota_window_ms",
     "offsets_topic_replication_factor",
     "offsets_topic_min_insync_replicas",
     "offsets_commit_timeout_ms",
@@ -251,6 +259,10 @@ class BrokerConfig:
     replica_fetch_min_bytes: int = 1
     replica_fetch_bytes_max: int = 1_048_576
     replica_fetch_backoff_ms: int = 100
+    #: the replication quotas' rate windows (Kafka's replication.quota.window.num and
+    #: replication.quota.window.size.seconds; the rates are dynamic broker configs, KIP-73)
+    replication_quota_window_count: int = 11
+    replication_quota_window_ms: int = 1_000
     request_timeout_ms: int = 30_000
     controlled_shutdown_timeout_ms: int = 10_000
     #: limits: a request frame, a fetch response, pipelined requests per connection, clients

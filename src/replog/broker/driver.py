@@ -57,6 +57,7 @@ from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP, ReplicaManager
+from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import AdminResult
 from replog.controller import alter_partition_result
 from replog.coord.types import (
@@ -126,6 +127,8 @@ class BrokerDriver:
         self.start_error: BaseException | None = None
         self.outbox = Outbox()
         self.metadata = MetadataChannel(self)
+        #: the replication quotas (KIP-73), as leader and as follower
+        self.replication_throttle = ReplicationThrottle.for_config(config)
         self.fetches = FetchSessions(self)
         self.controller = ControllerRole(self, placement_start)
         #: group member ids end in ``member_id_suffix()`` (default: a random UUID)

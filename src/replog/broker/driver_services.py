@@ -12,7 +12,9 @@ from replog.broker.config import BrokerConfig
 from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import TP
+from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import GroupServices
+from replog.broker.requests.metadata import CLUSTER_ID as DEFAULT_CLUSTER_ID
 from replog.coord.types import (
     BrokerInfo,
     ControllerInfo,
@@ -71,6 +73,10 @@ class DriverServices:
         return self._driver.rm.states
 
     @property
+    def cluster_id(self) -> str:
+        return self._driver.rm.cluster_id or DEFAULT_CLUSTER_ID
+
+    @property
     def controller(self) -> ControllerInfo | None:
         return self._driver.rm.controller
 
@@ -97,6 +103,10 @@ class DriverServices:
     @property
     def broker_configs(self) -> Mapping[int, TopicConfigs]:
         return self._driver.rm.broker_configs
+
+    @property
+    def replication_throttle(self) -> ReplicationThrottle:
+        return self._driver.replication_throttle
 
     def create_topic_in_background(self, payload: CreateTopic) -> bool:
         return self._driver.create_topic_in_background(payload)

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Mapping
 
 from replog.broker.config import BrokerConfig
-from replog.config_layers import ConfigLayers
+from replog.config_layers import UNTHROTTLED_RATE, ConfigLayers
 from replog.coord.types import ALL_BROKERS, TopicConfigs
 
 __all__ = ["BROKER_CONFIG_TYPES", "BROKER_KEYS", "broker_layers", "broker_values"]
@@ -52,6 +52,14 @@ _VALUES: dict[str, tuple[int, Callable[[BrokerConfig], object]]] = {
         _LONG,
         lambda c: c.leader_imbalance_check_interval_ms // 1000,
     ),
+    "replication.quota.window.num": (_INT, lambda c: c.replication_quota_window_count),
+    "replication.quota.window.size.seconds": (
+        _INT,
+        lambda c: c.replication_quota_window_ms // 1000,
+    ),
+    # dynamic: the replication quotas (KIP-73; replog.broker.replication_throttle)
+    "leader.replication.throttled.rate": (_LONG, lambda c: UNTHROTTLED_RATE),
+    "follower.replication.throttled.rate": (_LONG, lambda c: UNTHROTTLED_RATE),
     # dynamic: the broker-level defaults of topic settings (config_layers.BROKER_SYNONYMS)
     "log.segment.bytes": (_INT, lambda c: c.log.segment_bytes),
     "log.roll.ms": (_LONG, lambda c: c.log.segment_ms),

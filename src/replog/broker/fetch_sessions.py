@@ -12,6 +12,11 @@ A Fetch answer carries no leader log end offset, so for partitions that answer
 OFFSET_OUT_OF_RANGE the session asks the leader with ListOffsets, as a replica (earliest = its
 log start, latest = its LEO), before applying -- as Kafka's follower does
 (``fetchLatestOffsetFromLeader``).
+
+Replication quota (KIP-73, ``replog.broker.replication_throttle``): a partition in this
+broker's follower-throttled set is left out of the request while the follower quota is
+exceeded and this replica is not in the ISR (a session left with nothing to ask backs off);
+the bytes received for the partitions of that set are recorded against the quota.
 """
 
 from __future__ import annotations
@@ -118,9 +123,25 @@ class FetchSessions:
             return
         self._send(session, now_ms)
 
+    def _unthrottled(
+        self, requests: list[tuple[TP, FetchRequest]], now_ms: int
+    ) -> list[tuple[TP, FetchRequest]]:
+        """``requests`` without the partitions the follower quota holds back."""
+        rm = self._driver.rm
+        throttle = self._driver.replication_throttle
+        throttle.sync_rates(rm.broker_configs)
+        kept = []
+        for tp, request in requests:
+            state = rm.states.get(tp)
+            in_sync = state is not None and self._driver.broker_id in state.isr
+            assignment = rm.topics.get(tp[0])
+            if not throttle.follower_holds(assignment, tp[1], in_sync=in_sync, now_ms=now_ms):
+                kept.append((tp, request))
+        return kept
+
     def _send(self, session: _Session, now_ms: int) -> None:
         driver = self._driver
-        requests = driver.rm.fetch_requests_for(session.leader_id)
+        requests = self._unthrottled(driver.rm.fetch_requests_for(session.leader_id), now_ms)
         if not requests:
             self._backoff(session, now_ms)
             return
@@ -221,9 +242,14 @@ class FetchSessions:
                 return
             now_ms = driver.now_ms
             progressed = True
+            throttle = driver.replication_throttle
             for tp, answer in follower_fetch_responses(
                 driver.broker_id, asked, response, leader_offsets
             ):
+                if answer.size_bytes and throttle.follower_covers(
+                    driver.rm.topics.get(tp[0]), tp[1]
+                ):
+                    throttle.follower.record(answer.size_bytes, now_ms)
                 outcome = driver.rm.on_fetch_response(tp, answer, now_ms)
                 if outcome.action is FollowerAction.FAILED:
                     progressed = False

@@ -119,6 +119,8 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     topics: dict[str, TopicAssignment] = attrs.field(init=False, factory=dict)
     states: dict[TP, PartitionState] = attrs.field(init=False, factory=dict)
     controller: ControllerInfo | None = attrs.field(init=False, default=None)
+    #: the store's cluster id from the last snapshot that named one (``raft://`` does)
+    cluster_id: str | None = attrs.field(init=False, default=None)
     #: dynamic broker configs by broker id (``ALL_BROKERS``: the cluster-wide default)
     broker_configs: dict[int, TopicConfigs] = attrs.field(init=False, factory=dict)
     metadata_current: bool = attrs.field(init=False, default=True)
@@ -151,6 +153,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self.brokers = dict(snapshot.brokers)
         self.is_fenced_here()  # notes whether this incarnation's registration is in the image
         self.controller = snapshot.controller
+        self.cluster_id = snapshot.cluster_id or self.cluster_id
         self.broker_configs = dict(snapshot.broker_configs)
         for topic in set(self.topics) - set(snapshot.topics):
             self._drop_topic(topic, delete=True)

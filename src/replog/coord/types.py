@@ -619,6 +619,9 @@ class MetadataSnapshot:
     controller_epoch: int
     #: dynamic broker configs by broker id (``ALL_BROKERS``: the cluster-wide default)
     broker_configs: Mapping[int, TopicConfigs] = attrs.field(factory=dict)
+    #: the store's identity (Kafka's ``cluster.id``) where the backend keeps one (``raft://``);
+    #: None where it does not, or before the quorum has committed one
+    cluster_id: str | None = None
 
 
 class CasStatus(enum.Enum):

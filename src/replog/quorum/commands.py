@@ -61,6 +61,7 @@ __all__ = [
     "GetSnapshot",
     "GetTopic",
     "Heartbeat",
+    "InitCluster",
     "ListTopics",
     "LiveBrokers",
     "PendingAdminRequests",
@@ -252,6 +253,16 @@ class Barrier:
     (``quorum/frontend.py``)."""
 
 
+@attrs.frozen(kw_only=True)
+class InitCluster:
+    """Names the store (Kafka's ``cluster.id``): a leader whose image has no cluster id
+    proposes one it drew at random before any write of its epoch; the first such record
+    applied decides it for good, later ones change nothing (``quorum/frontend.py``). Never
+    sent by a client."""
+
+    cluster_id: str
+
+
 Command = (
     RegisterBroker
     | UpdateBroker
@@ -271,6 +282,7 @@ Command = (
     | AlterTopicConfigsWrite
     | AlterBrokerConfigsWrite
     | Barrier
+    | InitCluster
 )
 
 COMMANDS: tuple[type[Command], ...] = (
@@ -292,6 +304,7 @@ COMMANDS: tuple[type[Command], ...] = (
     AlterTopicConfigsWrite,
     AlterBrokerConfigsWrite,
     Barrier,
+    InitCluster,
 )
 
 # ---------------------------------------------------------------------------- queries
@@ -437,6 +450,8 @@ class SnapshotMeta:
     feed_next_seq: int
     #: each broker's latest producer-id block (the next free id is past all of them)
     producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
+    #: the store's id (`InitCluster`), None until one is committed
+    cluster_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -28,6 +28,13 @@ so any request may be retried).
   that becomes leader starts no deadline before it has applied its own epoch's first record,
   and then gives every live registration a fresh one.
 
+- **The cluster id** (Kafka's ``cluster.id``, the store's identity): a leader whose image has
+  none puts an `InitCluster` with a fresh id (from the shell's ``new_cluster_id``, the only
+  randomness, injected) at the head of its queue when its leadership starts, so every write of
+  its epoch follows it in the log and every read a client makes after a write sees it. The
+  first one applied decides; one proposed by a leader that had not applied it yet changes
+  nothing. Without ``new_cluster_id`` the frontend proposes none.
+
 Replies are values (`ReplyOk`, `ReplyError`, `ReplyNotLeader`, `ReplyUnknown`); the shell
 encodes them. Every queue is bounded (``pending_max``): past it a request is refused with
 `CoordinatorUnavailableError`.
@@ -35,7 +42,7 @@ encodes them. Every queue is bounded (``pending_max``): past it a request is ref
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol, cast
 
 import attrs
@@ -51,6 +58,7 @@ from replog.quorum.commands import (
     Command,
     ExpireSession,
     Heartbeat,
+    InitCluster,
     Query,
     Watch,
 )
@@ -160,8 +168,16 @@ class QuorumFrontend:
     with `attach`, route its ``on_apply`` / ``on_leader`` here, feed requests with
     `on_request`, and after every input call `pump` and send `take_replies`."""
 
-    def __init__(self, machine: MetadataMachine, *, pending_max: int = PENDING_MAX) -> None:
+    def __init__(
+        self,
+        machine: MetadataMachine,
+        *,
+        pending_max: int = PENDING_MAX,
+        new_cluster_id: Callable[[], str] | None = None,
+    ) -> None:
         self.machine = machine
+        self._new_cluster_id = new_cluster_id
+        self._cluster_epoch = -1  # the epoch whose leadership last checked for a cluster id
         self._node: QuorumNode | None = None
         self._pending_max = pending_max
         self._queued: list[tuple[Token | None, bytes, int]] = []
@@ -203,7 +219,9 @@ class QuorumFrontend:
         if epoch is None:
             self._reply(token, ReplyNotLeader(self.node.core.state.leader_id))
             return
-        if isinstance(request, Barrier) or not isinstance(request, COMMANDS + QUERIES):
+        if isinstance(request, Barrier | InitCluster) or not isinstance(
+            request, COMMANDS + QUERIES
+        ):
             error = ValueError(f"not a request: {type(request).__name__}")
             self._reply(token, ReplyError(error))
             return
@@ -283,8 +301,20 @@ class QuorumFrontend:
             self._track_sessions(epoch, now_ms)
             self._serve_reads(now_ms)
         if epoch is not None:
+            self._maybe_name_cluster(epoch)
             self._serve_watches()
             self._propose(now_ms)
+
+    def _maybe_name_cluster(self, epoch: int) -> None:
+        """Once per epoch led: an `InitCluster` ahead of every queued write if the image has
+        no cluster id (the module docstring)."""
+        if self._cluster_epoch == epoch or self._new_cluster_id is None:
+            return
+        self._cluster_epoch = epoch
+        if self.machine.cluster_id is None:
+            command = InitCluster(cluster_id=self._new_cluster_id())
+            self._queued.insert(0, (None, raft_codec.dumps(command), _NEVER))
+            self._count("cluster_ids_proposed")
 
     def _leader_ready(self) -> bool:
         """This leader committed its epoch's first record and applied everything below its HW:

@@ -3,7 +3,8 @@
 Theory of operation. Every voter of the built-in quorum applies the same committed commands
 (``quorum/commands.py``) in log order, so every voter holds the same image: broker registrations
 with their session timeouts, the controller role and its epoch, topics with their IDs, configs
-and partition states, the admin request queues, and the retained change feed. A command is
+and partition states, the admin request queues, the retained change feed, and the store's
+cluster id (`InitCluster`). A command is
 decided *when it is applied*, against the image at that offset, with the rules every backend
 shares (``replog.coord.rules``, ``records``, ``admin``): the outcome of a CAS, a fenced
 controller, a broker id in use are all functions of the log, never of a clock or of who
@@ -78,6 +79,7 @@ from replog.quorum.commands import (
     GetSnapshot,
     GetTopic,
     Heartbeat,
+    InitCluster,
     ListTopics,
     LiveBrokers,
     PendingAdminRequests,
@@ -146,6 +148,7 @@ class MetadataMachine:
         self._producer_id_blocks: tuple[ProducerIdBlock, ...] = ()
         self._admin_target: dict[int, int] = {}
         self._broker_configs: dict[int, TopicConfigs] = {}
+        self._cluster_id: str | None = None
 
     def _clear(self, feed_next_seq: int) -> None:
         """Forget the image; the feed history starts (empty) at ``feed_next_seq``."""
@@ -156,6 +159,7 @@ class MetadataMachine:
         self._admin, self._admin_target = {}, {}
         self._producer_id_blocks = ()
         self._broker_configs = {}
+        self._cluster_id = None
 
     # ------------------------------------------------------------------ StateMachine
 
@@ -188,6 +192,7 @@ class MetadataMachine:
                 controller_epoch=self._controller_epoch,
                 feed_next_seq=self._feed.next_seq,
                 producer_id_blocks=self._producer_id_blocks,
+                cluster_id=self._cluster_id,
             )
         ]
         items += [
@@ -225,6 +230,7 @@ class MetadataMachine:
         self._clear(meta.feed_next_seq)
         self._controller, self._controller_epoch = meta.controller, meta.controller_epoch
         self._producer_id_blocks = meta.producer_id_blocks
+        self._cluster_id = meta.cluster_id
         for item in items[1:]:
             if isinstance(item, SnapshotBroker):
                 registration = Registration(item.broker, item.session_timeout_ms)
@@ -247,6 +253,11 @@ class MetadataMachine:
         return tuple(self.snapshot())
 
     # ------------------------------------------------------------------ what the frontend reads
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The store's id (`InitCluster`), None until one is applied."""
+        return self._cluster_id
 
     @property
     def feed_next_seq(self) -> int:
@@ -316,6 +327,7 @@ class MetadataMachine:
             controller=self._controller,
             controller_epoch=self._controller_epoch,
             broker_configs=dict(sorted(self._broker_configs.items())),
+            cluster_id=self._cluster_id,
         )
 
     def _assignment(self, topic: str) -> TopicAssignment:
@@ -551,6 +563,15 @@ class MetadataMachine:
         )
         return block
 
+    def _init_cluster(self, seq: int, c: InitCluster) -> Outcome:
+        """The first id applied is the store's for good; it returns the one in force."""
+        del seq  # no feed record: the id is in every snapshot
+        if not c.cluster_id:
+            raise ValueError("a cluster id is not empty")
+        if self._cluster_id is None:
+            self._cluster_id = c.cluster_id
+        return self._cluster_id
+
     def _barrier(self, seq: int, c: Barrier) -> Outcome:
         del seq, c
         return None
@@ -576,4 +597,5 @@ _HANDLERS: dict[type, _Handler] = {
     AlterTopicConfigsWrite: MetadataMachine._alter_topic_configs,  # type: ignore[dict-item]
     AlterBrokerConfigsWrite: MetadataMachine._alter_broker_configs,  # type: ignore[dict-item]
     Barrier: MetadataMachine._barrier,  # type: ignore[dict-item]
+    InitCluster: MetadataMachine._init_cluster,  # type: ignore[dict-item]
 }

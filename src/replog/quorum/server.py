@@ -22,19 +22,31 @@ fetch backoff, and an idle quorum does not spin. Parking never delays what the c
 (a fetch that could move the high watermark is handed over at once) and stays far inside the
 fetch timeout and the check-quorum timeout.
 
+**A dead leader is noticed by its connections**, not only by the fetch timeout: each link to
+another voter watches its connection, reconnects at once when the peer closes it, and reports a
+refused connection to the node (``RaftNode.leader_unreachable``, the core's E9). When a
+leader's process dies the OS closes its sockets and its port refuses, so its followers start a
+pre-vote round within a random part of the election timeout instead of after the whole fetch
+timeout. A dropped connection to a live leader just reconnects (one refused attempt is the
+grace), and the pre-vote round refuses a wrong report. A paused (SIGSTOP) leader, or one whose
+host is gone or cut off, keeps its connections open or lets them time out: that is still the
+fetch timeout's case.
+
 A storage error stops the server (``failed``): a voter that cannot write its log must not go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import itertools
 import logging
 import random
 import socket
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import attrs
@@ -61,7 +73,7 @@ from replog.raft.node import RaftNode
 from replog.raft.ready import LeaderAndEpoch
 from replog.raft.states import Leader
 
-__all__ = ["ControllerConfig", "QuorumServer", "parse_voters"]
+__all__ = ["ControllerConfig", "QuorumServer", "new_cluster_id", "parse_voters"]
 
 _log = logging.getLogger("replog.coord.raft")
 _PEER_QUEUE_MAX = 1024
@@ -85,6 +97,12 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
             raise InvalidConfigError(f"voter {node} is listed twice in {text!r}")
         voters[int(node)] = (host, int(port))
     return voters
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id in Kafka's form (``kafka-storage random-uuid``): 16 random bytes,
+    URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 def _voter_map(voters: Mapping[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
@@ -133,11 +151,29 @@ class ControllerConfig:
 
 class _PeerLink:
     """This node's connection to one other voter: sends its Raft messages, reconnecting as
-    needed. Messages queued while it is down are dropped (Raft resends what matters)."""
+    needed. Messages queued while it is down are dropped (Raft resends what matters).
 
-    def __init__(self, local_id: int, address: tuple[str, int]) -> None:
+    The peer never writes on this connection, so reading it shows only its end: when the
+    peer closes it (its process died and the OS closed its sockets, or it stopped), the link
+    reconnects at once (after the usual pause if that connection lived under it: a peer that
+    keeps closing is not hammered), and a refused connection is reported to ``on_refused`` --
+    the peer's port is closed, so its process is gone -- as is every refused retry after it. A
+    dropped connection to a live peer just reconnects; a paused or cut-off peer is never
+    refused."""
+
+    def __init__(
+        self,
+        local_id: int,
+        peer_id: int,
+        address: tuple[str, int],
+        on_refused: Callable[[int], None],
+        clock: Clock,
+    ) -> None:
+        self._clock = clock
         self._local_id = local_id
+        self._peer_id = peer_id
         self._address = address
+        self._on_refused = on_refused
         self._queue: collections.deque[bytes] = collections.deque(maxlen=_PEER_QUEUE_MAX)
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -169,26 +205,52 @@ class _PeerLink:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
+    def _drop_queue(self) -> None:
+        self.dropped += len(self._queue)
+        self._queue.clear()
+
     async def _run(self) -> None:
         while True:
-            writer: asyncio.StreamWriter | None = None
             try:
-                _, writer = await asyncio.open_connection(*self._address)
-                writer.write(raft_wire.encode_hello(raft_wire.PEER, self._local_id))
-                while True:
-                    while self._queue:
-                        writer.write(self._queue.popleft())
-                    await writer.drain()
-                    if not self._queue:
-                        self._wakeup.clear()
-                        await self._wakeup.wait()
-            except (OSError, ConnectionError):
-                self.dropped += len(self._queue)
-                self._queue.clear()
-            finally:
-                if writer is not None:
-                    writer.close()
-            await asyncio.sleep(_RECONNECT_MS / 1000)
+                reader, writer = await asyncio.open_connection(*self._address)
+            except ConnectionRefusedError:
+                self._drop_queue()
+                self._on_refused(self._peer_id)
+            except OSError:
+                self._drop_queue()
+            else:
+                connected_ms = self._clock.monotonic_ms()
+                await self._serve(reader, writer)
+                if self._clock.monotonic_ms() - connected_ms >= _RECONNECT_MS:
+                    continue  # it ended: again at once (a refusal now means the peer is gone)
+            await asyncio.sleep(_RECONNECT_MS / 1000)  # and a peer that keeps closing waits
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Write queued messages until the connection fails or the peer closes it."""
+        closed = asyncio.Event()
+
+        async def watch() -> None:
+            with contextlib.suppress(OSError, ConnectionError):
+                await reader.read(1)  # the peer sends nothing: this returns at its end
+            closed.set()
+            self._wakeup.set()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            writer.write(raft_wire.encode_hello(raft_wire.PEER, self._local_id))
+            while not closed.is_set():
+                while self._queue:
+                    writer.write(self._queue.popleft())
+                await writer.drain()
+                if not self._queue and not closed.is_set():
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+        except (OSError, ConnectionError):
+            pass
+        finally:
+            self._drop_queue()
+            watcher.cancel()
+            writer.close()
 
 
 class QuorumServer:
@@ -205,7 +267,7 @@ class QuorumServer:
         self._loop = asyncio.get_running_loop()
         self._server: asyncio.base_events.Server | None = None
         self._links = {
-            v: _PeerLink(config.node_id, address)
+            v: _PeerLink(config.node_id, v, address, self._on_peer_refused, clock)
             for v, address in config.voters.items()
             if v != config.node_id
         }
@@ -235,7 +297,7 @@ class QuorumServer:
             feed_retention_max=config.feed_retention_max,
             admin_queue_limit=config.admin_queue_limit,
         )
-        frontend = QuorumFrontend(machine)
+        frontend = QuorumFrontend(machine, new_cluster_id=new_cluster_id)
         holder: list[QuorumServer] = []
 
         def on_apply(entry: Entry, result: object) -> None:
@@ -341,6 +403,16 @@ class QuorumServer:
             self._parked_end = self.node.core.log.end_offset
         else:
             self._guard(lambda: self.node.on_message(src, message, now_ms))
+        self._schedule_pump()
+
+    def _on_peer_refused(self, peer_id: int) -> None:
+        """A connection to ``peer_id`` was refused: its process is gone. A follower of it
+        elects soon (the core's E9, which starts with a pre-vote round: a wrong report
+        disrupts nothing)."""
+        if self.stopped.is_set():
+            return
+        now_ms = self._clock.monotonic_ms()
+        self._guard(lambda: self.node.leader_unreachable(peer_id, now_ms))
         self._schedule_pump()
 
     def _on_client_request(self, client_id: int, request: raft_wire.RequestFrame) -> None:

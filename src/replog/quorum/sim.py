@@ -163,7 +163,10 @@ class MetadataWorkload:
         machine = raft.machine
         if not isinstance(machine, MetadataMachine):  # pragma: no cover - new_machine made it
             raise TypeError(f"node {node_id} runs {type(machine).__name__}")
-        frontend = QuorumFrontend(machine)
+        ids = itertools.count()  # each leader draws its own cluster id; the log decides
+        frontend = QuorumFrontend(
+            machine, new_cluster_id=lambda: f"sim-{node_id}-{raft.core.state.epoch}-{next(ids)}"
+        )
         frontend.attach(raft)
         self.frontends[node_id] = frontend
 
@@ -489,7 +492,11 @@ class MetadataWorkload:
         ]
 
     def check(self) -> LinearizabilityResult:
-        """Each partition's history must be linearizable."""
+        """Each partition's history must be linearizable, and the settled nodes must all hold
+        the one cluster id the log decided."""
+        named = {repr(f.machine.cluster_id) for f in self.frontends.values()}
+        if len(named) != 1 or "None" in named:
+            return LinearizabilityResult(False, detail=f"cluster ids at the end: {named}")
         return check_kv(self.history(), initial=_INITIAL)
 
     def counts(self) -> dict[str, int]:

@@ -3,7 +3,8 @@ pure state machine in the etcd-io/raft style.
 
 Theory of operation. Inputs are method calls carrying ``now_ms``: ``on_message`` (a request or
 response from node ``src``), ``tick``, ``propose``, ``resign``, ``on_flushed`` (the driver's
-fsync covered the log up to an offset) and ``on_snapshot`` (the owner wrote a local snapshot).
+fsync covered the log up to an offset), ``on_snapshot`` (the owner wrote a local snapshot) and
+``leader_unreachable`` (the transport's sign that a node is gone, E9).
 Outputs accumulate in a `Ready` (``take_ready``): the ``quorum-state`` to persist, log
 operations, messages, the new high watermark; ``ready.py`` says in which order the driver
 carries them out (persist before sending). Randomness (election timeouts, backoffs, an
@@ -35,7 +36,8 @@ E1 **Timeouts.** A voter in Unattached, Voted or Follower (fetch timeout: no ans
 E2 **Pre-vote.** A voter grants a pre-vote iff the asker's log is at least as up to date as its
    own ((last epoch, end offset) compared in that order), it is not the Leader, and it is not a
    Follower that heard from a live leader within ``fetch_timeout_ms`` (KIP-996: a partitioned
-   node cannot disrupt a healthy quorum). Granting changes nothing.
+   node cannot disrupt a healthy quorum) -- unless the transport has since reported that
+   leader unreachable (E9). Granting changes nothing.
 E3 **Prospective.** With a majority of pre-votes (itself included) it becomes Candidate. If a
    majority refuses or its election times out, it returns to what it was: Follower of the
    leader it knew, else Voted (keeping its vote), else Unattached. A pre-vote answer that
@@ -83,6 +85,18 @@ F5 **Snapshots.** A follower fetches the snapshot chunk by chunk (FetchSnapshot)
    to it (the log below is deleted).
 F6 **Check quorum.** A leader that has not had a Fetch or FetchSnapshot from a majority of
    voters (itself included) within 1.5 x ``fetch_timeout_ms`` resigns (E8).
+
+E9 **Unreachable leader.** ``leader_unreachable(node_id)`` is the transport's report that
+   ``node_id`` is gone -- in the TCP shell, its connection was closed and a reconnect was
+   refused: the process died and its port is closed. A Follower of that node marks the leader
+   lost (it grants pre-votes from then on, E2) and moves its fetch timeout up to
+   ``rng(election_timeout_ms)`` from now, random so the survivors do not all stand at once.
+   It is only a hint: the election still starts with a pre-vote round (E1-E3), which succeeds
+   only if a majority also lost the leader, so a spurious report cannot disrupt a healthy
+   quorum -- the round is refused, and the node follows the leader again. Any answer from the
+   leader clears the mark; reports for another node, or while the mark is set, change nothing.
+   A leader that is paused or cut off keeps its connections open (or they time out): that is
+   still the fetch timeout's case.
 """
 
 from __future__ import annotations
@@ -159,6 +173,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
     _election_deadline_ms: int = _NEVER
     _fetch_deadline_ms: int = _NEVER
     _leader_contact_ms: int | None = None
+    _leader_lost: bool = False
     _next_send_ms: int = 0
     _fetch_in_flight: tuple[int, int] | None = None
     _fetch_sent_ms: int = 0
@@ -278,6 +293,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
             self._ready_leader = known
         self._progress, self._download, self._fetch_in_flight = None, None, None
         self._leader_contact_ms = None
+        self._leader_lost = False
         self._awaiting = set()
         self._election_deadline_ms = self._fetch_deadline_ms = _NEVER
         self._next_send_ms = now_ms
@@ -393,6 +409,16 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         self._become_resigned(state, now_ms)
         return True
 
+    def leader_unreachable(self, node_id: int, now_ms: int) -> None:
+        """E9: the transport found ``node_id`` gone; a follower of it elects soon (after a
+        pre-vote round, so a wrong report disrupts nothing)."""
+        state = self.state
+        if not isinstance(state, Follower) or state.leader_id != node_id or self._leader_lost:
+            return
+        self._leader_lost = True
+        soon_ms = now_ms + self.rng(self.config.election_timeout_ms)
+        self._fetch_deadline_ms = min(self._fetch_deadline_ms, soon_ms)
+
     def on_flushed(self, offset: int, now_ms: int) -> None:
         """The log is durable below ``offset``; a leader may now count it (F3)."""
         self._flushed_offset = max(self._flushed_offset, min(offset, self.log.end_offset))
@@ -487,7 +513,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         state = self.state
         if not up_to_date or isinstance(state, Leader):
             return False
-        if isinstance(state, Follower) and not state.leader_resigned:
+        if isinstance(state, Follower) and not state.leader_resigned and not self._leader_lost:
             contact = self._leader_contact_ms
             return contact is None or now_ms - contact >= self.config.fetch_timeout_ms
         return True

@@ -1,12 +1,13 @@
 """`RaftNode`: the driver that joins the pure `RaftCore`, its `RaftStorage` and the owner's
 `StateMachine`, without sockets, threads or clocks (one driver for every shell).
 
-Theory of operation. Every input (``on_message``, ``tick``, ``propose``, ``resign``) goes to
-the core, followed by a ``tick``; then `_process` carries out each `Ready` (``ready.py``):
-log operations and the quorum-state land on disk at once, the log's fsync is left to the shell
-(`needs_flush` / `flush`), and the Ready's messages wait in an outbox until the fsync that
-covers every log operation taken before them has run (`take_messages`). A shell may fsync at
-once (tests), after a simulated disk delay (the simulator) or on a worker thread (phase 2).
+Theory of operation. Every input (``on_message``, ``tick``, ``propose``, ``resign``,
+``leader_unreachable``) goes to the core, followed by a ``tick``; then `_process` carries out
+each `Ready` (``ready.py``): log operations and the quorum-state land on disk at once, the
+log's fsync is left to the shell (`needs_flush` / `flush`), and the Ready's messages wait in
+an outbox until the fsync that covers every log operation taken before them has run
+(`take_messages`). A shell may fsync at once (tests), after a simulated disk delay (the
+simulator) or on a worker thread (phase 2).
 
 Committed records (below the high watermark) are applied in offset order to the state machine;
 control records advance the applied offset without reaching it. Every ``snapshot_interval``
@@ -146,6 +147,12 @@ class RaftNode:
         resigned = self.core.resign(now_ms)
         self._process(now_ms)
         return resigned
+
+    def leader_unreachable(self, node_id: int, now_ms: int) -> None:
+        """The transport found ``node_id`` gone (see `RaftCore.leader_unreachable`)."""
+        self.core.leader_unreachable(node_id, now_ms)
+        self.core.tick(now_ms)
+        self._process(now_ms)
 
     @property
     def needs_flush(self) -> bool:

@@ -57,6 +57,7 @@ class ReplicationMixin:
         _flushed_offset: int
         _fetch_deadline_ms: int
         _leader_contact_ms: int | None
+        _leader_lost: bool
         _next_send_ms: int
         _fetch_in_flight: tuple[int, int] | None
         _fetch_sent_ms: int
@@ -260,6 +261,7 @@ class ReplicationMixin:
 
     def _on_leader_contact(self, state: Follower, now_ms: int) -> None:
         self._leader_contact_ms = now_ms
+        self._leader_lost = False  # it answered: a report that it was gone was wrong (E9)
         if not state.leader_resigned:
             self._fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
 

@@ -20,7 +20,9 @@ A run has two phases. **Safety** (``safety_ms``): operations while faults fire: 
 power losses (unsynced writes lost, the last one maybe torn) of one, several or all nodes,
 partitions, one-way partitions, clogged links, graceful resignations of the leader, failing
 fsyncs, and (at a per-seed rate) a power loss right after a node sent messages, the moment that
-punishes any message sent before what it depends on was durable. Then
+punishes any message sent before what it depends on was durable. A process crash is reported
+to the others as E9's ``leader_unreachable`` while the node is down (the TCP shell's refused
+reconnects), and a fault tells a node its leader is unreachable when it may not be. Then
 **liveness**: the network heals, every node restarts, and within ``liveness_ms_max`` a leader
 must be elected, every client must complete operations again and every node must catch up.
 
@@ -115,6 +117,7 @@ class SimOptions:
             "clog": rng.randint(0, 2),
             "resign": rng.randint(0, 3),
             "fail_fsync": rng.randint(0, 1),
+            "unreachable": rng.randint(0, 2) if voters > 1 else 0,
             "nothing": 2,
         }
         return cls(
@@ -434,8 +437,27 @@ class Simulation:
         if power_loss:
             node.fs.crash(tear=self.rng.random() < 0.7)
         self.trace(f"node {node.node_id} down ({reason}, power_loss={power_loss})")
+        if not power_loss:  # its process died: the others' transports find its port closed
+            incarnation = node.incarnation
+            self.after(self.rng.randint(1, 5), lambda: self._report_unreachable(node, incarnation))
         quick = self.rng.random() < 0.5  # back within an election, or after it
         self._restart_later(node, self.rng.randint(1, 20) if quick else self.rng.randint(30, 400))
+
+    def _report_unreachable(self, node: SimNode, incarnation: int) -> None:
+        """E9 as the TCP shell feeds it: while ``node`` is down after a process crash, every
+        running node is told it is unreachable, again every half request timeout (a refused
+        reconnect each time) until it restarts."""
+        if node.raft is not None or node.incarnation != incarnation:
+            return
+        gone = node.node_id
+        for other in self.nodes.values():
+            if other is not node and other.raft is not None:
+                self.counters["unreachable_report"] += 1
+                self.with_node(
+                    other.node_id, lambda raft: raft.leader_unreachable(gone, self.now_ms)
+                )
+        delay_ms = max(1, self.opts.request_timeout_ms // 2)
+        self.after(delay_ms, lambda: self._report_unreachable(node, incarnation))
 
     def _restart_later(self, node: SimNode, delay_ms: int) -> None:
         node.down_until_restart = True
@@ -507,6 +529,16 @@ class Simulation:
         link = (victim.node_id, other)
         self.net.clog(*link)
         self.after(self.rng.randint(100, 600), lambda: self.net.clogged.discard(link))
+
+    def _fault_unreachable(self, victim: SimNode) -> None:
+        """A wrong E9 report: ``victim`` is told the leader it follows is gone, alive or not
+        (the pre-vote round must keep a healthy quorum as it is)."""
+        raft = victim.raft
+        if raft is not None:
+            leader = raft.core.state.leader_id
+            self.counters["spurious_unreachable"] += 1
+            self.trace(f"node {victim.node_id} is told leader {leader} is unreachable")
+            self.with_node(victim.node_id, lambda r: r.leader_unreachable(leader, self.now_ms))
 
     def _fault_resign(self, victim: SimNode) -> None:
         del victim

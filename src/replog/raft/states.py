@@ -31,8 +31,8 @@ Transitions (the rules are in ``core.py``; an epoch never goes down):
 - Candidate -> Leader (a majority, E5), Prospective (election timeout or backoff, E1/E5),
   Follower, Unattached (R2).
 - Leader -> Resigned (``resign`` or check quorum, E8/F6), Follower, Unattached (R2).
-- Follower -> Prospective (fetch timeout, E1), Follower with ``leader_resigned`` (E8),
-  Follower, Unattached (R2).
+- Follower -> Prospective (fetch timeout, E1, brought forward if the leader is unreachable,
+  E9), Follower with ``leader_resigned`` (E8), Follower, Unattached (R2).
 - Resigned -> Unattached in epoch + 1 (election timeout, E8), Follower, Unattached (R2).
 
 Observers (non-voters) only ever are Unattached or Follower; an observer whose leader went

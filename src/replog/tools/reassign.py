@@ -14,11 +14,15 @@ Exactly one action:
 - ``--execute --reassignment-json-file F``: print the current assignment (save it to roll
   back), then start the reassignment (refused while one of F's partitions is being
   reassigned, unless ``--additional``: then the running ones get F's targets).
-  ``--throttle BYTES_PER_S`` first asks the brokers for Kafka's replication throttle (the
-  broker configs ``leader/follower.replication.throttled.rate`` and the topic configs
-  ``leader/follower.replication.throttled.replicas``); brokers that refuse it fail the command
-  before anything moves. ``--wait`` follows the reassignment until every partition is
-  complete (a progress bar on a terminal, plain lines otherwise).
+  ``--throttle BYTES_PER_S`` first sets Kafka's replication throttle (KIP-73): the broker
+  configs ``leader/follower.replication.throttled.rate`` on every broker that holds or gets a
+  replica of F's partitions, and the topic configs ``leader.replication.throttled.replicas``
+  (the partitions' current replicas) and ``follower.replication.throttled.replicas`` (the
+  replicas being added), so that catching-up replicas copy at most about that rate while
+  in-sync ones are never slowed; a broker that refuses it fails the command before anything
+  moves. Run again with ``--additional --throttle`` to change the rate of a running
+  reassignment. ``--wait`` follows the reassignment until every partition is complete (a
+  progress bar on a terminal, plain lines otherwise).
 - ``--verify --reassignment-json-file F``: each partition complete, in progress or failed;
   once all are complete, removes the throttle configs (``--preserve-throttles``: keep them).
 - ``--cancel --reassignment-json-file F``: cancel the running reassignments among F's
@@ -124,7 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reassignment-json-file", metavar="FILE", help="execute/verify/cancel: the plan"
     )
     parser.add_argument(
-        "--throttle", type=_positive, metavar="BYTES_PER_S", help="execute: replication throttle"
+        "--throttle",
+        type=_positive,
+        metavar="BYTES_PER_S",
+        help="execute: throttle the replicas being added to this rate (removed by --verify)",
     )
     parser.add_argument(
         "--additional", action="store_true", help="execute: even while reassignments run"
@@ -282,7 +289,7 @@ def _execute(admin: Admin, args: argparse.Namespace, targets: Assignment) -> int
         print(f"Current partition replica assignment\n\n{_compact(rollback)}\n")
         print("Save this to use as the --reassignment-json-file option during rollback")
     if args.throttle:
-        _set_throttles(admin, current, targets, args.throttle)
+        _set_throttles(admin, _originals(current, running), targets, args.throttle)
     admin.alter_partition_reassignments(targets)
     if args.output == "text":
         started = ",".join(f"{t}-{p}" for t, p in sorted(targets))
@@ -305,6 +312,17 @@ def _execute(admin: Admin, args: argparse.Namespace, targets: Assignment) -> int
     if args.output == "json":
         print_json(document)
     return status
+
+
+def _originals(current: Assignment, running: Mapping[Any, Any]) -> Assignment:
+    """The replicas each partition had before its running reassignment (``current`` less the
+    replicas being added), the ones Kafka throttles as leaders."""
+    out = dict(current)
+    for tp, reassignment in running.items():
+        key = (tp[0], tp[1])
+        if key in out:
+            out[key] = [b for b in out[key] if b not in reassignment.adding_replicas]
+    return out
 
 
 def _names(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
@@ -430,8 +448,8 @@ def _set_throttles(admin: Admin, current: Assignment, targets: Assignment, rate:
                     topic, delete_configs=(LEADER_REPLICAS_KEY, FOLLOWER_REPLICAS_KEY)
                 )
         raise ToolError(
-            "the brokers refused the replication throttle, so nothing was moved (replog "
-            f"brokers do not throttle replication); run again without --throttle. ({exc})"
+            "a broker refused the replication throttle, so nothing was moved; run again "
+            f"without --throttle. ({exc})"
         ) from None
 
 

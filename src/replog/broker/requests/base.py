@@ -20,6 +20,7 @@ import attrs
 from replog.broker.config import BrokerConfig
 from replog.broker.log_dirs import LogDirDescription
 from replog.broker.producer_ids import ProducerIdManager
+from replog.broker.replication_throttle import ReplicationThrottle
 from replog.coord.types import (
     AdminPayload,
     BrokerInfo,
@@ -190,6 +191,12 @@ class RequestServices(Protocol):
         ...
 
     @property
+    def cluster_id(self) -> str:
+        """The cluster id to report (Metadata v2+, DescribeCluster): the store's, where the
+        coordinator keeps one, else a fixed name."""
+        ...
+
+    @property
     def controller(self) -> ControllerInfo | None:
         """The active controller as the image knows it."""
         ...
@@ -217,6 +224,11 @@ class RequestServices(Protocol):
         self, topic: str, partition: int, request: FetchRequest, now_ms: int
     ) -> FetchResponse:
         """Read one partition now (consumer or follower)."""
+        ...
+
+    @property
+    def replication_throttle(self) -> ReplicationThrottle:
+        """This broker's replication quotas (KIP-73), for follower fetches."""
         ...
 
     # ---- administration (the Kafka admin APIs) ----

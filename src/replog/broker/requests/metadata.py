@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 CLUSTER_ID = "replog"
-"""The cluster id every broker reports (Metadata v2+, DescribeCluster)."""
+"""The cluster id a broker reports (Metadata v2+, DescribeCluster) when its coordinator names
+none: only the built-in quorum (``raft://``) keeps a store identity."""
 
 
 def handle_api_versions(
@@ -95,7 +96,7 @@ def handle_metadata(
     return Reply(
         m.MetadataResponse(
             brokers=brokers,
-            cluster_id=CLUSTER_ID,
+            cluster_id=services.cluster_id,
             controller_id=-1 if controller is None else controller.controller_id,
             topics=topics,
         )
@@ -169,7 +170,7 @@ def handle_describe_cluster(
     return Reply(
         m.DescribeClusterResponse(
             error_code=0,
-            cluster_id=CLUSTER_ID,
+            cluster_id=services.cluster_id,
             controller_id=-1 if controller is None else controller.controller_id,
             brokers=brokers,
         )
