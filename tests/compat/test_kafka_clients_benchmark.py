@@ -21,6 +21,7 @@ def _args(**overrides: Any) -> argparse.Namespace:
         "brokers": "replog",
         "partitions": 1,
         "window": 50,
+        "replog_durability": "replicated",
         "tansu_bin": None,
         "profile_replog": None,
         "keep": False,
@@ -33,7 +34,7 @@ def test_every_case_measures_replog_through_confluent_kafka() -> None:
     results = bench.run(_args(), lines.append)
     assert [r["case"] for r in results] == list(bench.CASES)
     for result in results:
-        assert result["broker"] == "replog"
+        assert result["broker"] == "replog" and result["storage"] == "durability=replicated"
         assert result["errors"] == 0 and result["unsent_at_end"] == 0
         assert result["acked_records"] > 0 and result["records_per_s"] > 0
         assert result["p50_ms"] <= result["p99_ms"]
