@@ -223,6 +223,7 @@ def _sync_loop(producer: Any, batch: int, partitions: int, tally: _Tally, until_
         started = time.perf_counter()
         for _ in range(batch):
             producer.produce(TOPIC, VALUE, partition=n % partitions, on_delivery=tally.delivered)
+            tally.outstanding += 1
             n += 1
         producer.flush(30)
         if tally.measuring:
