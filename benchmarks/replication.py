@@ -1,26 +1,32 @@
-"""Replication benchmark (issue 5): 3 brokers in 3 processes on loopback, on the built-in
-metadata quorum (3 ``replog controller`` voters per cluster) or on ZooKeeper.
+"""Replication benchmark (issues 5, 16): brokers in their own processes on loopback, on the
+built-in metadata quorum (3 ``replog controller`` voters) or on ZooKeeper.
 
-    python -m benchmarks.replication [--scale 1.0] [--batches 1,100,1000] [--modes replicated,fsync]
-        [--coordinator raft|zookeeper]
+    python -m benchmarks.replication [--repeats 3] [--duration 3] [--warmup 1]
+        [--batches 1,100,1000] [--modes replicated,fsync] [--cases NAME,...]
+        [--ab loop=asyncio,uvloop | --ab src=/tmp/base/src,. | --ab setting.NAME=A,B]
 
-Cases: 100-byte records, ``acks=all``, batches of 1, 100 and 1000 records, in both durability
-modes (a 3-broker cluster per mode, topic RF 3, min ISR 2); and, in the same run, a single-broker
-``acks=1`` baseline (RF 1) at each batch size. One JSON line per case on stdout with
-``records_per_s``, ``acked_batches_per_s``, ``p50_ms``/``p99_ms`` acknowledgement latency and
-``ratio_to_baseline`` (records/s over the baseline's at the same batch size); a last line sums
-up the issue's targets (reported, never asserted).
+Cases: 100-byte records, ``acks=all``, batches of 1, 100 and 1000 records, per durability mode
+(3 brokers, topic RF 3, min ISR 2); and a single-broker ``acks=1`` baseline (RF 1) per batch size.
 
-Load generator: the point is to measure the brokers, not a Python client, so each case encodes
+Trustworthy figures on a small shared machine: every measurement gets a fresh cluster
+(coordinator and brokers) and a warm-up before its window; every case is measured ``--repeats``
+times, and the runs are interleaved (round 1: every case under A then B; round 2: B then A; ...)
+so drift over the run hits both sides alike. ``--ab`` compares two configurations of the broker
+processes within one run: their event loop, their source tree (a checkout of main against
+this one), or an integer broker setting. One JSON line per run (``records_per_s``,
+``acked_batches_per_s``, ``p50_ms``/``p99_ms`` acknowledgement latency, the brokers'
+``broker_cpu_us_per_batch`` and ``broker_cpu_util`` from /proc), then one summary line per case
+with the median and range (``spread_pct``) of each figure per variant and, with ``--ab``, the
+ratio B/A of the medians; a last line compares the issue's targets with the last variant's
+medians (reported, never asserted).
+
+Load generator: the point is to measure the brokers, not a Python client, so each run encodes
 one Produce request per partition once (``encode_batch`` + ``encode_request``) and resends the
-same frame with a fresh correlation id. A broker answers one connection's requests in order
-(``replog.broker.server``), so concurrency comes from ``--connections`` connections spread over
-the partitions' leaders, each with one request in flight; a request's latency is from its write
-to its answer. The generator runs in this process and shares the machine's cores with the
-brokers and the coordinator -- the figures are for the whole box.
-
-Default run: ~5 s measured (+1 s warm-up) per case, 9 cases, about 1.5 minutes all told;
-``--scale`` multiplies the measured time.
+same frame with a fresh correlation id. A broker answers one connection's requests in order, so
+concurrency comes from ``--connections`` connections spread over the partitions' leaders, each
+with one request in flight; a request's latency is from its write to its answer. The generator
+runs in this process (on ``--client-loop``, the same for both variants) and shares the
+machine's cores with the brokers and the coordinator.
 """
 
 from __future__ import annotations
@@ -28,15 +34,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -49,6 +56,8 @@ from tests.servers import ZkServer, start_zookeeper  # noqa: E402
 
 from replog.client import AsyncAdmin  # noqa: E402
 from replog.client.connection import BrokerConnection  # noqa: E402
+from replog.client.errors import BrokerResponseError  # noqa: E402
+from replog.event_loop import run as run_loop  # noqa: E402
 from replog.log import encode_batch  # noqa: E402
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request  # noqa: E402
 from replog.protocol.messages import (  # noqa: E402
@@ -61,8 +70,10 @@ from replog.protocol.messages import (  # noqa: E402
 
 TOPIC = "bench"
 RECORD_BYTES = 100
-TARGET_RECORDS_PER_S_BATCH_1000 = 1_000_000
+TARGET_RECORDS_PER_S_BATCH_1000 = 1_500_000
 TARGET_BATCHES_PER_S_BATCH_1 = 6_500
+TARGET_P99_MS_BATCH_1 = 10.0
+TARGET_PRODUCES_PER_S_SINGLE = 20_000
 
 _BROKER_SETTINGS: dict[str, Any] = {
     "session_timeout_ms": 6_000,
@@ -114,39 +125,67 @@ def _produce_frame(partition: int, batch_records: int, acks: int, version: int) 
     return bytearray(encode_request(header, request))
 
 
+class _ProducerProtocol(asyncio.Protocol):
+    """One load-generating connection: sends ``frame`` again and again, one in flight, timing
+    each acknowledgement. The next request goes out from ``data_received`` as soon as the
+    answer is in -- no task wakes up in between, so the generator costs the box little."""
+
+    def __init__(self, frame: bytearray, version: int, counters: _Counters) -> None:
+        self.frame, self.version, self.counters = frame, version, counters
+        self.frames = FrameReader()
+        self.transport: asyncio.Transport | None = None
+        self.correlation_id = 0
+        self.sent_s = 0.0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport
+        self._send()
+
+    def _send(self) -> None:
+        if self.counters.stopping:
+            if not self.done.done():
+                self.done.set_result(None)
+            return
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        self.frame[8:12] = self.correlation_id.to_bytes(4, "big")  # size api version corr
+        self.sent_s = time.perf_counter()
+        assert self.transport is not None
+        self.transport.write(bytes(self.frame))
+
+    def data_received(self, data: bytes) -> None:
+        for frame in self.frames.feed(data):
+            done_s = time.perf_counter()
+            _, body = decode_response(frame, api_key=PRODUCE.api_key, api_version=self.version)
+            assert isinstance(body, ProduceResponse)
+            error = body.responses[0].partition_responses[0].error_code
+            if self.counters.measuring:
+                if error:
+                    self.counters.errors += 1
+                else:
+                    self.counters.acked_batches += 1
+                    self.counters.latencies_s.append(done_s - self.sent_s)
+            if error:
+                asyncio.get_running_loop().call_later(0.01, self._send)
+            else:
+                self._send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"the broker closed the connection: {exc}"))
+
+
 async def _connection_loop(
     host: str, port: int, frame: bytearray, version: int, counters: _Counters
 ) -> None:
-    """Send ``frame`` again and again, one in flight, timing each acknowledgement."""
-    reader, writer = await asyncio.open_connection(host, port)
-    frames = FrameReader()
-    correlation_id = 0
+    """One ``_ProducerProtocol`` connection, until ``counters.stopping``."""
+    loop = asyncio.get_running_loop()
+    protocol = _ProducerProtocol(frame, version, counters)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port)
     try:
-        while not counters.stopping:
-            correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-            frame[8:12] = correlation_id.to_bytes(4, "big")  # size(4) api(2) version(2) corr(4)
-            sent_s = time.perf_counter()
-            writer.write(frame)
-            response: list[bytes] = []
-            while not response:
-                data = await reader.read(65536)
-                if not data:
-                    raise ConnectionError(f"{host}:{port} closed the connection")
-                response = list(frames.feed(data))
-            done_s = time.perf_counter()
-            _, body = decode_response(response[0], api_key=PRODUCE.api_key, api_version=version)
-            assert isinstance(body, ProduceResponse)
-            error = body.responses[0].partition_responses[0].error_code
-            if not counters.measuring:
-                continue
-            if error:
-                counters.errors += 1
-                await asyncio.sleep(0.01)
-            else:
-                counters.acked_batches += 1
-                counters.latencies_s.append(done_s - sent_s)
+        await protocol.done
     finally:
-        writer.close()
+        transport.close()
 
 
 async def _leaders(bootstrap: str, partitions: int) -> dict[int, int]:
@@ -168,6 +207,7 @@ async def _measure(
     connections: int,
     warmup_s: float,
     duration_s: float,
+    on_window: Callable[[str], None] = lambda phase: None,
 ) -> dict[str, Any]:
     host, port = addresses[leaders[0]].rsplit(":", 1)
     probe = await BrokerConnection.open(host, int(port))
@@ -183,11 +223,13 @@ async def _measure(
             asyncio.create_task(_connection_loop(host, int(port), frame, version, counters))
         )
     await asyncio.sleep(warmup_s)
+    on_window("start")
     counters.measuring = True
     started_s = time.perf_counter()
     await asyncio.sleep(duration_s)
     counters.measuring = False
     elapsed_s = time.perf_counter() - started_s
+    on_window("end")
     counters.stopping = True
     results = await asyncio.gather(*tasks, return_exceptions=True)
     failures = [repr(r) for r in results if isinstance(r, BaseException)]
@@ -235,7 +277,13 @@ def _coordinator(zk: ZkServer | None, base: Path, name: str) -> Iterator[str]:
 
 @contextmanager
 def _cluster(
-    coordinator_url: str, base: Path, name: str, brokers: int, durability: str, partitions: int
+    coordinator_url: str,
+    base: Path,
+    name: str,
+    brokers: int,
+    durability: str,
+    partitions: int,
+    settings: dict[str, Any],
 ) -> Iterator[tuple[ProcessCluster, dict[int, int]]]:
     replication = min(3, brokers)
     cluster = ProcessCluster.create(
@@ -243,7 +291,7 @@ def _cluster(
         coordinator_url,
         brokers,
         settings={
-            **_BROKER_SETTINGS,
+            **settings,
             "durability": durability,
             "default_replication_factor": replication,
             "default_min_insync_replicas": min(2, replication),
@@ -254,15 +302,23 @@ def _cluster(
 
         async def setup() -> dict[int, int]:
             admin = await AsyncAdmin.start(cluster.bootstrap)
+            config = {"min.insync.replicas": str(min(2, brokers))}
             try:
-                await admin.create_topics(
-                    TOPIC, partitions, replication, {"min.insync.replicas": str(min(2, brokers))}
-                )
+                # A broker serves before its registration reaches the controller: on a loaded
+                # machine the topic may at first find too few brokers; ask again for a while.
+                for attempt in range(60):
+                    try:
+                        await admin.create_topics(TOPIC, partitions, replication, config)
+                        break
+                    except BrokerResponseError as exc:
+                        if "INVALID_REPLICATION_FACTOR" not in str(exc) or attempt == 59:
+                            raise
+                        await asyncio.sleep(0.5)
             finally:
                 await admin.close()
             return await _leaders(cluster.bootstrap, partitions)
 
-        yield cluster, asyncio.run(setup())
+        yield cluster, run_loop(setup())
     except BaseException:
         print(cluster.log_tails(20), file=sys.stderr)
         raise
@@ -270,47 +326,177 @@ def _cluster(
         cluster.close()
 
 
-def _cases(batches: Sequence[int], modes: Sequence[str]) -> list[tuple[str, int, list[Case]]]:
-    """(durability, broker count, cases) per cluster, the baseline first."""
-    plan = [
-        (
-            "replicated",
-            1,
-            [Case(f"baseline-acks1-batch{b}", "replicated", 1, 1, b) for b in batches],
-        )
-    ]
+@attrs.frozen
+class Variant:
+    """One side of an A/B comparison: what the brokers' processes get."""
+
+    label: str
+    env: dict[str, str] = attrs.field(factory=dict)
+    settings: dict[str, int] = attrs.field(factory=dict)
+
+
+def parse_ab(spec: str | None) -> list[Variant]:
+    """``--ab KIND=A,B`` -> the two variants; without ``--ab``, one variant as configured.
+
+    Kinds: ``loop`` (``REPLOG_EVENT_LOOP`` of the broker processes: asyncio, uvloop, auto),
+    ``src`` (a source tree put first on the brokers' ``PYTHONPATH``: compares two checkouts,
+    e.g. ``git archive main src | tar -x -C /tmp/base`` against this one; ``.`` is this tree),
+    ``setting.NAME`` (an integer ``BrokerConfig`` field).
+    """
+    if not spec:
+        return [Variant("as-configured")]
+    kind, sep, values = spec.partition("=")
+    sides = [v.strip() for v in values.split(",")]
+    if not sep or len(sides) != 2 or not all(sides):
+        raise ValueError(f"--ab wants KIND=A,B, got {spec!r}")
+    variants = []
+    for side in sides:
+        if kind == "loop":
+            variants.append(Variant(f"loop={side}", env={"REPLOG_EVENT_LOOP": side}))
+        elif kind == "src":
+            path = str((_ROOT / "src") if side == "." else Path(side).resolve())
+            variants.append(Variant(f"src={side}", env={"PYTHONPATH": path}))
+        elif kind.startswith("setting."):
+            name = kind.removeprefix("setting.")
+            variants.append(Variant(f"{name}={side}", settings={name: int(side)}))
+        else:
+            raise ValueError(f"--ab kind {kind!r}: expected loop, src or setting.NAME")
+    return variants
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """``env`` in ``os.environ`` while processes started inside inherit it."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _cpu_s(pids: Sequence[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` used so far (Linux /proc)."""
+    total_ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total_ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _all_cases(batches: Sequence[int], modes: Sequence[str], baseline: bool) -> list[Case]:
+    cases = [Case(f"baseline-acks1-batch{b}", "replicated", 1, 1, b) for b in batches]
+    if not baseline:
+        cases = []
     for mode in modes:
-        plan.append((mode, 3, [Case(f"{mode}-acksall-batch{b}", mode, 3, -1, b) for b in batches]))
-    return plan
+        cases += [Case(f"{mode}-acksall-batch{b}", mode, 3, -1, b) for b in batches]
+    return cases
+
+
+def run_one(
+    case: Case, variant: Variant, args: argparse.Namespace, base: Path, zk: ZkServer | None
+) -> dict[str, Any]:
+    """One measurement of ``case`` under ``variant`` on a cluster of its own."""
+    name = f"{case.name}-{variant.label.replace('/', '_').replace('=', '-')}-{time.monotonic_ns()}"
+    settings = {**_BROKER_SETTINGS, **variant.settings}
+    with (
+        _environment(variant.env),
+        _coordinator(zk, base, name) as url,
+        _cluster(url, base, name, case.brokers, case.durability, args.partitions, settings) as (
+            cluster,
+            leaders,
+        ),
+    ):
+        addresses = {i: b.address for i, b in cluster.brokers.items()}
+        pids = [b.proc.pid for b in cluster.brokers.values() if b.proc is not None]
+        probe: dict[str, float] = {}
+        result = run_loop(
+            _measure(
+                case,
+                addresses,
+                leaders,
+                args.connections,
+                args.warmup,
+                args.duration,
+                on_window=lambda phase: probe.__setitem__(phase, _cpu_s(pids)),
+            ),
+            choice=args.client_loop,
+        )
+    broker_cpu_s = probe.get("end", 0.0) - probe.get("start", 0.0)
+    result["variant"] = variant.label
+    result["broker_cpu_util"] = round(broker_cpu_s / result["duration_s"], 3)
+    batches = result["acked_batches"]
+    result["broker_cpu_us_per_batch"] = round(broker_cpu_s * 1e6 / batches, 1) if batches else None
+    return result
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "spread_pct": round(100 * (max(values) - min(values)) / statistics.median(values), 1)
+        if statistics.median(values)
+        else 0.0,
+    }
+
+
+_METRICS = ("records_per_s", "acked_batches_per_s", "p50_ms", "p99_ms", "broker_cpu_us_per_batch")
+
+
+def summarize(results: list[dict[str, Any]], variants: list[Variant]) -> list[dict[str, Any]]:
+    """Per case and variant: median and range of every metric over the repeats; with two
+    variants, the ratio B/A of the medians."""
+    lines = []
+    for case in dict.fromkeys(r["case"] for r in results):
+        line: dict[str, Any] = {"summary": case}
+        medians: dict[str, dict[str, float]] = {}
+        for variant in variants:
+            runs = [r for r in results if r["case"] == case and r["variant"] == variant.label]
+            per_metric = {}
+            for metric in _METRICS:
+                values = [r[metric] for r in runs if r.get(metric) is not None]
+                if values:
+                    per_metric[metric] = _stats(values)
+            medians[variant.label] = {k: v["median"] for k, v in per_metric.items()}
+            line[variant.label] = {"repeats": len(runs), **per_metric}
+        if len(variants) == 2:
+            a, b = (medians[v.label] for v in variants)
+            line["ratio_b_over_a"] = {
+                k: round(b[k] / a[k], 3) for k in _METRICS if a.get(k) and k in b
+            }
+        lines.append(line)
+    return lines
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Run every case; print and return one result dict per case."""
+    """Every case under every variant, ``--repeats`` times, interleaved: each round measures
+    every case once per variant (the variants' order alternates between rounds), each on a
+    fresh cluster after a warm-up, so drift over the run shows in every case alike."""
     batches = [int(b) for b in args.batches.split(",")]
     modes = [m for m in args.modes.split(",") if m]
-    duration_s = 5.0 * args.scale
+    cases = _all_cases(batches, modes, not args.no_baseline)
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        cases = [c for c in cases if c.name in wanted]
+    variants = parse_ab(args.ab)
     base = Path(tempfile.mkdtemp(prefix="replog-bench-"))
     results: list[dict[str, Any]] = []
-    baseline: dict[int, float] = {}
     zk = start_zookeeper(base / "zk") if args.coordinator == "zookeeper" else None
     try:
-        for durability, brokers, cases in _cases(batches, modes):
-            name = f"{durability}-{brokers}b"
-            with (
-                _coordinator(zk, base, name) as url,
-                _cluster(url, base, name, brokers, durability, args.partitions) as (cl, leaders),
-            ):
-                addresses = {i: b.address for i, b in cl.brokers.items()}
-                for case in cases:
-                    result = asyncio.run(
-                        _measure(case, addresses, leaders, args.connections, 1.0, duration_s)
-                    )
-                    if case.brokers == 1:
-                        baseline[case.batch_records] = result["records_per_s"]
-                    reference = baseline.get(case.batch_records)
-                    result["ratio_to_baseline"] = (
-                        round(result["records_per_s"] / reference, 3) if reference else None
-                    )
+        for round_ in range(args.repeats):
+            order = variants if round_ % 2 == 0 else variants[::-1]
+            for case in cases:
+                for variant in order:
+                    result = run_one(case, variant, args, base, zk)
+                    result["round"] = round_
                     print(json.dumps(result), flush=True)
                     results.append(result)
     finally:
@@ -318,33 +504,64 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             zk.stop()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    print(json.dumps(_summary(results)), flush=True)
+    for line in summarize(results, variants):
+        print(json.dumps(line), flush=True)
+    print(json.dumps(_targets(results, variants[-1].label)), flush=True)
     return results
 
 
-def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    def pick(case: str, key: str) -> Any:
-        return next((r[key] for r in results if r["case"] == case), None)
+def _targets(results: list[dict[str, Any]], variant: str) -> dict[str, Any]:
+    def median(case: str, key: str) -> float | None:
+        values = [r[key] for r in results if r["case"] == case and r["variant"] == variant]
+        return statistics.median(values) if values else None
 
-    at_1000 = pick("replicated-acksall-batch1000", "records_per_s")
-    at_1 = pick("replicated-acksall-batch1", "acked_batches_per_s")
-    return {
-        "summary": "targets (reported, not asserted)",
-        "replicated_batch1000_records_per_s": at_1000,
-        "target_records_per_s": TARGET_RECORDS_PER_S_BATCH_1000,
-        "met_records_per_s": None if at_1000 is None else at_1000 >= 1_000_000,
-        "replicated_batch1_acked_batches_per_s": at_1,
-        "target_acked_batches_per_s": TARGET_BATCHES_PER_S_BATCH_1,
-        "met_acked_batches_per_s": None if at_1 is None else at_1 >= 6_500,
+    figures = {
+        "baseline_acks1_batch1_produces_per_s": (
+            median("baseline-acks1-batch1", "acked_batches_per_s"),
+            TARGET_PRODUCES_PER_S_SINGLE,
+            ">=",
+        ),
+        "replicated_batch1_acked_batches_per_s": (
+            median("replicated-acksall-batch1", "acked_batches_per_s"),
+            TARGET_BATCHES_PER_S_BATCH_1,
+            ">=",
+        ),
+        "replicated_batch1_p99_ms": (
+            median("replicated-acksall-batch1", "p99_ms"),
+            TARGET_P99_MS_BATCH_1,
+            "<=",
+        ),
+        "replicated_batch1000_records_per_s": (
+            median("replicated-acksall-batch1000", "records_per_s"),
+            TARGET_RECORDS_PER_S_BATCH_1000,
+            ">=",
+        ),
     }
+    summary: dict[str, Any] = {"targets": f"medians of {variant} (reported, not asserted)"}
+    for key, (value, target, op) in figures.items():
+        met = None if value is None else (value >= target if op == ">=" else value <= target)
+        summary[key] = {"value": value, "target": f"{op} {target}", "met": met}
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.replication", description=__doc__)
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply measured time (5 s)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.replication",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--duration", type=float, default=3.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per case and variant")
     parser.add_argument("--batches", default="1,100,1000", help="records per batch, comma list")
-    parser.add_argument("--modes", default="replicated,fsync", help="durability modes")
+    parser.add_argument("--modes", default="replicated", help="durability modes (fsync too)")
+    parser.add_argument("--cases", default="", help="only these case names, comma list")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the 1-broker cases")
+    parser.add_argument("--ab", default="", metavar="KIND=A,B", help="compare two variants")
+    parser.add_argument(
+        "--client-loop", default="auto", help="the load generator's loop (auto, uvloop, asyncio)"
+    )
     parser.add_argument("--partitions", type=int, default=6, help="partitions of the topic")
     parser.add_argument(
         "--connections", type=int, default=24, help="concurrent producer connections"
@@ -370,8 +587,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not key or not value.lstrip("-").isdigit():
             parser.error(f"--broker-setting wants KEY=INT, got {item!r}")
         _BROKER_SETTINGS[key] = int(value)
-    if args.scale <= 0 or args.partitions < 1 or args.connections < 1:
-        parser.error("--scale, --partitions and --connections must be positive")
+    if args.duration <= 0 or args.repeats < 1 or args.partitions < 1 or args.connections < 1:
+        parser.error("--duration, --repeats, --partitions and --connections must be positive")
+    try:
+        parse_ab(args.ab)
+    except ValueError as exc:
+        parser.error(str(exc))
     run(args)
     return 0
 

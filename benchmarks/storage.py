@@ -1,6 +1,8 @@
 """Storage engine benchmark: ``python -m benchmarks.storage`` (also ``make bench``).
 
-Prints one JSON line per case. Appends are compared with a baseline measured in the same run:
+Prints one JSON line per case. Appends are compared with a baseline measured in the same run,
+interleaved with it (median and range over ``--repeats`` runs after a warm-up, and the median
+of the paired ratios):
 the same 100-byte records appended to a plain file with one length prefix per record and one
 CRC-32C per batch (the least a durable record format can do), so the ratio says what replog's
 format, offsets, indexes and bookkeeping cost on this machine, whatever its speed today.
@@ -17,10 +19,10 @@ import argparse
 import json
 import os
 import random
+import statistics
 import struct
 import tempfile
 import time
-from collections.abc import Callable
 
 import crc32c
 
@@ -30,14 +32,8 @@ RECORD_BYTES = 100
 _PREFIX = struct.Struct(">I")
 
 
-def _emit(case: str, **fields: float | int | str) -> None:
+def _emit(case: str, **fields: object) -> None:
     print(json.dumps({"case": case, **fields}), flush=True)
-
-
-def _best_of(
-    repeats: int, run: Callable[[str, int, int], float], root: str, batch: int, total: int
-) -> float:
-    return min(run(root, batch, total) for _ in range(repeats))
 
 
 def append_replog(root: str, batch_records: int, total_records: int) -> float:
@@ -71,20 +67,42 @@ def append_plain(root: str, batch_records: int, total_records: int) -> float:
     return elapsed
 
 
+def _spread(values: list[float]) -> dict[str, float]:
+    median = statistics.median(values)
+    return {
+        "median": round(median, 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "spread_pct": round(100 * (max(values) - min(values)) / median, 1) if median else 0.0,
+    }
+
+
 def bench_appends(root: str, scale: float, repeats: int) -> None:
+    """Each batch size ``repeats`` times, replog and the plain file alternating (which goes
+    first alternates too), so both see the same drift; median and range of each, and the
+    median of the paired ratios."""
     for batch_records, total in ((1, 200_000), (100, 1_000_000), (1000, 2_000_000)):
         total = max(batch_records, int(total * scale) // batch_records * batch_records)
-        replog_s = _best_of(repeats, append_replog, root, batch_records, total)
-        plain_s = _best_of(repeats, append_plain, root, batch_records, total)
-        mb = total * RECORD_BYTES / 1e6
+        append_replog(root, batch_records, max(batch_records, total // 10))  # warm-up
+        replog_rates, plain_rates, ratios = [], [], []
+        for n in range(repeats):
+            if n % 2 == 0:
+                replog_s = append_replog(root, batch_records, total)
+                plain_s = append_plain(root, batch_records, total)
+            else:
+                plain_s = append_plain(root, batch_records, total)
+                replog_s = append_replog(root, batch_records, total)
+            replog_rates.append(total / replog_s)
+            plain_rates.append(total / plain_s)
+            ratios.append(plain_s / replog_s)
         _emit(
             f"append_batch_{batch_records}",
             records=total,
-            replog_records_per_s=round(total / replog_s),
-            replog_mb_per_s=round(mb / replog_s, 1),
-            plain_records_per_s=round(total / plain_s),
-            plain_mb_per_s=round(mb / plain_s, 1),
-            ratio_replog_to_plain=round(plain_s / replog_s, 3),
+            repeats=repeats,
+            replog_records_per_s=_spread(replog_rates),
+            plain_records_per_s=_spread(plain_rates),
+            replog_mb_per_s=round(statistics.median(replog_rates) * RECORD_BYTES / 1e6, 1),
+            ratio_replog_to_plain=_spread(ratios),
         )
 
 
@@ -157,11 +175,13 @@ def bench_read_lookup_recovery(root: str, scale: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="shrink (<1) or grow the sizes")
-    parser.add_argument("--repeats", type=int, default=3, help="best of N for append cases")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per append case")
+    parser.add_argument("--appends-only", action="store_true", help="skip read/recovery cases")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="replog-bench-") as root:
         bench_appends(root, args.scale, args.repeats)
-        bench_read_lookup_recovery(root, args.scale)
+        if not args.appends_only:
+            bench_read_lookup_recovery(root, args.scale)
 
 
 if __name__ == "__main__":

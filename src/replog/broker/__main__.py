@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
 from replog.errors import InvalidConfigError
+from replog.event_loop import run
 from replog.quorum.local import QuorumThread
 from replog.quorum.server import ControllerConfig
 
@@ -190,7 +191,7 @@ def run_broker(config_path: str, *, log_level: str = "INFO") -> int:
     except InvalidConfigError as exc:
         print(f"replog broker: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(config))
+    return run(serve(config))
 
 
 def load_process_config(config_path: str) -> BrokerConfig:

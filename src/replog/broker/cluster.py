@@ -21,6 +21,7 @@ from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
 from replog.coord import connect
 from replog.coord.registry import drop_memory_store
+from replog.event_loop import new_event_loop
 
 __all__ = ["Cluster"]
 
@@ -39,7 +40,7 @@ class Cluster:
         self.coordinator = connect(self.coordinator_url)
         self.brokers: dict[int, Broker] = {}
         self._ports: dict[int, int] = {}
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="replog-cluster-loop", daemon=True
         )

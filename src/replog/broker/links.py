@@ -2,14 +2,17 @@
 sends (follower fetches and the ListOffsets they may need), one at a time.
 
 The link connects on first use to the address the metadata gives, writes a request frame,
-and reads frames until the answer with the request's correlation id arrives, within
-``timeout_s``. Any failure (refused, reset, timed out, undecodable) closes the connection and
-raises; the next request connects again.
+and waits for the answer, which its ``asyncio.Protocol`` hands over as soon as the frame is
+complete (decoded from a view of the received bytes when the frame arrived whole: a follower's
+fetch response is not copied before its records are appended), within ``timeout_s``. Any
+failure (refused, reset, timed out, undecodable, an answer nobody asked for) closes the
+connection and raises; the next request connects again.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from replog.broker.server import STREAM_LIMIT_BYTES
 from replog.errors import ProtocolError
@@ -21,6 +24,46 @@ __all__ = ["BrokerLink"]
 CONNECT_TIMEOUT_S = 2.0
 
 
+class _LinkProtocol(asyncio.Protocol):
+    """The link's socket: the next complete frame to whoever waits for it."""
+
+    def __init__(self, broker_id: int, frame_bytes_max: int) -> None:
+        self._broker_id = broker_id
+        self._frames = FrameReader(frame_bytes_max)
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[memoryview] | None = None
+        self.error: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport; a large request (ListOffsets is small, but) need not pause."""
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=STREAM_LIMIT_BYTES)
+
+    def data_received(self, data: bytes) -> None:
+        """Complete frames go to the waiting request; one nobody waits for is an error."""
+        try:
+            for frame in self._frames.feed_views(data):
+                waiter, self.waiter = self.waiter, None
+                if waiter is None or waiter.done():
+                    raise ProtocolError(f"broker {self._broker_id} sent an unrequested frame")
+                waiter.set_result(frame)
+        except ProtocolError as exc:
+            self._fail(exc)
+            if self.transport is not None:
+                self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail the waiting request."""
+        self._fail(EOFError(f"broker {self._broker_id} closed the connection"))
+
+    def _fail(self, error: Exception) -> None:
+        if self.error is None:
+            self.error = error
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+
+
 class BrokerLink:
     """A connection to broker ``broker_id`` (see the module docstring)."""
 
@@ -28,8 +71,7 @@ class BrokerLink:
         self.broker_id = broker_id
         self._client_id = client_id
         self._frame_bytes_max = frame_bytes_max
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _LinkProtocol | None = None
         self._correlation_id = 0
         self._lock = asyncio.Lock()
 
@@ -49,6 +91,16 @@ class BrokerLink:
                 self.close()
                 raise
 
+    async def _connect(self, address: tuple[str, int]) -> _LinkProtocol:
+        protocol = self._protocol
+        if protocol is None or protocol.error is not None:
+            protocol = _LinkProtocol(self.broker_id, self._frame_bytes_max)
+            loop = asyncio.get_running_loop()
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await loop.create_connection(lambda: protocol, *address)
+            self._protocol = protocol
+        return protocol
+
     async def _exchange(
         self,
         address: tuple[str, int],
@@ -57,13 +109,9 @@ class BrokerLink:
         body: Message,
         timeout_s: float,
     ) -> Message:
-        if self._writer is None:
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                self._reader, self._writer = await asyncio.open_connection(
-                    *address, limit=STREAM_LIMIT_BYTES
-                )
-        reader, writer = self._reader, self._writer
-        if reader is None:
+        protocol = await self._connect(address)
+        transport = protocol.transport
+        if transport is None or protocol.error is not None:
             raise ConnectionError(f"no connection to broker {self.broker_id}")
         self._correlation_id += 1
         header = RequestHeader(
@@ -72,23 +120,18 @@ class BrokerLink:
             correlation_id=self._correlation_id,
             client_id=self._client_id,
         )
-        writer.write(encode_request(header, body))
-        await writer.drain()
-        frames = FrameReader(self._frame_bytes_max)
+        waiter: asyncio.Future[memoryview] = asyncio.get_running_loop().create_future()
+        protocol.waiter = waiter
+        transport.write(encode_request(header, body))
         async with asyncio.timeout(timeout_s):
-            while True:
-                data = await reader.read(STREAM_LIMIT_BYTES)
-                if not data:
-                    raise EOFError(f"broker {self.broker_id} closed the connection")
-                got = frames.feed(data)
-                if got:
-                    cid, answer = decode_response(got[0], api_key=api_key, api_version=api_version)
-                    if cid != self._correlation_id:
-                        raise ProtocolError(f"unexpected response correlation id {cid}")
-                    return answer
+            frame = await waiter
+        cid, answer = decode_response(frame, api_key=api_key, api_version=api_version)
+        if cid != self._correlation_id:
+            raise ProtocolError(f"unexpected response correlation id {cid}")
+        return answer
 
     def close(self) -> None:
         """Drop the connection (a request in progress fails)."""
-        writer, self._writer, self._reader = self._writer, None, None
-        if writer is not None:
-            writer.transport.abort()
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None and protocol.transport is not None:
+            protocol.transport.abort()

@@ -1,14 +1,27 @@
-"""The asyncio TCP server: one task per client connection, requests answered in order.
+"""The broker's TCP server: an ``asyncio.Protocol`` per client connection, requests answered in
+order, each response written at once.
 
-Per connection a reader splits the byte stream into frames (``FrameReader`` with the
-configured ``frame_bytes_max``) and queues decoded requests in a queue bounded by
-``inflight_requests_max`` (a client that pipelines more is simply not read: TCP backpressure).
-A processor awaits each handler in turn and writes its response, so a connection's requests are
-processed and answered in order. Record payloads of Fetch responses (``RecordsRef`` holes) go
-out with ``loop.sendfile`` -- ``os.sendfile`` from the segment file where the transport allows,
-a read-and-write fallback elsewhere -- never through a Python copy of the log; only slices up to
-``SMALL_SLICE_BYTES`` (typically a follower's next batch) are copied with one ``pread``, which
-costs far less than a sendfile's setup.
+Theory of operation. ``data_received`` splits the byte stream into frames
+(``FrameReader.feed_views``: frames wholly inside a received chunk are views of it, only a frame
+split across chunks is gathered in the connection's one buffer) and decodes each into a request,
+appended to the connection's pending list. One chain answers a connection's requests in order:
+it starts each handler coroutine right there, in the callback, and when the handler finishes
+without waiting (a produce at acks=1, metadata, most requests) writes the response at once --
+no queue, no task, no extra trip through the loop. Only a handler that must wait (acks=all, a
+long-poll fetch) is finished in a task, and the chain goes on with the next request once that
+response is out. So there is never more than one request of a connection in progress, and the
+responses leave in request order.
+
+Each response goes out with one ``transport.writelines`` (the header and body bytes, and the
+record payloads of Fetch responses, ``RecordsRef`` holes, read with ``pread`` from the segment's
+open handle). Only a large slice (over ``SMALL_SLICE_BYTES``) on a loop with a native sendfile
+(asyncio's; uvloop has none) goes out with ``loop.sendfile`` instead, from a duplicate of the
+segment's descriptor, never through a Python copy of the log.
+
+Back-pressure: reading pauses while more than ``inflight_requests_max`` requests wait (a
+client that pipelines more is simply not read: TCP back-pressure), and the chain stops
+answering while the transport's write buffer is over its high-water mark (``pause_writing``),
+until ``resume_writing``.
 
 Anything malformed (bad frame size, unknown api key, undecodable body) costs that client its
 connection and nothing else; nothing is ever unpickled from the network. Bytes after a request's
@@ -18,21 +31,24 @@ No request is left unanswered. A handler that raises gets the API's error respon
 place (``protocol.error_response``: the error code on every topic/partition of the request,
 UNKNOWN_SERVER_ERROR unless the exception carries a code), and the exception is logged once with
 the API and version; when there is no error response to give (acks=0 produce) or it cannot be
-sent, or a response fails halfway through being written, the connection is closed, so the client
-learns at once instead of at its request timeout.
+sent, or a response cannot be written out, the connection is closed, so the client learns at
+once instead of at its request timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, cast
 
 from replog.errors import ProtocolError
+from replog.event_loop import supports_sendfile
 from replog.log.log import FetchSlice
 from replog.protocol import (
     FrameReader,
@@ -49,17 +65,18 @@ from replog.protocol.schema import Message, Request
 __all__ = ["CloseConnection", "Handler", "Response", "Server"]
 
 _log = logging.getLogger(__name__)
-#: a connection's stream buffer: reading pauses past twice this, and one read takes up to it.
-#: asyncio's 64 KiB default pauses and resumes the socket several times per large frame (a
-#: 1000-record produce, a replica fetch response); 1 MiB keeps it at one pause at most.
+#: a connection's write buffer high-water mark (``pause_writing`` past it); also the read size
+#: of replog's other stream users (``BrokerLink``)
 STREAM_LIMIT_BYTES = 1024 * 1024
-#: record slices up to this size are copied with one pread rather than sent with sendfile
+#: record slices over this size go out with sendfile where the loop has it
 SMALL_SLICE_BYTES = 64 * 1024
 
 #: what a handler returns: frame parts to write, or None for no response (acks=0)
 Response = list[bytes | RecordsRef[Any]] | None
 #: ``handler(conn_id, header, body)``: the answer to a connection's request
 Handler = Callable[[int, RequestHeader, Message], Awaitable[Response]]
+#: a decoded request, or the encoded answer to one that needs no handler (unsupported version)
+_Pending = tuple[RequestHeader, Message] | bytes
 
 
 class CloseConnection(Exception):
@@ -78,28 +95,28 @@ class Server:
         connections_max: int,
         on_connection_closed: Callable[[int], None] | None = None,
     ) -> None:
-        self._handler = handler
-        self._on_connection_closed = on_connection_closed
+        self.handler = handler
+        self.on_connection_closed = on_connection_closed
         self._conn_ids = itertools.count(1)
-        self._frame_bytes_max = frame_bytes_max
-        self._inflight_requests_max = inflight_requests_max
+        self.frame_bytes_max = frame_bytes_max
+        self.inflight_requests_max = inflight_requests_max
         self._connections_max = connections_max
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._peer_hosts: dict[int, str] = {}
+        self.connections: set[_Connection] = set()
+        self.peer_hosts: dict[int, str] = {}
         self.port = 0
 
     def peer_host(self, conn_id: int) -> str:
         """The address of connection ``conn_id``'s client as Kafka shows it (``/127.0.0.1``),
         "" once closed or when the socket has no address."""
-        return self._peer_hosts.get(conn_id, "")
+        return self.peer_hosts.get(conn_id, "")
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> int:
         """Bind (and, with ``serving``, start accepting); returns the bound port. Without
         ``serving``, connections wait in the listen backlog until ``start_serving``."""
-        self._server = await asyncio.start_server(
-            self._on_connect, host, port, start_serving=serving, limit=STREAM_LIMIT_BYTES
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, host, port, start_serving=serving
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
@@ -113,132 +130,39 @@ class Server:
     @property
     def connection_count(self) -> int:
         """Open client connections."""
-        return len(self._connections)
+        return len(self.connections)
 
     async def close(self) -> None:
         """Stop accepting and drop every connection."""
         if self._server is not None:
             self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        tasks = list(self._connections)
-        for task in tasks:
-            task.cancel()
+        connections = list(self.connections)
+        for conn in connections:
+            conn.abort()
+        tasks = [c.task for c in connections if c.task is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
+        # connection_lost runs on the next loop iteration; let it report every connection.
+        await asyncio.sleep(0)
         server, self._server = self._server, None
         if server is not None:
-            # Every connection task has ended, so this returns at once (3.12+ waits for them).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self._connections_max:
-            writer.transport.abort()
-            return
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        self._writers.add(writer)
-        conn_id = next(self._conn_ids)
-        peer = writer.get_extra_info("peername")
-        if isinstance(peer, tuple) and peer:
-            self._peer_hosts[conn_id] = f"/{peer[0]}"
-        try:
-            await self._serve(conn_id, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # a closed or cancelled connection ends quietly
-        except Exception:
-            _log.exception("connection failed; dropping it")
-        finally:
-            self._connections.discard(task)
-            self._writers.discard(writer)
-            self._peer_hosts.pop(conn_id, None)
-            writer.transport.abort()
-            if self._on_connection_closed is not None:
-                self._on_connection_closed(conn_id)
+    def _new_connection(self) -> _Connection:
+        return _Connection(self, next(self._conn_ids))
 
-    async def _serve(
-        self, conn_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None] = asyncio.Queue(
-            self._inflight_requests_max
-        )
-        processor = asyncio.create_task(self._process(conn_id, queue, writer))
-        serving = asyncio.current_task()
+    def admit(self, conn: _Connection) -> bool:
+        """Count ``conn`` in, unless ``connections_max`` are open already."""
+        if len(self.connections) >= self._connections_max:
+            return False
+        self.connections.add(conn)
+        return True
 
-        def on_processor_end(task: asyncio.Task[None]) -> None:
-            # It ended by itself only after closing the connection: stop reading (a read or a
-            # put into a full queue would otherwise wait for nothing).
-            if not task.cancelled() and serving is not None:
-                serving.cancel()
-
-        processor.add_done_callback(on_processor_end)
-        frames = FrameReader(self._frame_bytes_max)
-        try:
-            while not processor.done():
-                data = await reader.read(STREAM_LIMIT_BYTES)
-                if not data:
-                    break
-                for frame in frames.feed(data):
-                    try:
-                        await queue.put(
-                            decode_request(frame, frame_bytes_max=self._frame_bytes_max)
-                        )
-                    except UnsupportedVersionError as exc:
-                        answer = unsupported_version_response(exc)
-                        if answer is None:
-                            raise
-                        await queue.put(answer)
-        except ProtocolError as exc:
-            _log.info("closing a connection after a protocol error: %s", exc)
-        finally:
-            # The client is gone (EOF, protocol error) or the server is closing: requests still
-            # queued or in progress have no one to answer to.
-            processor.cancel()
-            try:
-                await processor
-            except (asyncio.CancelledError, ConnectionError):
-                pass
-            except Exception:
-                _log.exception("request processing failed; dropping the connection")
-
-    async def _process(
-        self,
-        conn_id: int,
-        queue: asyncio.Queue[tuple[RequestHeader, Message] | bytes | None],
-        writer: asyncio.StreamWriter,
-    ) -> None:
-        """Answer queued requests in order. Whatever goes wrong ends in an answer or in closing
-        the connection (which also ends the reader): never in a client left waiting."""
-        try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    return
-                if isinstance(item, bytes):
-                    writer.write(item)
-                    await writer.drain()
-                    continue
-                header, body = item
-                try:
-                    parts = await self._answer(conn_id, header, body)
-                except CloseConnection:
-                    writer.transport.abort()
-                    return
-                if parts is not None:
-                    await write_parts(writer, parts)
-        except (ConnectionError, asyncio.CancelledError):
-            writer.transport.abort()
-            raise
-        except Exception:
-            _log.exception("writing a response failed; closing the connection")
-            writer.transport.abort()
-
-    async def _answer(self, conn_id: int, header: RequestHeader, body: Message) -> Response:
+    async def answer(self, conn_id: int, header: RequestHeader, body: Message) -> Response:
         """The handler's response, or the API's error response if the handler raised;
         ``CloseConnection`` when there is nothing to answer with."""
         try:
-            return await self._handler(conn_id, header, body)
+            return await self.handler(conn_id, header, body)
         except CloseConnection:
             raise
         except Exception as exc:
@@ -251,6 +175,304 @@ class Server:
                 header.client_id,
             )
             return _error_parts(header, body, exc)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, server: Server, conn_id: int) -> None:
+        self._server = server
+        self.conn_id = conn_id
+        self._frames = FrameReader(server.frame_bytes_max)
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+        #: the task finishing a handler that had to wait (None: the chain is idle or running
+        #: synchronously inside a callback)
+        self.task: asyncio.Task[None] | None = None
+        self._answering = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self._admitted = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ transport callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Count the connection in, or drop it at once past ``connections_max``."""
+        self._transport = cast(asyncio.Transport, transport)
+        if not self._server.admit(self):
+            self._closed = True
+            self._transport.abort()
+            return
+        self._admitted = True
+        self._transport.set_write_buffer_limits(high=STREAM_LIMIT_BYTES)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and peer:
+            self._server.peer_hosts[self.conn_id] = f"/{peer[0]}"
+
+    def data_received(self, data: bytes) -> None:
+        """Decode every complete frame, queue it, and run the chain."""
+        if self._closed:
+            return
+        try:
+            for frame in self._frames.feed_views(data):
+                self._pending.append(self._decode(frame))
+        except ProtocolError as exc:
+            _log.info("closing a connection after a protocol error: %s", exc)
+            self.abort()
+            return
+        if len(self._pending) > self._server.inflight_requests_max and not self._reading_paused:
+            self._reading_paused = True
+            self._transport_or_fail().pause_reading()
+        self._advance()
+
+    def eof_received(self) -> bool:
+        """The client is gone: close (requests still pending have no one to answer to)."""
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection: cancel the request in progress, drop the pending ones."""
+        self._closed = True
+        self._pending.clear()
+        if self.task is not None:
+            self.task.cancel()
+        if self._admitted:
+            self._admitted = False
+            self._server.connections.discard(self)
+            self._server.peer_hosts.pop(self.conn_id, None)
+            if self._server.on_connection_closed is not None:
+                self._server.on_connection_closed(self.conn_id)
+
+    def pause_writing(self) -> None:
+        """The write buffer is over its high-water mark: answer nothing more until it drains."""
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        """The write buffer drained: go on answering."""
+        self._writing_paused = False
+        self._advance()
+
+    def abort(self) -> None:
+        """Drop the connection now (``connection_lost`` follows)."""
+        self._closed = True
+        self._pending.clear()
+        if self._transport is not None:
+            self._transport.abort()
+
+    # ------------------------------------------------------------------ the chain
+
+    def _decode(self, frame: memoryview) -> _Pending:
+        try:
+            return decode_request(frame, frame_bytes_max=self._server.frame_bytes_max)
+        except UnsupportedVersionError as exc:
+            answer = unsupported_version_response(exc)
+            if answer is None:
+                raise
+            return answer
+
+    def _transport_or_fail(self) -> asyncio.Transport:
+        transport = self._transport
+        if transport is None:
+            raise ConnectionError("no transport")
+        return transport
+
+    def _advance(self) -> None:
+        """Answer pending requests in order for as long as each handler finishes at once;
+        hand the first one that must wait to a task, which calls back here when done."""
+        if self._answering or self.task is not None:
+            return  # re-entered from a write callback, or a request is in progress
+        self._answering = True
+        try:
+            while (
+                self._pending
+                and self.task is None
+                and not self._closed
+                and not self._writing_paused
+            ):
+                item = self._pending.popleft()
+                if isinstance(item, bytes):
+                    self._write([item])
+                    continue
+                header, body = item
+                coro = self._server.answer(self.conn_id, header, body)
+                try:
+                    waiting_on = coro.send(None)
+                except StopIteration as done:
+                    self._respond(done.value)
+                    continue
+                except CloseConnection:
+                    self.abort()
+                    return
+                except Exception:
+                    _log.exception("request processing failed; dropping the connection")
+                    self.abort()
+                    return
+                loop = asyncio.get_running_loop()
+                self.task = loop.create_task(self._finish(coro, waiting_on))
+                return
+        finally:
+            self._answering = False
+        self._maybe_resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._reading_paused
+            and not self._closed
+            and len(self._pending) <= self._server.inflight_requests_max
+        ):
+            self._reading_paused = False
+            self._transport_or_fail().resume_reading()
+
+    async def _finish(self, coro: Coroutine[Any, Any, Response], waiting_on: Any) -> None:
+        """Run the rest of a handler that had to wait, answer it, and go on with the chain."""
+        try:
+            parts = await _resume(coro, waiting_on)
+            if self._closed:
+                return
+            if parts is not None and _needs_sendfile(parts):
+                await self._send_with_sendfile(parts)
+            else:
+                self._respond(parts)
+        except CloseConnection:
+            self.abort()
+            return
+        except (ConnectionError, asyncio.CancelledError):
+            self.abort()
+            raise
+        except Exception:
+            _log.exception("answering a request failed; closing the connection")
+            self.abort()
+            return
+        finally:
+            self.task = None
+        self._advance()
+
+    def _respond(self, parts: Response) -> None:
+        """Write a response now (``parts`` None: no response)."""
+        if parts is None:
+            return
+        if _needs_sendfile(parts):
+            # A large slice on a loop with sendfile: finish it in a task like a waiting handler.
+            self.task = asyncio.get_running_loop().create_task(self._sendfile_then_go_on(parts))
+            return
+        try:
+            chunks = _materialize(parts)
+        except Exception:
+            _log.exception("writing a response failed; closing the connection")
+            self.abort()
+            return
+        self._write(chunks)
+
+    async def _sendfile_then_go_on(self, parts: list[bytes | RecordsRef[Any]]) -> None:
+        try:
+            await self._send_with_sendfile(parts)
+        except (ConnectionError, asyncio.CancelledError):
+            self.abort()
+            raise
+        except Exception:
+            _log.exception("writing a response failed; closing the connection")
+            self.abort()
+            return
+        finally:
+            self.task = None
+        self._advance()
+
+    def _write(self, chunks: list[bytes]) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if len(chunks) == 1:
+            transport.write(chunks[0])
+        else:
+            transport.writelines(chunks)
+
+    async def _send_with_sendfile(self, parts: list[bytes | RecordsRef[Any]]) -> None:
+        """Write ``parts``, the large record slices with ``loop.sendfile``."""
+        loop = asyncio.get_running_loop()
+        transport = self._transport_or_fail()
+        chunks: list[bytes] = []
+        for part in parts:
+            source = _slice_of(part)
+            if source is None or source.size_bytes <= SMALL_SLICE_BYTES:
+                chunks.extend(_materialize([part]))
+                continue
+            self._write(chunks)
+            chunks = []
+            for piece in source.pieces:
+                # A duplicate of the segment's own descriptor, never the path: the log cleaner
+                # may have swapped another file in under that name since the slice was taken (a
+                # closed segment's descriptor is -1: os.dup fails and the client is dropped).
+                # sendfile moves the shared file offset, which the log never uses (pread).
+                try:
+                    fd = os.dup(piece.handle.fileno())
+                except OSError as exc:
+                    raise ConnectionError("segment closed under a fetch; dropping client") from exc
+                with os.fdopen(fd, "rb") as f:
+                    sent = await loop.sendfile(transport, f, piece.position, piece.size_bytes)
+                if sent != piece.size_bytes:
+                    raise ConnectionError("segment shorter than the fetch slice; dropping client")
+        self._write(chunks)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Response], waiting_on: Any) -> Generator[Any, Any, Response]:
+    """Go on with ``coro``, which was started outside a task and yielded ``waiting_on`` (the
+    future it waits for): hand that to the task running this, then pass the task's wake-ups
+    (values, exceptions, cancellation) through to ``coro`` until it returns."""
+    while True:
+        try:
+            yield waiting_on
+        except BaseException as exc:  # thrown in by the task: cancellation, a failed await
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration as done:
+                result: Response = done.value
+                return result
+            continue
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration as done:
+            result = done.value
+            return result
+
+
+def _slice_of(part: bytes | RecordsRef[Any]) -> FetchSlice | None:
+    if isinstance(part, bytes):
+        return None
+    source = part.source
+    if not isinstance(source, FetchSlice):
+        raise ProtocolError("a records hole without a FetchSlice source")
+    return source
+
+
+def _needs_sendfile(parts: list[bytes | RecordsRef[Any]]) -> bool:
+    """Whether ``parts`` hold a slice worth a sendfile on this loop."""
+    large = any(
+        not isinstance(part, bytes)
+        and isinstance(part.source, FetchSlice)
+        and part.source.size_bytes > SMALL_SLICE_BYTES
+        for part in parts
+    )
+    return large and supports_sendfile(asyncio.get_running_loop())
+
+
+def _materialize(parts: list[bytes | RecordsRef[Any]]) -> list[bytes]:
+    """The bytes of a response frame: bytes parts as they are, record holes read with one
+    ``pread`` per file piece from the segment's open handle."""
+    chunks: list[bytes] = []
+    for part in parts:
+        if isinstance(part, bytes):
+            chunks.append(part)
+            continue
+        source = _slice_of(part)
+        if source is None:
+            continue
+        for piece in source.pieces:
+            data = piece.handle.pread(piece.position, piece.size_bytes)
+            if len(data) != piece.size_bytes:
+                raise ConnectionError("segment shorter than the fetch slice; dropping client")
+            chunks.append(data)
+    return chunks
 
 
 def _error_parts(header: RequestHeader, body: Message, error: Exception) -> Response:
@@ -267,40 +489,3 @@ def _error_parts(header: RequestHeader, body: Message, error: Exception) -> Resp
     except Exception as exc:
         _log.exception("%s v%d: no error response either", body.API.name, header.api_version)
         raise CloseConnection("no error response") from exc
-
-
-async def write_parts(writer: asyncio.StreamWriter, parts: list[bytes | RecordsRef[Any]]) -> None:
-    """Write a response frame: bytes chunks as they are, record holes with sendfile."""
-    loop = asyncio.get_running_loop()
-    for part in parts:
-        if isinstance(part, bytes):
-            writer.write(part)
-            continue
-        source = part.source
-        if not isinstance(source, FetchSlice):
-            raise ProtocolError("a records hole without a FetchSlice source")
-        if source.size_bytes <= SMALL_SLICE_BYTES:
-            # A small slice (a follower's next batch or two): one pread on the segment's open
-            # handle is far cheaper than opening the file and setting up a sendfile, which
-            # also waits for the transport's buffer to empty first.
-            for piece in source.pieces:
-                data = piece.handle.pread(piece.position, piece.size_bytes)
-                if len(data) != piece.size_bytes:
-                    raise ConnectionError("segment shorter than the fetch slice; dropping client")
-                writer.write(data)
-            continue
-        await writer.drain()
-        for piece in source.pieces:
-            # A duplicate of the segment's own descriptor, never the path: the log cleaner may
-            # have swapped another file in under that name since the slice was taken (a closed
-            # segment's descriptor is -1: os.dup fails and the client is dropped). sendfile
-            # moves the shared file offset, which the log never uses (pread, O_APPEND).
-            try:
-                fd = os.dup(piece.handle.fileno())
-            except OSError as exc:
-                raise ConnectionError("segment closed under a fetch; dropping client") from exc
-            with os.fdopen(fd, "rb") as f:
-                sent = await loop.sendfile(writer.transport, f, piece.position, piece.size_bytes)
-            if sent != piece.size_bytes:
-                raise ConnectionError("segment shorter than the fetch slice; dropping client")
-    await writer.drain()

@@ -19,16 +19,19 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from replog.event_loop import new_event_loop
+
 __all__ = ["CallerThread", "LoopThread"]
 
 T = TypeVar("T")
 
 
 class LoopThread:
-    """An event loop in a daemon thread, started at construction."""
+    """An event loop (``replog.event_loop``: uvloop when installed) in a daemon thread, started
+    at construction."""
 
     def __init__(self, name: str) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._stopped = False
         self._thread.start()

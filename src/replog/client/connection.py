@@ -4,8 +4,10 @@
 
 - at open it sends ApiVersions (v3; on UNSUPPORTED_VERSION it retries with the highest version
   the broker listed, KIP-511) and, per API, uses the highest version both sides support;
-- requests are pipelined: each gets a correlation id and a future; one reader task matches
-  responses to them. At most ``in_flight_max`` requests are outstanding; more wait for a slot;
+- requests are pipelined: each gets a correlation id and a future, and the connection's
+  ``asyncio.Protocol`` matches response frames to them as bytes arrive (frames wholly inside a
+  received chunk are decoded from views of it, without a copy; no reader task, no stream
+  buffer). At most ``in_flight_max`` requests are outstanding; more wait for a slot;
 - a request that outlives its timeout raises ``RequestTimeoutError`` and closes the connection
   (as Kafka's NetworkClient does), so a late answer cannot be matched to the wrong request;
 - when the connection breaks, every outstanding request fails with ``ConnectionLostError``.
@@ -20,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -50,8 +52,10 @@ __all__ = [
 
 R = TypeVar("R", bound=Message)
 
-#: stream buffer and read size: asyncio's 64 KiB default pauses the socket often on big fetches
+#: the write buffer's high-water mark: asyncio's 64 KiB default pauses often on big produces
 _READ_CHUNK_BYTES = 1024 * 1024
+#: how long ``close`` waits for the socket to finish closing
+_CLOSE_WAIT_S = 1.0
 _CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 
@@ -100,13 +104,11 @@ class BrokerConnection:
     port: int
     client_id: str
     request_timeout_ms: int
-    _reader: asyncio.StreamReader
-    _writer: asyncio.StreamWriter
+    _protocol: _ClientProtocol
     _slots: asyncio.Semaphore
     versions: dict[int, int] = attrs.field(factory=dict)
     _pending: dict[int, tuple[int, int, asyncio.Future[Message]]] = attrs.field(factory=dict)
     _next_correlation_id: int = 0
-    _read_task: asyncio.Task[None] | None = None
     _closed_error: Exception | None = None
 
     @classmethod
@@ -121,23 +123,18 @@ class BrokerConnection:
         in_flight_max: int = 5,
     ) -> BrokerConnection:
         """Connect and negotiate API versions; ``ConnectionLostError`` if unreachable."""
+        protocol = _ClientProtocol(f"{host}:{port}")
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=_READ_CHUNK_BYTES),
+            await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(lambda: protocol, host, port),
                 connect_timeout_ms / 1000,
             )
         except (OSError, TimeoutError) as exc:
             raise ConnectionLostError(f"cannot connect to {host}:{port}: {exc}") from exc
         conn = cls(
-            host,
-            port,
-            client_id,
-            request_timeout_ms,
-            reader,
-            writer,
-            asyncio.Semaphore(in_flight_max),
+            host, port, client_id, request_timeout_ms, protocol, asyncio.Semaphore(in_flight_max)
         )
-        conn._read_task = asyncio.get_running_loop().create_task(conn._read_loop())
+        protocol.attach(conn._on_frame, conn._fail)
         try:
             await conn._negotiate()
         except BaseException:
@@ -180,7 +177,7 @@ class BrokerConnection:
         """Send a request the broker does not answer (Produce with acks=0)."""
         version = self._version_for(message)
         self._check_open()
-        self._writer.write(self._frame(message, version))
+        self._protocol.write(self._frame(message, version))
         await self._drain()
 
     def version_for(self, api: ApiInfo) -> int:
@@ -212,47 +209,40 @@ class BrokerConnection:
             )
 
     async def _drain(self) -> None:
-        try:
-            await self._writer.drain()
-        except (OSError, RuntimeError) as exc:
-            self._fail(ConnectionLostError(f"write to {self.host}:{self.port} failed: {exc}"))
+        """Wait while the socket's write buffer is over its high-water mark (rarely)."""
+        if self._protocol.writing_paused:
+            await self._protocol.drain()
             self._check_open()
 
     async def _send(self, message: Message, version: int, timeout_ms: int) -> Message:
         async with self._slots:
             self._check_open()
             frame = self._frame(message, version)
-            future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Message] = loop.create_future()
             self._pending[self._next_correlation_id] = (message.API.api_key, version, future)
-            self._writer.write(frame)
-            await self._drain()
+            timer = loop.call_later(
+                timeout_ms / 1000, self._time_out, future, message.API.name, timeout_ms
+            )
             try:
-                return await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
-            except TimeoutError:
-                future.cancel()  # abandoned: _fail must not leave an error nobody retrieves
-                error = RequestTimeoutError(
-                    f"{message.API.name} to {self.host}:{self.port}: no answer in {timeout_ms} ms"
-                )
-                self._fail(ConnectionLostError(str(error)))
-                raise error from None
+                self._protocol.write(frame)
+                await self._drain()
+                return await future
+            finally:
+                timer.cancel()
 
-    async def _read_loop(self) -> None:
-        frames = FrameReader()
-        try:
-            while True:
-                data = await self._reader.read(_READ_CHUNK_BYTES)
-                if not data:
-                    raise ConnectionLostError(f"{self.host}:{self.port} closed the connection")
-                for frame in frames.feed(data):
-                    self._on_frame(frame)
-        except asyncio.CancelledError:
-            self._fail(ConnectionLostError(f"connection to {self.host}:{self.port} closed"))
-            raise
-        except (OSError, ProtocolError, ConnectionLostError) as exc:
-            lost = exc if isinstance(exc, ConnectionLostError) else None
-            self._fail(lost or ConnectionLostError(f"{self.host}:{self.port}: {exc}"))
+    def _time_out(self, future: asyncio.Future[Message], api_name: str, timeout_ms: int) -> None:
+        """A request outlived its timeout: it fails, and so does the connection (a late answer
+        must not be matched to another request)."""
+        if future.done():
+            return
+        error = RequestTimeoutError(
+            f"{api_name} to {self.host}:{self.port}: no answer in {timeout_ms} ms"
+        )
+        future.set_exception(error)
+        self._fail(ConnectionLostError(str(error)))
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: memoryview) -> None:
         if len(frame) < 4:
             raise ProtocolError("response frame shorter than its correlation id")
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
@@ -276,19 +266,92 @@ class BrokerConnection:
         for _, _, future in pending.values():
             if not future.done():
                 future.set_exception(ConnectionLostError(str(error)))
-        with contextlib.suppress(Exception):
-            self._writer.close()
+        self._protocol.close()
 
     async def close(self) -> None:
         """Close the socket and fail outstanding requests; idempotent."""
         self._fail(ClientClosedError(f"connection to {self.host}:{self.port} closed"))
-        task, self._read_task = self._read_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
         with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+            await asyncio.wait_for(asyncio.shield(self._protocol.closed), _CLOSE_WAIT_S)
+
+
+class _ClientProtocol(asyncio.Protocol):
+    """A ``BrokerConnection``'s socket: response frames to ``on_frame`` as they arrive, a lost
+    connection or a malformed frame to ``on_fail``, and the transport's write flow control."""
+
+    def __init__(self, peer: str) -> None:
+        self._peer = peer
+        self._frames = FrameReader()
+        self._transport: asyncio.Transport | None = None
+        self._on_frame: Callable[[memoryview], None] | None = None
+        self._on_fail: Callable[[Exception], None] | None = None
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self.writing_paused = False
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def attach(
+        self, on_frame: Callable[[memoryview], None], on_fail: Callable[[Exception], None]
+    ) -> None:
+        """Route frames and failures to the connection (set once, right after connecting)."""
+        self._on_frame, self._on_fail = on_frame, on_fail
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport; let its write buffer hold a large request without pausing."""
+        self._transport = cast(asyncio.Transport, transport)
+        self._transport.set_write_buffer_limits(high=_READ_CHUNK_BYTES)
+
+    def data_received(self, data: bytes) -> None:
+        """Hand every complete response frame to the connection; a bad one fails it."""
+        try:
+            for frame in self._frames.feed_views(data):
+                if self._on_frame is not None:
+                    self._on_frame(frame)
+        except ProtocolError as exc:
+            self._fail(ConnectionLostError(f"{self._peer}: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail the connection; wake a writer waiting for the buffer to drain."""
+        self._fail(ConnectionLostError(f"{self._peer} closed the connection"))
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        """The write buffer is over its high-water mark."""
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        """The write buffer drained."""
+        self.writing_paused = False
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def drain(self) -> None:
+        """Return once writing is no longer paused (or the connection is gone)."""
+        while self.writing_paused and not self.closed.done():
+            if self._drain_waiter is None:
+                self._drain_waiter = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._drain_waiter)
+
+    def write(self, frame: bytes) -> None:
+        """Send ``frame``."""
+        if self._transport is None:
+            raise ConnectionLostError(f"{self._peer}: not connected")
+        self._transport.write(frame)
+
+    def close(self) -> None:
+        """Close the socket (``connection_lost`` follows)."""
+        if self._transport is not None:
+            self._transport.close()
+
+    def _fail(self, error: Exception) -> None:
+        if self._on_fail is not None:
+            self._on_fail(error)
+        elif self._transport is not None:
+            self._transport.abort()
 
 
 @attrs.define

@@ -334,3 +334,55 @@ class FrameReader:
             frames.append(bytes(view[start + _SIZE_PREFIX_BYTES : end]))
             start = end
         return frames, start
+
+    def feed_views(self, data: bytes) -> list[memoryview]:
+        """Like ``feed``, without copying: frames wholly inside ``data`` come back as views of
+        it (``data`` must be immutable ``bytes``, as a transport's ``data_received`` gets), and
+        a frame completed from the buffer is that buffer itself, handed over (a new buffer
+        takes its place). Only a frame's partial head and tail are ever copied, into the
+        buffer. The views keep ``data`` alive as long as something holds them."""
+        frames: list[memoryview] = []
+        view = memoryview(data)
+        start = 0
+        buffer = self._buffer
+        if buffer:
+            start, frame = self._complete_buffered(view)
+            if frame is None:
+                return frames
+            frames.append(frame)
+        limit = self.frame_bytes_max
+        end_of_data = len(view)
+        while end_of_data - start >= _SIZE_PREFIX_BYTES:
+            prefix = view[start : start + _SIZE_PREFIX_BYTES]
+            size_bytes = int.from_bytes(prefix, "big", signed=True)
+            if size_bytes < 0 or size_bytes > limit:
+                raise FrameTooLargeError(size_bytes, limit)
+            end = start + _SIZE_PREFIX_BYTES + size_bytes
+            if end > end_of_data:
+                break
+            frames.append(view[start + _SIZE_PREFIX_BYTES : end])
+            start = end
+        if start < end_of_data:
+            self._buffer += view[start:]
+        return frames
+
+    def _complete_buffered(self, view: memoryview) -> tuple[int, memoryview | None]:
+        """Add the start of ``view`` to the buffered partial frame: (bytes of ``view`` used,
+        the completed frame or None when ``view`` ran out first)."""
+        buffer = self._buffer
+        used = 0
+        if len(buffer) < _SIZE_PREFIX_BYTES:
+            used = min(_SIZE_PREFIX_BYTES - len(buffer), len(view))
+            buffer += view[:used]
+            if len(buffer) < _SIZE_PREFIX_BYTES:
+                return used, None
+        size_bytes = int.from_bytes(buffer[:_SIZE_PREFIX_BYTES], "big", signed=True)
+        if size_bytes < 0 or size_bytes > self.frame_bytes_max:
+            raise FrameTooLargeError(size_bytes, self.frame_bytes_max)
+        missing = _SIZE_PREFIX_BYTES + size_bytes - len(buffer)
+        if missing > len(view) - used:
+            buffer += view[used:]
+            return len(view), None
+        buffer += view[used : used + missing]
+        self._buffer = bytearray()
+        return used + missing, memoryview(buffer)[_SIZE_PREFIX_BYTES:]
