@@ -228,7 +228,7 @@ class BrokerDriver:
             state_listener=self._state_listener,
         )
         self.outbox.emit(Subscribe(self.broker_id, self.incarnation_epoch))
-        self.metadata.load_snapshot(self._snapshot_loaded)
+        self.metadata.load_image(self._snapshot_loaded)
 
     def _snapshot_loaded(self) -> None:
         if self.state is not BrokerState.FENCED:
@@ -305,6 +305,7 @@ class BrokerDriver:
     def close_logs(self) -> None:
         """Flush, checkpoint, close every log and write the clean-shutdown markers; then the
         shell unregisters (``unregister``). Call once no fsync is in flight."""
+        self.metadata.keeper.save_at_shutdown()
         try:
             self.log_manager.shutdown(self.incarnation_epoch)
         except StorageError as exc:
@@ -349,6 +350,7 @@ class BrokerDriver:
         if now_ms >= self._next_feed_ms:
             self._next_feed_ms = now_ms + config.metadata_poll_interval_ms
             self.metadata.poll_feed()
+        self.metadata.maybe_save_image()
         if not self.active and self.state is not BrokerState.STOPPING:
             return
         rm = self.rm
