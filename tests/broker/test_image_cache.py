@@ -110,3 +110,20 @@ def test_a_payload_with_a_valid_crc_but_wrong_content_is_not_trusted(tmp_path: P
     header = struct.pack(">4sHIQ", b"RLMI", 1, crc32c.crc32c(payload), len(payload))
     with pytest.raises(MalformedImageCacheError):
         decode_image(header + payload)
+
+
+def test_a_backend_without_a_cluster_id_is_never_resumed_from() -> None:
+    """memory:// (like ZooKeeper and etcd) has no store identity: a cached image, even one
+    written against it by hand, is refused before any feed read."""
+    from replog.broker.image_keeper import catch_up
+    from replog.coord import connect
+    from replog.coord.registry import drop_memory_store
+
+    store = connect("memory://image-cache-no-id")
+    try:
+        assert store.cluster_id() is None
+        why = catch_up(store, IMAGE)
+        assert isinstance(why, str) and "cluster id is None" in why
+    finally:
+        store.close()
+        drop_memory_store("image-cache-no-id")

@@ -3,20 +3,20 @@
 Theory of operation. The metadata channel hands the keeper every image it applies to the
 replica manager: the snapshot it loads (``loaded``) and each feed batch after it
 (``applied``), so ``image`` is always what the broker acts on, at the feed cursor. While it
-changes, ``maybe_save`` writes it to ``<first log dir>/__cluster_metadata_image``
-(``replog.broker.image_cache``) at most every ``metadata_image_cache_interval_ms`` -- encoded
-and written off the event loop, as a coordinator call whose coordinator goes unused -- and
-``save_at_shutdown`` once more at a clean shutdown.
+changes, ``take_save`` hands out a copy at most every ``metadata_image_cache_interval_ms``,
+which ``write`` encodes and writes to ``<first log dir>/__cluster_metadata_image``
+(``replog.broker.image_cache``) off the event loop (a coordinator call whose coordinator goes
+unused); ``save_at_shutdown`` writes it once more at a clean shutdown.
 
 At start, ``resume`` (off the loop) reads the file and, if it parses, asks the store for its
 cluster id: only a cache of the same store (``Coordinator.cluster_id``; only ``raft://`` has
-one) is followed, from its cursor, to the feed head (``changes_since`` until a read returns
-nothing new), and the result is the image at that seq: the same one a ``snapshot()`` at that
-seq shows (``replog.coord.image`` applies the records the way the stores do). The broker
-applies it exactly as it applies a snapshot. A missing or damaged file, another store's id (a
-recreated quorum, whose seqs restart at 0), a backend without an id, or a cursor the store
-no longer has (``MustResyncError``: history compacted below a snapshot) all make the caller
-read a full snapshot instead; nothing but a warning is lost.
+one) is followed, from its cursor, to the feed head (``changes_since`` until a batch comes
+back short of ``MAX_CHANGES_PER_BATCH``). The result is the image at that seq, the one a
+``snapshot()`` there shows (``replog.coord.image`` applies records the way the stores do),
+and the broker applies it exactly as it applies a snapshot. A missing or damaged file,
+another store's id (a recreated quorum, whose seqs restart at 0), a backend without an id,
+or a cursor the store no longer has (``MustResyncError``: history compacted below a
+snapshot) all make the caller read a full snapshot instead; nothing but a warning is lost.
 
 Only an image with a cluster id is ever written: on ``memory://``, ZooKeeper and etcd there is
 no way to tell a cursor of this store from one of an earlier store, so no cache is kept.
@@ -29,7 +29,7 @@ import os
 import threading
 
 from replog.broker.image_cache import IMAGE_CACHE_FILE, read_image, write_image
-from replog.coord.contract import Coordinator
+from replog.coord.contract import MAX_CHANGES_PER_BATCH, Coordinator
 from replog.coord.image import MetadataImage
 from replog.coord.types import ChangeBatch, MetadataSnapshot
 from replog.errors import StorageError
@@ -52,10 +52,10 @@ def catch_up(coordinator: Coordinator, cached: MetadataSnapshot) -> MetadataSnap
         return f"the store's cluster id is {store_id!r}, the cached image's {cached.cluster_id!r}"
     image = MetadataImage.from_snapshot(cached)
     for _ in range(CATCH_UP_READS_MAX):
-        batch = coordinator.changes_since(image.seq)
+        batch = coordinator.changes_since(image.seq, max_changes=MAX_CHANGES_PER_BATCH)
         image.apply(batch.changes, batch.next_seq)
-        if not batch.changes:
-            break
+        if len(batch.changes) < MAX_CHANGES_PER_BATCH:
+            break  # a short batch is the whole tail: the head when it was read
     if coordinator.cluster_id() != store_id:  # the store was replaced while we read
         return "the store's cluster id changed while the cached image was brought up to date"
     return image.snapshot()
