@@ -12,8 +12,10 @@ the group coordinator's timers). Outputs are ``effects`` (``take_effects``): res
 coordinator calls, requests to other brokers, fsyncs, log cleanings. Storage calls
 (``replog.log``) are short and synchronous, and run inside the inputs.
 
-Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads a metadata
-snapshot (deleting stray logs), drains this broker's admin queue and serves (ONLINE);
+Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads the metadata
+image (a snapshot, or on ``raft://`` the cached image brought up to date from the feed:
+``MetadataChannel.load_image``) deleting stray logs, drains this broker's admin queue and
+serves (ONLINE);
 ``begin_stop(controlled=True)`` asks the controller to move leadership away and reports
 ``stop_ready`` once this broker leads nothing that could move, or after
 ``controlled_shutdown_timeout_ms``; ``close_logs`` then flushes, checkpoints and writes the
