@@ -198,6 +198,7 @@ _POSITIVE = (
     "tick_interval_ms",
     "checkpoint_interval_ms",
     "metadata_poll_interval_ms",
+    "metadata_image_cache_interval_ms",
     "retention_check_interval_ms",
     "producer_id_expiration_check_interval_ms",
     "leader_imbalance_check_interval_ms",
@@ -277,6 +278,12 @@ class BrokerConfig:
     tick_interval_ms: int = 50
     checkpoint_interval_ms: int = 5_000
     metadata_poll_interval_ms: int = 200
+    #: keep the metadata image in ``<first log dir>/__cluster_metadata_image`` and resume the
+    #: feed from it at start (``raft://`` only: it needs the store's cluster id), rewritten at
+    #: most every ``metadata_image_cache_interval_ms`` while the image changes, and at a clean
+    #: shutdown (``replog.broker.image_cache``)
+    metadata_image_cache_enable: bool = True
+    metadata_image_cache_interval_ms: int = 10_000
     #: how often retention deletes old segments (Kafka's log.retention.check.interval.ms)
     retention_check_interval_ms: int = 300_000
     #: how often idle idempotent producers' state is dropped (Kafka's

@@ -12,8 +12,10 @@ the group coordinator's timers). Outputs are ``effects`` (``take_effects``): res
 coordinator calls, requests to other brokers, fsyncs, log cleanings. Storage calls
 (``replog.log``) are short and synchronous, and run inside the inputs.
 
-Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads a metadata
-snapshot (deleting stray logs), drains this broker's admin queue and serves (ONLINE);
+Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads the metadata
+image (a snapshot, or on ``raft://`` the cached image brought up to date from the feed:
+``MetadataChannel.load_image``) deleting stray logs, drains this broker's admin queue and
+serves (ONLINE);
 ``begin_stop(controlled=True)`` asks the controller to move leadership away and reports
 ``stop_ready`` once this broker leads nothing that could move, or after
 ``controlled_shutdown_timeout_ms``; ``close_logs`` then flushes, checkpoints and writes the
@@ -228,7 +230,7 @@ class BrokerDriver:
             state_listener=self._state_listener,
         )
         self.outbox.emit(Subscribe(self.broker_id, self.incarnation_epoch))
-        self.metadata.load_snapshot(self._snapshot_loaded)
+        self.metadata.load_image(self._snapshot_loaded)
 
     def _snapshot_loaded(self) -> None:
         if self.state is not BrokerState.FENCED:
@@ -305,6 +307,7 @@ class BrokerDriver:
     def close_logs(self) -> None:
         """Flush, checkpoint, close every log and write the clean-shutdown markers; then the
         shell unregisters (``unregister``). Call once no fsync is in flight."""
+        self.metadata.keeper.save_at_shutdown()
         try:
             self.log_manager.shutdown(self.incarnation_epoch)
         except StorageError as exc:
@@ -349,6 +352,7 @@ class BrokerDriver:
         if now_ms >= self._next_feed_ms:
             self._next_feed_ms = now_ms + config.metadata_poll_interval_ms
             self.metadata.poll_feed()
+        self.metadata.maybe_save_image()
         if not self.active and self.state is not BrokerState.STOPPING:
             return
         rm = self.rm

@@ -6,6 +6,10 @@
   a new incarnation (KIP-903), never the old, retrying until it succeeds.
 - **Heartbeats** every ``heartbeat_interval_ms``; the session state says whether this broker's
   metadata is current (while it is not, leaders complete no acks=all produce).
+- **The image** (``load_image``, at each registration): the cached image brought up to date
+  from the feed when the store vouches for it (``ImageKeeper``), else a full snapshot; the
+  feed is not polled until one of them is applied. The keeper follows every image applied
+  and writes it to the log dir now and then.
 - **The feed**: one ``changes_since`` in flight at a time, from the cursor; a gap
   (``MustResyncError``) reloads a snapshot. Records apply to the ``ReplicaManager`` (under
   ``BrokerDriver.exclusive``: a metadata change may truncate or delete a log); completions of
@@ -20,9 +24,11 @@
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from replog.broker.image_keeper import ImageKeeper
 from replog.coord.errors import (
     BrokerIdInUseError,
     CoordinatorUnavailableError,
@@ -50,6 +56,8 @@ __all__ = ["AdminCallback", "MetadataChannel"]
 AdminCallback = Callable[[AdminRequestChanged | None, str], None]
 """Gets the completion record, or (None, why) when there is none."""
 
+_log = logging.getLogger(__name__)
+
 EARLY_COMPLETIONS_MAX = 1024
 REGISTER_RETRY_MS = 50
 
@@ -60,6 +68,15 @@ class MetadataChannel:
     def __init__(self, driver: BrokerDriver) -> None:
         self._driver = driver
         self.feed_seq = 0
+        self._image_loaded = False
+        config = driver.config
+        self.keeper = ImageKeeper(
+            driver.log_manager.fs,
+            driver.log_manager.dirs[0].path,
+            enabled=config.metadata_image_cache_enable,
+            interval_ms=config.metadata_image_cache_interval_ms,
+            broker_id=driver.broker_id,
+        )
         self._feed_busy = False
         self._feed_again = False
         self._heartbeat_busy = False
@@ -163,6 +180,29 @@ class MetadataChannel:
 
     # ------------------------------------------------------------------ the feed
 
+    def load_image(self, then: Callable[[], None]) -> None:
+        """At registration: the cached image brought up to date if the store vouches for it,
+        else a full snapshot; then ``then``."""
+        driver = self._driver
+        self._image_loaded = False
+        if not self.keeper.has_cache():
+            self.load_snapshot(then)
+            return
+
+        def done(resumed: Any, error: BaseException | None) -> None:
+            if error is None and isinstance(resumed, MetadataSnapshot):
+                self._apply_image(resumed, then, from_cache=True)
+                return
+            if isinstance(error, MustResyncError):
+                why: object = f"the store no longer has its cursor ({error})"
+            else:
+                why = error if error is not None else resumed
+            if why != "no usable cached image":  # (read_image said why)
+                _log.warning("broker %s: reading a full snapshot: %s", driver.broker_id, why)
+            self.load_snapshot(then)
+
+        driver.outbox.call("resume from the image cache", self.keeper.resume, done)
+
     def load_snapshot(self, then: Callable[[], None]) -> None:
         """Read a snapshot and apply it (start-up, and after a feed gap)."""
         driver = self._driver
@@ -171,23 +211,45 @@ class MetadataChannel:
             if error is not None or not isinstance(snapshot, MetadataSnapshot):
                 driver.coordinator_unavailable("snapshot", error)
                 return
-
-            def apply() -> None:
-                self.feed_seq = snapshot.seq
-                driver.rm.apply_snapshot(snapshot, driver.now_ms)
-                driver.after_metadata()
-                then()
-
-            driver.exclusive(apply)
+            self._apply_image(snapshot, then, from_cache=False)
 
         driver.outbox.call("snapshot", lambda c: c.snapshot(), done)
+
+    def _apply_image(
+        self, snapshot: MetadataSnapshot, then: Callable[[], None], *, from_cache: bool
+    ) -> None:
+        driver = self._driver
+
+        def apply() -> None:
+            self.feed_seq = snapshot.seq
+            self._image_loaded = True
+            driver.rm.apply_snapshot(snapshot, driver.now_ms)
+            self.keeper.loaded(snapshot, from_cache=from_cache)
+            driver.after_metadata()
+            then()
+            if self._feed_again and not self._feed_busy:
+                self.poll_feed()  # the feed moved while the image was read
+
+        driver.exclusive(apply)
+
+    def maybe_save_image(self) -> None:
+        """Write the image to the log dir if it changed and the interval has passed."""
+        snapshot = self.keeper.take_save(self._driver.now_ms)
+        if snapshot is None:
+            return
+        keeper = self.keeper
+        self._driver.outbox.call(
+            "image cache", lambda c: keeper.write(snapshot), lambda _, e: keeper.saved(e)
+        )
 
     def poll_feed(self) -> None:
         """Read the feed from the cursor (again later if a read is in flight)."""
         driver = self._driver
         if driver.rm_or_none is None:
             return
-        if self._feed_busy:
+        if self._feed_busy or not self._image_loaded:
+            # after the read in flight, or once the image is applied (a read from before it
+            # would apply records the image already has, to an empty replica manager)
             self._feed_again = True
             return
         self._feed_busy, self._feed_again = True, False
@@ -218,6 +280,7 @@ class MetadataChannel:
                 elif change.reason is AdminRequestChangeReason.COMPLETED:
                     self._completed(change)
         self.feed_seq = batch.next_seq
+        self.keeper.applied(batch)
         driver.after_metadata()
         if queued_for_us:
             self.drain()

@@ -402,6 +402,13 @@ class Coordinator(abc.ABC):
         broker configs, and the cursor ``seq`` to follow the feed from. Records with
         seq >= ``snapshot.seq`` may repeat what the image shows; they are idempotent."""
 
+    def cluster_id(self, *, timeout_ms: int | None = None) -> str | None:
+        """The store's identity (``MetadataSnapshot.cluster_id``) without reading the image:
+        feed seqs are only meaningful within one store, so a reader holding a cursor from an
+        earlier run checks it first (a recreated store restarts its seqs). None on a backend
+        that keeps no identity (the default), or before the store has one."""
+        return None
+
     @abc.abstractmethod
     def subscribe(
         self, callback: Callable[[ChangeBatch], None], *, from_seq: int | None = None

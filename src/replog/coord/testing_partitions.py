@@ -14,6 +14,7 @@ from replog.coord.errors import (
     InvalidPartitionStateError,
     MustResyncError,
 )
+from replog.coord.image import MetadataImage
 from replog.coord.testing_base import EMPTY, ContractBase, replay
 from replog.coord.types import (
     NO_LEADER,
@@ -237,6 +238,26 @@ class PartitionStateContract(ContractBase):
         )
         assert rebuilt.broker_configs == snap.broker_configs == {-1: (("log.retention.ms", "5"),)}
         assert rebuilt.seq <= snap.seq
+
+    def test_an_image_advanced_by_the_feed_is_the_later_snapshot(self, coord: Coordinator) -> None:
+        ctl = self._busy_store(coord)
+        start = coord.snapshot()
+        coord.create_topic("later", [[1], [1]], controller_epoch=ctl.controller_epoch)
+        coord.delete_topic("later", controller_epoch=ctl.controller_epoch)
+        coord.create_topic("kept", [[1]], controller_epoch=ctl.controller_epoch)
+        self.register(coord, 9)
+        image = MetadataImage.from_snapshot(start)
+        while (batch := coord.changes_since(image.seq, max_changes=2)).changes:
+            image.apply(batch.changes, batch.next_seq)
+        snap = coord.snapshot()
+        assert attrs.evolve(image.snapshot(), seq=snap.seq) == snap
+        assert image.seq <= snap.seq
+
+    def test_the_cluster_id_is_the_snapshots(self, coord: Coordinator) -> None:
+        self.eventually(
+            lambda: coord.cluster_id() == coord.snapshot().cluster_id == coord.cluster_id(),
+            "cluster_id() and snapshot().cluster_id agree",
+        )
 
     def test_catch_up_after_a_gap_goes_through_a_snapshot(self, coord: Coordinator) -> None:
         ctl = self._busy_store(coord)

@@ -29,7 +29,7 @@ __all__ = [
 
 
 def int_tuple(values: Iterable[int]) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)
+    return tuple(map(int, values))
 
 
 def replica_lists(values: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:

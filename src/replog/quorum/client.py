@@ -108,6 +108,9 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         self._subscriptions: list[FeedSubscription] = []
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
+        #: full images read (``snapshot``) through this handle; tests and operators see
+        #: whether a broker resumed from its cached image instead
+        self.snapshot_reads = 0
 
     @classmethod
     def from_url(cls, url: str, /, **options: Any) -> RaftCoordinator:
@@ -455,8 +458,14 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
 
     def snapshot(self, *, timeout_ms: int | None = None) -> MetadataSnapshot:
         """See ``Coordinator.snapshot``."""
+        self.snapshot_reads += 1
         image: MetadataSnapshot = self._read(rc.GetSnapshot(), timeout_ms)
         return image
+
+    def cluster_id(self, *, timeout_ms: int | None = None) -> str | None:
+        """See ``Coordinator.cluster_id``."""
+        found: str | None = self._read(rc.GetClusterId(), timeout_ms)
+        return found
 
     def subscribe(
         self, callback: Callable[[ChangeBatch], None], *, from_seq: int | None = None

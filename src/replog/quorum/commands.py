@@ -56,6 +56,7 @@ __all__ = [
     "FeedHead",
     "GetBroker",
     "GetBrokerConfigs",
+    "GetClusterId",
     "GetProducerIdBlock",
     "GetPartitionState",
     "GetSnapshot",
@@ -403,6 +404,11 @@ class GetBrokerConfigs:
     """``broker_configs``."""
 
 
+@attrs.frozen
+class GetClusterId:
+    """``cluster_id``: the store's id (`InitCluster`), None before one is applied."""
+
+
 Query = (
     GetBroker
     | LiveBrokers
@@ -418,6 +424,7 @@ Query = (
     | Watch
     | GetProducerIdBlock
     | GetBrokerConfigs
+    | GetClusterId
 )
 
 QUERIES: tuple[type[Query], ...] = (
@@ -435,6 +442,7 @@ QUERIES: tuple[type[Query], ...] = (
     Watch,
     GetProducerIdBlock,
     GetBrokerConfigs,
+    GetClusterId,
 )
 
 # ---------------------------------------------------------------------------- snapshot records

@@ -74,6 +74,7 @@ from replog.quorum.commands import (
     FeedHead,
     GetBroker,
     GetBrokerConfigs,
+    GetClusterId,
     GetPartitionState,
     GetProducerIdBlock,
     GetSnapshot,
@@ -306,6 +307,8 @@ class MetadataMachine:
                 return next((b for b in self._producer_id_blocks if b.broker_id == broker_id), None)
             case GetBrokerConfigs():
                 return dict(sorted(self._broker_configs.items()))
+            case GetClusterId():
+                return self._cluster_id
             case Heartbeat(broker_id=broker_id, incarnation_epoch=incarnation):
                 current = self._brokers.get(broker_id)
                 rules.check_incarnation(
