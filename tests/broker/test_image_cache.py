@@ -78,7 +78,7 @@ def _damaged(data: bytes, how: str) -> bytes:
     if how == "version":
         return data[:4] + struct.pack(">H", 2) + data[6:]
     if how == "magic":
-        return b"XXXX" + data[4:]
+        return b"RLMJ" + data[4:]  # a near miss of the cache's magic b"RLMI"
     if how == "trailing":
         return data + b"\0"
     raise AssertionError(how)
