@@ -85,8 +85,12 @@ class ImageKeeper:
     # ------------------------------------------------------------------ following the image
 
     def loaded(self, snapshot: MetadataSnapshot, *, from_cache: bool) -> None:
-        """The broker applied ``snapshot`` (a full one, or the cache brought up to date)."""
-        self.image = MetadataImage.from_snapshot(snapshot)
+        """The broker applied ``snapshot`` (a full one, or the cache brought up to date). The
+        keeper follows the image only when it may save it (enabled, and the store has a
+        cluster id): on the other backends it would apply every feed batch a second time to a
+        copy that is never written."""
+        cacheable = self.enabled and snapshot.cluster_id is not None
+        self.image = MetadataImage.from_snapshot(snapshot) if cacheable else None
         self._dirty = True
         if from_cache:
             self.cache_resumes += 1
