@@ -48,6 +48,7 @@ _FIXED_FORMATS: dict[Scalar, str] = {
     Scalar.INT16: "h",
     Scalar.INT32: "i",
     Scalar.INT64: "q",
+    Scalar.UINT16: "H",
     Scalar.UINT32: "I",
     Scalar.FLOAT64: "d",
 }

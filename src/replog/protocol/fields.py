@@ -50,6 +50,7 @@ class Scalar(enum.Enum):
     INT16 = "int16"
     INT32 = "int32"
     INT64 = "int64"
+    UINT16 = "uint16"
     UINT32 = "uint32"
     FLOAT64 = "float64"
     BOOL = "bool"
@@ -60,7 +61,8 @@ class Scalar(enum.Enum):
 
 
 INT8, INT16, INT32, INT64 = Scalar.INT8, Scalar.INT16, Scalar.INT32, Scalar.INT64
-UINT32, FLOAT64, BOOL, UUID = Scalar.UINT32, Scalar.FLOAT64, Scalar.BOOL, Scalar.UUID
+UINT16, UINT32 = Scalar.UINT16, Scalar.UINT32
+FLOAT64, BOOL, UUID = Scalar.FLOAT64, Scalar.BOOL, Scalar.UUID
 STRING, BYTES, RECORDS = Scalar.STRING, Scalar.BYTES, Scalar.RECORDS
 
 _SCALAR_DEFAULTS: dict[Scalar, object] = {
@@ -68,6 +70,7 @@ _SCALAR_DEFAULTS: dict[Scalar, object] = {
     Scalar.INT16: 0,
     Scalar.INT32: 0,
     Scalar.INT64: 0,
+    Scalar.UINT16: 0,
     Scalar.UINT32: 0,
     Scalar.FLOAT64: 0.0,
     Scalar.BOOL: False,

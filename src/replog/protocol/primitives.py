@@ -2,7 +2,8 @@
 
 Byte layouts (all integers big-endian, two's complement):
 
-    int8/int16/int32/int64   1/2/4/8 bytes;  uint32: 4 bytes unsigned;  bool: int8, non-zero = true
+    int8/int16/int32/int64   1/2/4/8 bytes;  uint16/uint32: 2/4 bytes unsigned
+    bool                     int8, non-zero = true
     uuid                     16 bytes
     unsigned varint          7 bits a byte, low group first, high bit = "more"; at most 5 bytes
     varint / varlong         zig-zag ((n << 1) ^ (n >> 31|63)) then unsigned varint; 5 / 10 bytes
@@ -44,6 +45,7 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _F64 = struct.Struct(">d")
 
@@ -121,6 +123,10 @@ class Reader:
     def read_int64(self) -> int:
         """Read a signed 64-bit integer."""
         return int(self._unpack(_I64, "int64"))
+
+    def read_uint16(self) -> int:
+        """Read an unsigned 16-bit integer."""
+        return int(self._unpack(_U16, "uint16"))
 
     def read_uint32(self) -> int:
         """Read an unsigned 32-bit integer."""
@@ -322,6 +328,10 @@ class Writer:
     def write_int64(self, value: int) -> None:
         """Write a signed 64-bit integer."""
         self._pack(_I64, value, "int64")
+
+    def write_uint16(self, value: int) -> None:
+        """Write an unsigned 16-bit integer."""
+        self._pack(_U16, value, "uint16")
 
     def write_uint32(self, value: int) -> None:
         """Write an unsigned 32-bit integer."""

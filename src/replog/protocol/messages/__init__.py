@@ -3,6 +3,9 @@
 ``APIS`` maps each api key to an ``ApiSpec`` (the ``ApiInfo`` plus the request and response
 classes). ``supported_api_versions()`` is what an ApiVersions response advertises.
 
+``CONTROLLER_APIS`` are what the metadata quorum's port serves to Kafka-protocol connections
+(BrokerRegistration, BrokerHeartbeat and ApiVersions); brokers neither serve nor advertise them.
+
 ``GROUP_APIS`` is the consumer-group part of ``APIS`` (the broker's group coordinator serves
 them; ``replog.broker.requests.groups``). An API is advertised and decoded by ``framing`` only
 once its spec is in ``APIS``.
@@ -33,6 +36,16 @@ from replog.protocol.messages.admin import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DeleteTopicState,
+)
+from replog.protocol.messages.broker_lifecycle import (
+    BROKER_HEARTBEAT,
+    BROKER_REGISTRATION,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationFeature,
+    BrokerRegistrationListener,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
 )
 from replog.protocol.messages.cluster import (
     API_VERSIONS,
@@ -243,6 +256,15 @@ from replog.protocol.schema import ApiInfo, Request, Response
 __all__ = [
     "API_VERSIONS",
     "APIS",
+    "BROKER_HEARTBEAT",
+    "BROKER_REGISTRATION",
+    "CONTROLLER_APIS",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationFeature",
+    "BrokerRegistrationListener",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
     "DELETE_TOPICS",
@@ -516,6 +538,19 @@ APIS: dict[int, ApiSpec] = {
 }
 invariant(not GROUP_APIS.keys() & APIS.keys(), "a group API key is taken")
 APIS.update(GROUP_APIS)
+
+
+CONTROLLER_APIS: dict[int, ApiSpec] = {
+    spec.info.api_key: spec
+    for spec in (
+        ApiSpec(API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
+        ApiSpec(BROKER_REGISTRATION, BrokerRegistrationRequest, BrokerRegistrationResponse),
+        ApiSpec(BROKER_HEARTBEAT, BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    )
+}
+"""What a quorum node's port serves to Kafka-protocol connections (the controller listener's
+APIs replog has; ``replog.quorum.kafka_port``). Not in ``APIS``: a broker's port does not serve
+them."""
 
 
 def supported_api_versions() -> list[ApiVersion]:
