@@ -1,12 +1,15 @@
 """`RaftCoordinator`: the ``raft://host:port,host:port,...`` backend, a client of replog's own
 metadata quorum (``replog controller`` processes, or ``LocalQuorum`` in-process).
 
-Theory of operation. Every contract call becomes one request to the quorum leader through a
-`QuorumChannel`: a write is a command of the metadata log, acknowledged once committed and
-applied; a read is answered by the leader after a read barrier (``quorum/frontend.py``). The
-contract's rules are applied by the voters' `MetadataMachine`; this handle checks the arguments
-first (so bad input raises before any round trip, as with the other backends) and keeps what
-is per handle:
+Theory of operation. A broker's life cycle travels as Kafka's own RPCs to the active
+controller (the quorum leader) through a `BrokerRpcChannel` (``quorum/broker_channel.py``):
+``register_broker`` is a BrokerRegistration (its ``broker_epoch`` is the incarnation epoch) and
+every heartbeat a BrokerHeartbeat. Every other contract call becomes one request to the quorum
+leader through a `QuorumChannel`: a write is a command of the metadata log, acknowledged once
+committed and applied; a read is answered by the leader after a read barrier
+(``quorum/frontend.py``). The contract's rules are applied by the voters' `MetadataMachine`; this
+handle checks the arguments first (so bad input raises before any round trip, as with the other
+backends) and keeps what is per handle:
 
 - **Sessions** it registered (``quorum/sessions.py``, a part of this class): a keep-alive
   thread heartbeats each one every third of its session timeout (capped at 2 s, as KRaft
@@ -32,7 +35,7 @@ import contextlib
 import threading
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord import rules
@@ -70,8 +73,21 @@ from replog.coord.types import (
     TopicConfigs,
     topic_configs,
 )
-from replog.errors import ErrorCode, InvalidConfigError
+from replog.errors import ErrorCode, InvalidConfigError, invariant
+from replog.protocol.messages import (
+    BROKER_HEARTBEAT,
+    BROKER_REGISTRATION,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
+)
 from replog.quorum import commands as rc
+from replog.quorum.broker_channel import (
+    BrokerRpcChannel,
+    heartbeat_outcome,
+    registered_broker,
+    registration_request,
+)
 from replog.quorum.channel import QuorumChannel, parse_addresses
 from replog.quorum.sessions import HeldSession, SessionKeeperMixin
 from replog.quorum.subscription import FeedSubscription
@@ -99,6 +115,9 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         self._timeout_ms = default_timeout_ms
         self._clock = clock
         self._channel = QuorumChannel(self.addresses, clock=clock)
+        self._brokers = BrokerRpcChannel(
+            self.addresses, leader_hint=lambda: self._channel.leader, clock=clock
+        )
         self._lock = threading.Lock()
         self._closed = False
         self._sessions: dict[int, HeldSession] = {}
@@ -188,6 +207,7 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
                 self._write(command, _CLOSE_TIMEOUT_MS)
         self._closed = True
         self._channel.close()
+        self._brokers.close()
         if self._keeper is not None and self._keeper is not threading.current_thread():
             self._keeper.join(5)
 
@@ -207,16 +227,25 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
     ) -> BrokerInfo:
         """See ``Coordinator.register_broker``."""
         rules.check_registration(broker_id, session_timeout_ms)
-        command = rc.RegisterBroker(
-            broker_id=broker_id,
-            host=host,
-            port=port,
-            rack=rack,
+        request = registration_request(
+            broker_id,
+            host,
+            port,
+            rack,
             session_timeout_ms=session_timeout_ms,
             clean_shutdown=clean_shutdown,
             fenced=fenced,
         )
-        broker: BrokerInfo = self._write(command, timeout_ms)
+        if self._closed:
+            raise CoordinatorClosedError("this raft coordinator is closed")
+        response = self._brokers.call(
+            request,
+            version=BROKER_REGISTRATION.max_version,
+            timeout_ms=self._timeout_ms if timeout_ms is None else timeout_ms,
+            idempotent=False,
+        )
+        invariant(isinstance(response, BrokerRegistrationResponse), f"answered {response!r}")
+        broker = registered_broker(request, cast(BrokerRegistrationResponse, response))
         with self._lock:
             session = HeldSession(broker, session_timeout_ms)
             session.next_heartbeat_ms = self._clock.monotonic_ms() + session.interval_ms
@@ -231,14 +260,31 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
     ) -> SessionState:
         """See ``Coordinator.heartbeat``."""
         self._check_acting(broker_id)
-        query = rc.Heartbeat(broker_id, incarnation_epoch)
         try:
-            state: SessionState = self._read(query, timeout_ms)
+            state = self._send_heartbeat(broker_id, incarnation_epoch, timeout_ms)
         except SessionExpiredError:
             self._lose(broker_id, incarnation_epoch)
             raise
         self._on_heartbeat_ok(broker_id, incarnation_epoch)
         return state
+
+    def _send_heartbeat(
+        self, broker_id: int, incarnation_epoch: int, timeout_ms: int | None
+    ) -> SessionState:
+        """One BrokerHeartbeat: CONNECTED, or ``SessionExpiredError``."""
+        if self._closed:
+            raise CoordinatorClosedError("this raft coordinator is closed")
+        request = BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=incarnation_epoch, current_metadata_offset=-1
+        )
+        response = self._brokers.call(
+            request,
+            version=BROKER_HEARTBEAT.max_version,
+            timeout_ms=self._timeout_ms if timeout_ms is None else timeout_ms,
+            idempotent=True,
+        )
+        invariant(isinstance(response, BrokerHeartbeatResponse), f"answered {response!r}")
+        return heartbeat_outcome(request, cast(BrokerHeartbeatResponse, response))
 
     def update_broker(
         self,

@@ -2,10 +2,11 @@
 
 Theory of operation. The server owns one `RaftNode` (the metadata log ``__cluster_metadata-0``
 under ``data_dir``, applied by a `MetadataMachine`) and the `QuorumFrontend` that serves
-coordinator calls on it, and does their IO: one listening TCP port for both voters and clients
-(``quorum/wire.py``), an outgoing connection per other voter that carries this node's Raft
-messages, the clock, and the fsync. Everything runs on the loop's thread, so the node, the
-frontend and the machine need no locks.
+coordinator calls on it, and does their IO: one listening TCP port for voters, replog's
+coordinator clients (``quorum/wire.py``) and brokers speaking Kafka's BrokerRegistration and
+BrokerHeartbeat (``quorum/kafka_port.py``), an outgoing connection per other voter that carries
+this node's Raft messages, the clock, and the fsync. Everything runs on the loop's thread, so the
+node, the frontend and the machine need no locks.
 
 After every input (a frame, a timer) the server *pumps*: the frontend proposes what is queued,
 the log is fsynced if anything was appended (inline: one fsync covers every input handled since
@@ -56,6 +57,8 @@ from replog.coord.contract import ADMIN_QUEUE_LIMIT
 from replog.errors import InvalidConfigError, ProtocolError, invariant
 from replog.log.fs import REAL_FS
 from replog.protocol.framing import FrameReader
+from replog.protocol.schema import Message as KafkaMessage
+from replog.quorum import kafka_port
 from replog.quorum import wire as raft_wire
 from replog.quorum.frontend import (
     QuorumFrontend,
@@ -83,6 +86,9 @@ _RESIGN_DRAIN_MS = 500
 _DRAIN_POLL_MS = 5
 _READ_BYTES = 1 << 16
 _NEVER = 1 << 62
+_KAFKA = 2  # a connection's kind: Kafka requests (quorum/kafka_port.py)
+#: how long the frontend may hold a Kafka request (they carry no timeout of their own)
+_KAFKA_CALL_TIMEOUT_MS = 30_000
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -253,6 +259,16 @@ class _PeerLink:
             writer.close()
 
 
+@attrs.define
+class _KafkaClient:
+    """A Kafka-protocol connection: its writer, its requests held by the frontend (by
+    ticket), and the order its replies must go out in."""
+
+    writer: asyncio.StreamWriter
+    order: kafka_port.ReplyOrder = attrs.field(factory=kafka_port.ReplyOrder)
+    calls: dict[int, kafka_port.KafkaCall] = attrs.field(factory=dict)
+
+
 class QuorumServer:
     """One voter (see the module docstring). Start with ``await QuorumServer.start(...)`` on
     the loop that will run it."""
@@ -272,6 +288,7 @@ class QuorumServer:
             if v != config.node_id
         }
         self._clients: dict[int, asyncio.StreamWriter] = {}
+        self._kafka: dict[int, _KafkaClient] = {}
         self._connections: set[asyncio.StreamWriter] = set()
         self._client_ids = itertools.count(1)
         self._parked: dict[int, tuple[FetchRequest, int]] = {}
@@ -374,11 +391,16 @@ class QuorumServer:
                 if not data:
                     return
                 for body in frames.feed(data):
+                    if kind < 0 and kafka_port.is_kafka_first_frame(body):
+                        kind, client_id = _KAFKA, next(self._client_ids)
+                        self._kafka[client_id] = _KafkaClient(writer)
                     if kind < 0:
                         kind, peer_id = raft_wire.decode_hello(body)
                         if kind == raft_wire.CLIENT:
                             client_id = next(self._client_ids)
                             self._clients[client_id] = writer
+                    elif kind == _KAFKA:
+                        self._on_kafka_request(client_id, kafka_port.decode_call(body))
                     elif kind == raft_wire.PEER:
                         self._on_peer_message(peer_id, raft_wire.decode_message(body))
                     else:
@@ -389,6 +411,7 @@ class QuorumServer:
             pass
         finally:
             self._clients.pop(client_id, None)
+            self._kafka.pop(client_id, None)
             self._connections.discard(writer)
             writer.close()
 
@@ -423,6 +446,33 @@ class QuorumServer:
         token = (client_id, request.correlation_id)
         self.frontend.on_request(token, request.request, deadline_ms, now_ms)
         self._schedule_pump()
+
+    def _on_kafka_request(self, client_id: int, call: kafka_port.KafkaCall) -> None:
+        """A BrokerRegistration / BrokerHeartbeat (served by the frontend as a RegisterBroker /
+        Heartbeat) or an ApiVersions (answered here)."""
+        client = self._kafka[client_id]
+        ticket = client.order.expect()
+        if self.stopped.is_set():
+            return
+        planned = kafka_port.plan(call, self.frontend.machine)
+        if isinstance(planned, KafkaMessage):
+            self._write_kafka(client_id, ticket, kafka_port.encode_answer(call, planned))
+            return
+        client.calls[ticket] = call
+        now_ms = self._clock.monotonic_ms()
+        deadline_ms = now_ms + _KAFKA_CALL_TIMEOUT_MS
+        self.frontend.on_request((client_id, ticket), planned, deadline_ms, now_ms)
+        self._schedule_pump()
+
+    def _write_kafka(self, client_id: int, ticket: int, data: bytes) -> None:
+        client = self._kafka.get(client_id)
+        if client is None:
+            return
+        try:
+            for frame in client.order.complete(ticket, data):
+                client.writer.write(frame)
+        except (OSError, RuntimeError):
+            self._kafka.pop(client_id, None)
 
     # ------------------------------------------------------------------ fetch long poll
 
@@ -523,6 +573,12 @@ class QuorumServer:
     def _send_reply(self, token: object, reply: Reply) -> None:
         invariant(isinstance(token, tuple) and len(token) == 2, f"bad reply token {token!r}")
         client_id, correlation_id = cast(tuple[int, int], token)
+        kafka = self._kafka.get(client_id)
+        if kafka is not None:
+            call = kafka.calls.pop(correlation_id)
+            response = kafka_port.answer(call, reply, self.frontend.machine)
+            self._write_kafka(client_id, correlation_id, kafka_port.encode_answer(call, response))
+            return
         writer = self._clients.get(client_id)
         if writer is None:
             return

@@ -4,9 +4,9 @@ session listeners, and the ``SessionFaults`` hooks of the contract suite.
 
 A session lives while its handle does: the keep-alive thread heartbeats each one every third of
 its session timeout (capped at 2 s, as KRaft brokers heartbeat their controller). A heartbeat
-that cannot reach a leader makes the session SUSPENDED, the next that does CONNECTED again; one
-answered ``SessionExpiredError`` (the leader's clock passed the deadline and the expiry
-committed) makes it LOST.
+(a BrokerHeartbeat to the active controller) that cannot reach it makes the session SUSPENDED,
+the next that does CONNECTED again; one answered ``SessionExpiredError`` (the leader's clock
+passed the deadline and the expiry committed) makes it LOST.
 
 ``SessionKeeperMixin`` is a part of ``RaftCoordinator``: it uses the handle's state and
 helpers, declared below, and is not used on its own (as ``coord/zk_configs.py`` is a part of
@@ -73,6 +73,10 @@ class SessionKeeperMixin:
 
         def heartbeat(
             self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+        ) -> SessionState: ...
+
+        def _send_heartbeat(
+            self, broker_id: int, incarnation_epoch: int, timeout_ms: int | None
         ) -> SessionState: ...
 
     def _emit(self, session: HeldSession, state: SessionState) -> None:
@@ -169,7 +173,7 @@ class SessionKeeperMixin:
 
     def _keep_one(self, broker_id: int, incarnation: int, interval_ms: int) -> None:
         try:
-            self._read(rc.Heartbeat(broker_id, incarnation), max(interval_ms, 200))
+            self._send_heartbeat(broker_id, incarnation, max(interval_ms, 200))
         except SessionExpiredError:
             self._lose(broker_id, incarnation)
             return

@@ -1,4 +1,4 @@
-"""The built-in quorum's wire format: one TCP port per node, Kafka framing, two kinds of
+"""The built-in quorum's wire format: one TCP port per node, Kafka framing, three kinds of
 connection.
 
 Every frame is Kafka's: ``size int32`` (the bytes that follow), then the body
@@ -6,6 +6,9 @@ Every frame is Kafka's: ``size int32`` (the bytes that follow), then the body
 big-endian. The first frame of a connection says who opens it::
 
     hello            magic "RLQ1"  kind int8 (0 peer, 1 client)  node_id int32 (-1: a client)
+    Kafka request    api_key int16  api_version int16  correlation_id int32 ... (any first
+                     frame that does not start with "RLQ1": a Kafka-protocol connection,
+                     ``quorum/kafka_port.py``; no hello, and every frame is a Kafka request)
 
 A **peer** connection (voter to voter) then carries Raft messages one way, from the opener
 (``replog.raft.messages``; answers travel on the answerer's own connection)::
@@ -24,9 +27,13 @@ A **client** connection carries coordinator calls, many in flight, answered in a
                      2 NOT_LEADER: {"leader": "host:port" or null} (not executed: retry
                      there); 3 UNKNOWN: a string (a write's outcome is unknown)
 
-The calls travel as JSON values rather than Kafka RPCs because the contract has operations no
-Kafka RPC has (sessions, admin queues, the change feed); they are the replog-specific request
-of this port.
+A **Kafka** connection carries BrokerRegistration, BrokerHeartbeat and ApiVersions requests
+and their responses, byte for byte as Kafka lays them out (``quorum/kafka_port.py``): a broker's
+registration and session keep-alive travel as Kafka's own RPCs.
+
+The other calls travel as JSON values rather than Kafka RPCs because the contract has
+operations no Kafka RPC has (admin queues, the change feed, the contract's controller role);
+they are the replog-specific request of this port.
 """
 
 from __future__ import annotations
