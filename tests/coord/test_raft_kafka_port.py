@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -86,9 +86,18 @@ def registration(
     return header_v2(62, 0, correlation_id) + body
 
 
-def heartbeat(broker_id: int, epoch: int, metadata_offset: int, correlation_id: int = 2) -> bytes:
+def heartbeat(
+    broker_id: int,
+    epoch: int,
+    metadata_offset: int,
+    correlation_id: int = 2,
+    *,
+    want_fence: bool = False,
+    want_shut_down: bool = False,
+) -> bytes:
     """BrokerHeartbeat v0: broker id, epoch, metadata offset, want fence, want shut down."""
-    body = struct.pack(">iqq??", broker_id, epoch, metadata_offset, False, False) + uvarint(0)
+    body = struct.pack(">iqq??", broker_id, epoch, metadata_offset, want_fence, want_shut_down)
+    body += uvarint(0)
     return header_v2(63, 0, correlation_id) + body
 
 
@@ -259,3 +268,53 @@ def test_a_follower_answers_not_controller(tmp_path: Path) -> None:
         assert parse_heartbeat(wire.call(heartbeat(7, 1, 1)))[0] == NOT_CONTROLLER
         _, epoch, _ = parse_registration(Wire(quorum.configs[leader].address).call(registration(7)))
         assert epoch > 0
+
+
+def _heartbeat_until(
+    wire: Wire, request: bytes, done: Callable[[tuple[int, bool, bool, bool]], bool]
+) -> None:
+    deadline_ms = SYSTEM_CLOCK.monotonic_ms() + 10_000
+    while not done(parse_heartbeat(wire.call(request))):
+        assert SYSTEM_CLOCK.monotonic_ms() < deadline_ms, "the controller never agreed"
+
+
+def test_want_shut_down_starts_a_controlled_shutdown_and_a_broker_leading_nothing_may_stop(
+    quorum: LocalQuorum,
+) -> None:
+    wire = Wire(quorum.configs[1].address)
+    _, epoch, _ = parse_registration(wire.call(registration(7)))
+    request = heartbeat(7, epoch, epoch, want_shut_down=True)
+    _heartbeat_until(wire, request, lambda answer: answer == (0, True, False, True))
+    coord = RaftCoordinator.from_url(quorum.url)
+    try:
+        broker = coord.get_broker(7)
+        assert broker is not None and broker.in_controlled_shutdown and not broker.fenced
+    finally:
+        coord.close()
+
+
+def test_a_broker_still_leading_a_partition_is_not_told_to_shut_down(quorum: LocalQuorum) -> None:
+    wire = Wire(quorum.configs[1].address)
+    _, epoch, _ = parse_registration(wire.call(registration(7)))
+    coord = RaftCoordinator.from_url(quorum.url)
+    try:
+        me = coord.register_broker(1, "localhost", 9093, session_timeout_ms=10_000)
+        controller = coord.elect_controller(1, me.incarnation_epoch)
+        coord.create_topic("t", [[7]], controller_epoch=controller.controller_epoch)
+        state = coord.get_partition_state("t", 0)
+        assert state is not None and state.leader == 7
+        request = heartbeat(7, epoch, epoch, want_shut_down=True)
+        coord_broker = lambda: coord.get_broker(7)  # noqa: E731
+        _heartbeat_until(
+            wire, request, lambda _: bool((b := coord_broker()) and b.in_controlled_shutdown)
+        )
+        assert parse_heartbeat(wire.call(request)) == (0, True, False, False)
+    finally:
+        coord.close()
+
+
+def test_want_fence_fences_the_broker(quorum: LocalQuorum) -> None:
+    wire = Wire(quorum.configs[1].address)
+    _, epoch, _ = parse_registration(wire.call(registration(7)))
+    request = heartbeat(7, epoch, epoch, want_fence=True)
+    _heartbeat_until(wire, request, lambda answer: answer == (0, True, True, False))

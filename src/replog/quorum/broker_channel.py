@@ -24,6 +24,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord import rules
@@ -34,9 +35,11 @@ from replog.coord.errors import (
     SessionExpiredError,
 )
 from replog.coord.types import BrokerInfo, SessionState
-from replog.errors import ErrorCode, ProtocolError
+from replog.errors import ErrorCode, ProtocolError, invariant
 from replog.protocol.framing import FrameReader, RequestHeader, encode_request_header
 from replog.protocol.messages import (
+    BROKER_HEARTBEAT,
+    BROKER_REGISTRATION,
     CONTROLLER_APIS,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -200,6 +203,29 @@ class BrokerRpcChannel:
             declined += 1
             if declined % len(self._addresses) == 0:
                 self._pause_ms(min(_NO_CONTROLLER_PAUSE_MS, remaining_ms))
+
+    def register(self, request: BrokerRegistrationRequest, *, timeout_ms: int) -> BrokerInfo:
+        """One BrokerRegistration: the stored registration (`registered_broker`)."""
+        response = self.call(
+            request,
+            version=BROKER_REGISTRATION.max_version,
+            timeout_ms=timeout_ms,
+            idempotent=False,
+        )
+        invariant(isinstance(response, BrokerRegistrationResponse), f"answered {response!r}")
+        return registered_broker(request, cast(BrokerRegistrationResponse, response))
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, *, timeout_ms: int) -> SessionState:
+        """One BrokerHeartbeat (no metadata offset, no wish): CONNECTED, or
+        ``SessionExpiredError`` (`heartbeat_outcome`)."""
+        request = BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch, current_metadata_offset=-1
+        )
+        response = self.call(
+            request, version=BROKER_HEARTBEAT.max_version, timeout_ms=timeout_ms, idempotent=True
+        )
+        invariant(isinstance(response, BrokerHeartbeatResponse), f"answered {response!r}")
+        return heartbeat_outcome(request, cast(BrokerHeartbeatResponse, response))
 
     def _call_on(
         self, address: Address, request: Request, version: int, timeout_ms: int

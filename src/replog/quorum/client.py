@@ -35,7 +35,7 @@ import contextlib
 import threading
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.coord import rules
@@ -73,21 +73,9 @@ from replog.coord.types import (
     TopicConfigs,
     topic_configs,
 )
-from replog.errors import ErrorCode, InvalidConfigError, invariant
-from replog.protocol.messages import (
-    BROKER_HEARTBEAT,
-    BROKER_REGISTRATION,
-    BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse,
-    BrokerRegistrationResponse,
-)
+from replog.errors import ErrorCode, InvalidConfigError
 from replog.quorum import commands as rc
-from replog.quorum.broker_channel import (
-    BrokerRpcChannel,
-    heartbeat_outcome,
-    registered_broker,
-    registration_request,
-)
+from replog.quorum.broker_channel import BrokerRpcChannel, registration_request
 from replog.quorum.channel import QuorumChannel, parse_addresses
 from replog.quorum.sessions import HeldSession, SessionKeeperMixin
 from replog.quorum.subscription import FeedSubscription
@@ -238,14 +226,8 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         )
         if self._closed:
             raise CoordinatorClosedError("this raft coordinator is closed")
-        response = self._brokers.call(
-            request,
-            version=BROKER_REGISTRATION.max_version,
-            timeout_ms=self._timeout_ms if timeout_ms is None else timeout_ms,
-            idempotent=False,
-        )
-        invariant(isinstance(response, BrokerRegistrationResponse), f"answered {response!r}")
-        broker = registered_broker(request, cast(BrokerRegistrationResponse, response))
+        timeout = self._timeout_ms if timeout_ms is None else timeout_ms
+        broker = self._brokers.register(request, timeout_ms=timeout)
         with self._lock:
             session = HeldSession(broker, session_timeout_ms)
             session.next_heartbeat_ms = self._clock.monotonic_ms() + session.interval_ms
@@ -274,17 +256,8 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         """One BrokerHeartbeat: CONNECTED, or ``SessionExpiredError``."""
         if self._closed:
             raise CoordinatorClosedError("this raft coordinator is closed")
-        request = BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=incarnation_epoch, current_metadata_offset=-1
-        )
-        response = self._brokers.call(
-            request,
-            version=BROKER_HEARTBEAT.max_version,
-            timeout_ms=self._timeout_ms if timeout_ms is None else timeout_ms,
-            idempotent=True,
-        )
-        invariant(isinstance(response, BrokerHeartbeatResponse), f"answered {response!r}")
-        return heartbeat_outcome(request, cast(BrokerHeartbeatResponse, response))
+        timeout = self._timeout_ms if timeout_ms is None else timeout_ms
+        return self._brokers.heartbeat(broker_id, incarnation_epoch, timeout_ms=timeout)
 
     def update_broker(
         self,

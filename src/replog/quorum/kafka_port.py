@@ -33,8 +33,14 @@ the same whichever wire a broker uses:
   voter); a write whose outcome the node cannot tell, or a read that timed out,
   ``REQUEST_TIMED_OUT``.
 
-``want_fence`` and ``want_shut_down`` are read but not acted on yet: replog brokers fence and
-shut down through ``update_broker`` (``should_shut_down`` is always false).
+**Fencing and controlled shutdown through the heartbeat.** A heartbeat answered OK whose
+``want_fence`` / ``want_shut_down`` the registration does not reflect yet is followed by an
+``UpdateBroker`` (``fenced`` / ``in_controlled_shutdown`` set: `follow_up`), the same write
+``update_broker`` makes, so replog's controller moves the broker's leaderships away as for any
+controlled shutdown. ``should_shut_down`` turns true once the registration is in controlled
+shutdown and the broker leads no partition (a partition no other in-sync replica can take keeps
+it false: the broker's own controlled-shutdown timeout ends the wait, as in Kafka). A heartbeat
+never unfences: admission stays the controller's (``admit_broker``).
 
 Kafka answers a connection's requests in order; `ReplyOrder` holds a reply until the ones
 before it are out.
@@ -67,7 +73,7 @@ from replog.protocol.messages.broker_lifecycle import SESSION_TIMEOUT_MS_DEFAULT
 from replog.protocol.primitives import Reader, Writer
 from replog.protocol.schema import Message
 from replog.quorum import wire as raft_wire
-from replog.quorum.commands import Heartbeat, RegisterBroker
+from replog.quorum.commands import Heartbeat, RegisterBroker, UpdateBroker
 from replog.quorum.frontend import Reply, ReplyError, ReplyNotLeader, ReplyOk, ReplyUnknown
 from replog.quorum.machine import MetadataMachine
 
@@ -77,6 +83,7 @@ __all__ = [
     "answer",
     "decode_call",
     "encode_answer",
+    "follow_up",
     "is_kafka_first_frame",
     "plan",
 ]
@@ -188,12 +195,40 @@ def answer(call: KafkaCall, reply: Reply, machine: MetadataMachine) -> Message:
             current_broker_epoch=-1 if current is None else current,
         )
     registration = machine.registrations().get(heartbeat.broker_id)
-    fenced = registration is None or registration.broker.fenced
+    broker = None if registration is None else registration.broker
+    shut_down = (
+        heartbeat.want_shut_down
+        and broker is not None
+        and broker.in_controlled_shutdown
+        and not machine.leads_partitions(heartbeat.broker_id)
+    )
     return BrokerHeartbeatResponse(
         error_code=ErrorCode.NONE,
         is_caught_up=heartbeat.current_metadata_offset >= heartbeat.broker_epoch,
-        is_fenced=fenced,
-        should_shut_down=False,
+        is_fenced=broker is None or broker.fenced,
+        should_shut_down=shut_down,
+    )
+
+
+def follow_up(call: KafkaCall, reply: Reply, machine: MetadataMachine) -> UpdateBroker | None:
+    """The write a heartbeat answered OK asks for: fence the broker (``want_fence``), start its
+    controlled shutdown (``want_shut_down``), or nothing when the registration already says so."""
+    heartbeat = call.body
+    if not isinstance(heartbeat, BrokerHeartbeatRequest) or not isinstance(reply, ReplyOk):
+        return None
+    registration = machine.registrations().get(heartbeat.broker_id)
+    if registration is None or registration.broker.incarnation_epoch != heartbeat.broker_epoch:
+        return None
+    broker = registration.broker
+    fence = heartbeat.want_fence and not broker.fenced
+    shut_down = heartbeat.want_shut_down and not broker.in_controlled_shutdown
+    if not (fence or shut_down):
+        return None
+    return UpdateBroker(
+        broker_id=heartbeat.broker_id,
+        incarnation_epoch=heartbeat.broker_epoch,
+        fenced=True if fence else None,
+        in_controlled_shutdown=True if shut_down else None,
     )
 
 

@@ -269,6 +269,11 @@ class MetadataMachine:
         """Live registrations by broker id (the leader tracks their session deadlines)."""
         return dict(self._brokers)
 
+    def leads_partitions(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` is the leader of any partition (a broker in controlled
+        shutdown may finish once it leads none: BrokerHeartbeat's ``should_shut_down``)."""
+        return any(state.leader == broker_id for state in self._partitions.values())
+
     def query(self, query: Query) -> Outcome:
         """Answer a read from the image (a value, or the error the call raises)."""
         try:

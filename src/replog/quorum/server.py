@@ -89,6 +89,7 @@ _NEVER = 1 << 62
 _KAFKA = 2  # a connection's kind: Kafka requests (quorum/kafka_port.py)
 #: how long the frontend may hold a Kafka request (they carry no timeout of their own)
 _KAFKA_CALL_TIMEOUT_MS = 30_000
+_NOBODY = (0, 0)  # the token of a request whose reply goes nowhere (client ids start at 1)
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -459,9 +460,11 @@ class QuorumServer:
             self._write_kafka(client_id, ticket, kafka_port.encode_answer(call, planned))
             return
         client.calls[ticket] = call
+        self._submit_kafka((client_id, ticket), planned)
+
+    def _submit_kafka(self, token: tuple[int, int], request: Any) -> None:
         now_ms = self._clock.monotonic_ms()
-        deadline_ms = now_ms + _KAFKA_CALL_TIMEOUT_MS
-        self.frontend.on_request((client_id, ticket), planned, deadline_ms, now_ms)
+        self.frontend.on_request(token, request, now_ms + _KAFKA_CALL_TIMEOUT_MS, now_ms)
         self._schedule_pump()
 
     def _write_kafka(self, client_id: int, ticket: int, data: bytes) -> None:
@@ -576,8 +579,12 @@ class QuorumServer:
         kafka = self._kafka.get(client_id)
         if kafka is not None:
             call = kafka.calls.pop(correlation_id)
-            response = kafka_port.answer(call, reply, self.frontend.machine)
+            machine = self.frontend.machine
+            response = kafka_port.answer(call, reply, machine)
             self._write_kafka(client_id, correlation_id, kafka_port.encode_answer(call, response))
+            command = kafka_port.follow_up(call, reply, machine)
+            if command is not None:  # answered to nobody: the next heartbeat sees its effect
+                self._submit_kafka(_NOBODY, command)
             return
         writer = self._clients.get(client_id)
         if writer is None:
