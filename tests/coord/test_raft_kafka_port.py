@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from replog.clock import SYSTEM_CLOCK
+from replog.coord.types import SessionState
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
 
@@ -318,3 +319,18 @@ def test_want_fence_fences_the_broker(quorum: LocalQuorum) -> None:
     _, epoch, _ = parse_registration(wire.call(registration(7)))
     request = heartbeat(7, epoch, epoch, want_fence=True)
     _heartbeat_until(wire, request, lambda answer: answer == (0, True, True, False))
+
+
+def test_the_raft_handle_keeps_its_session_over_a_kafka_connection(quorum: LocalQuorum) -> None:
+    """``register_broker`` and the keep-alive travel on a Kafka connection to the voter, and
+    its heartbeats keep a 300 ms session alive for several timeouts."""
+    coord = RaftCoordinator.from_url(quorum.url)
+    try:
+        me = coord.register_broker(3, "localhost", 9094, session_timeout_ms=300)
+        assert quorum.nodes[1].call(lambda s: s.status())["kafka_connections"] >= 1
+        until_ms = SYSTEM_CLOCK.monotonic_ms() + 1_500  # five session timeouts
+        while SYSTEM_CLOCK.monotonic_ms() < until_ms:
+            assert coord.get_broker(3) == me
+        assert coord.session_state(3) is SessionState.CONNECTED
+    finally:
+        coord.close()

@@ -371,6 +371,7 @@ class QuorumServer:
             "applied_offset": self.node.applied_offset,
             "log_end_offset": core.log.end_offset,
             "log_start_offset": core.log.start_offset,
+            "kafka_connections": len(self._kafka),
         }
 
     @property
