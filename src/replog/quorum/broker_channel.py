@@ -300,7 +300,10 @@ def registration_request(
     fenced: bool,
 ) -> BrokerRegistrationRequest:
     """``register_broker``'s arguments as a BrokerRegistration (a fresh incarnation id; one
-    PLAINTEXT listener; replog's tagged session timeout and flags)."""
+    PLAINTEXT listener; replog's tagged session timeout and flags). ``ValueError`` for a port
+    a listener cannot carry (Kafka's is a uint16)."""
+    if not 0 <= port <= 0xFFFF:
+        raise ValueError(f"a listener's port is 0-65535, not {port}")
     listener = BrokerRegistrationListener(
         name="PLAINTEXT", host=host, port=port, security_protocol=SECURITY_PROTOCOL_PLAINTEXT
     )
