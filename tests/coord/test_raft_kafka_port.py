@@ -334,3 +334,13 @@ def test_the_raft_handle_keeps_its_session_over_a_kafka_connection(quorum: Local
         assert coord.session_state(3) is SessionState.CONNECTED
     finally:
         coord.close()
+
+
+def test_an_unknown_api_versions_version_is_answered_at_v0_and_another_api_closes(
+    quorum: LocalQuorum,
+) -> None:
+    wire = Wire(quorum.configs[1].address)
+    frame = wire.call(struct.pack(">hhih", 18, 9, 6, -1))
+    assert struct.unpack(">ihihhh", frame) == (6, 35, 1, 18, 0, 3)  # UNSUPPORTED_VERSION
+    wire.send(header_v2(0, 9, 7))  # Produce: not served on the quorum port
+    assert wire.sock.recv(1) == b""
