@@ -46,6 +46,7 @@ from replog.errors import (
     InvalidOffsetError,
     StorageError,
     invariant,
+    unreachable,
 )
 from replog.log.checkpoints import (
     CleanerOffsetCheckpoint,
@@ -464,10 +465,8 @@ class Log:
 
     def maybe_increment_high_watermark(self, high_watermark: int) -> bool:
         """Advance the HW if ``high_watermark`` is larger; it must not pass the LEO."""
-        invariant(
-            high_watermark <= self._next_offset,
-            f"HW {high_watermark} past LEO {self._next_offset} in {self.dir_path}",
-        )
+        if high_watermark > self._next_offset:  # (every produce comes here: no eager message)
+            unreachable(f"HW {high_watermark} past LEO {self._next_offset} in {self.dir_path}")
         if high_watermark <= self.high_watermark:
             return False
         self.high_watermark = high_watermark
