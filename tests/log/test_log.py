@@ -765,6 +765,32 @@ def test_a_full_offset_index_rolls_the_segment(fs: FaultInjectingFileSystem) -> 
     assert [o for o, _ in _all_values(log)] == list(range(8))
 
 
+def _index_entries(log: Log) -> list[list[object]]:
+    segment = log.active_segment
+    offsets, times = segment.offset_index, segment.time_index
+    return [
+        [offsets.entry(n) for n in range(offsets.entries)],
+        [times.entry(n) for n in range(times.entries)],
+    ]
+
+
+def test_single_batch_appends_index_as_recovery_rebuilds(fs: FaultInjectingFileSystem) -> None:
+    """Produce-sized appends take the log's fast path, which makes the index entries itself
+    when one is due: the same entries recovery builds from the ``.log`` (an entry each time
+    more than ``index_interval_bytes`` passed, with the running max timestamp)."""
+    config = LogConfig(index_interval_bytes=150)
+    log = _open(fs, config)
+    for n in range(120):
+        timestamp = 1000 + (n * 7) % 50  # timestamps that go back and forth
+        log.append_as_leader(_batch([b"r%d" % n], timestamp=timestamp), leader_epoch=0)
+    appended = _index_entries(log)
+    assert len(appended[0]) > 20 and len(appended[1]) > 1
+    log.close()
+    recovered = _open(fs, config, recovery_point=0)
+    assert recovered.log_end_offset == 120
+    assert _index_entries(recovered) == appended
+
+
 # -- scenario 28 and retention -----------------------------------------------------------------
 
 

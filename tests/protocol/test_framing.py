@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import ErrorCode, ProtocolError
 from replog.protocol import (
     FrameReader,
     FrameTooLargeError,
+    Reader,
     RequestHeader,
     UnknownApiKeyError,
     UnsupportedVersionError,
@@ -21,7 +22,12 @@ from replog.protocol import (
     read_frame_size,
     unsupported_version_response,
 )
-from replog.protocol.framing import decode_response, request_header_version
+from replog.protocol.framing import (
+    _read_request_header,
+    _read_request_header_fast,
+    decode_response,
+    request_header_version,
+)
 from replog.protocol.messages import (
     ApiVersion,
     ApiVersionsResponse,
@@ -166,3 +172,36 @@ def test_encode_request_refuses_a_body_of_another_api() -> None:
 
     with pytest.raises(EncodeError):
         encode_request(RequestHeader(api_key=0, api_version=3, correlation_id=1), FetchRequest())
+
+
+@settings(max_examples=400)
+@given(
+    api=st.sampled_from([(0, 3), (0, 9), (0, 10), (1, 11), (1, 12), (3, 9), (18, 3), (99, 0)]),
+    client_id=st.one_of(st.none(), st.binary(max_size=6), st.text(max_size=4)),
+    client_id_length=st.one_of(st.none(), st.none(), st.integers(-3, 9)),
+    rest=st.one_of(
+        st.sampled_from([b"", b"\x00", b"\x00\x07", b"\x01\x05\x02hi"]), st.binary(max_size=6)
+    ),
+)
+def test_the_one_unpack_header_reader_agrees_with_the_field_reader(
+    api: tuple[int, int],
+    client_id: bytes | str | None,
+    client_id_length: int | None,
+    rest: bytes,
+) -> None:
+    """``decode_request`` reads a well-formed header with one unpack and leaves anything else
+    (unknown APIs and versions, null or bad client ids, tagged header fields, short frames) to
+    the field-by-field reader: where the fast reader answers, it answers the same."""
+    raw = client_id.encode() if isinstance(client_id, str) else client_id
+    length = (-1 if raw is None else len(raw)) if client_id_length is None else client_id_length
+    frame = (
+        _header_bytes(*api, 5)[:8] + length.to_bytes(2, "big", signed=True) + (raw or b"") + rest
+    )
+    fast_reader = Reader(frame)
+    fast = _read_request_header_fast(fast_reader)
+    if fast is None:
+        assert fast_reader.position == 0
+        return
+    reader = Reader(frame)
+    assert _read_request_header(reader) == fast
+    assert reader.position == fast_reader.position

@@ -100,6 +100,9 @@ class ManagerReady:
     damaged: tuple[tuple[TP, int], ...] = ()
 
 
+_NOTHING_READY = ManagerReady()
+
+
 @attrs.define
 class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     """The replicas hosted by ``broker_id``; see the module docstring."""
@@ -645,9 +648,9 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         return changed
 
     def _collect(self, tp: TP, replica: Partition) -> None:
-        ready = replica.take_ready()
-        if ready.is_empty:
+        if not replica.has_ready:
             return
+        ready = replica.take_ready()
         self._out_alter.extend(ready.alter_partition)
         for result in ready.produce_results:
             key = (tp, result.request_id)
@@ -661,6 +664,8 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     def take_ready(self) -> ManagerReady:
         """Drain AlterPartition requests and produce completions."""
+        if not (self._out_alter or self._held_produce or self._out_damaged):
+            return _NOTHING_READY  # after most inputs (every acks=1 produce, twice)
         ready = ManagerReady(
             tuple(self._out_alter), tuple(self._held_produce), tuple(self._out_damaged)
         )

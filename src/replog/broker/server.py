@@ -447,6 +447,8 @@ def _slice_of(part: bytes | RecordsRef[Any]) -> FetchSlice | None:
 
 def _needs_sendfile(parts: list[bytes | RecordsRef[Any]]) -> bool:
     """Whether ``parts`` hold a slice worth a sendfile on this loop."""
+    if len(parts) == 1 and isinstance(parts[0], bytes):
+        return False  # a response without records holes (every produce answer)
     large = any(
         not isinstance(part, bytes)
         and isinstance(part.source, FetchSlice)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import attrs
 
 from replog.coord.types import AlterPartition, AlterPartitionResult, IsrMember
-from replog.errors import ErrorCode, invariant
+from replog.errors import ErrorCode, invariant, unreachable
 from replog.isr.config import Acks, DurabilityMode, PartitionConfig
 from replog.isr.follower import FollowerAction, FollowerFetcher, FollowerOutcome
 from replog.isr.isr_state import (
@@ -317,10 +317,8 @@ class Partition:
             invariant(self.log.log_end_offset == leo_before, "a duplicate was appended")
             append_time_ms = appended.max_timestamp
         else:
-            invariant(
-                base_offset == leo_before and end_offset == self.log.log_end_offset,
-                f"append at {base_offset}..{end_offset} from LEO {leo_before}",
-            )
+            if base_offset != leo_before or end_offset != self.log.log_end_offset:
+                unreachable(f"append at {base_offset}..{end_offset} from LEO {leo_before}")
             self.maybe_increment_leader_hw(now_ms)
         if acks != Acks.ALL:
             return ProduceResult(request_id, base_offset, ErrorCode.NONE, append_time_ms)
@@ -605,6 +603,11 @@ class Partition:
     def next_deadline_ms(self) -> int | None:
         """When ``on_tick`` next has something to expire (None: nothing pending)."""
         return self._produces.next_deadline_ms()
+
+    @property
+    def has_ready(self) -> bool:
+        """Whether ``take_ready`` has anything to give (checked after every produce)."""
+        return bool(self._out_alter or self._out_produce)
 
     def take_ready(self) -> Ready:
         """Drain what the driver must do: AlterPartition writes and produce results."""

@@ -46,6 +46,7 @@ from replog.errors import (
     InvalidOffsetError,
     StorageError,
     invariant,
+    unreachable,
 )
 from replog.log.checkpoints import (
     CleanerOffsetCheckpoint,
@@ -285,8 +286,9 @@ class Log:
     def _append_one_fast(
         self, data: bytearray, offset: int, leader_epoch: int
     ) -> AppendInfo | None:
-        """The common produce: one batch that needs no roll and no index entry. Same checks as
-        the general path, fewer steps; None means "take the general path". It reads no clock:
+        """The common produce: one batch that needs no roll (an index entry, when due, is made
+        as the general path makes it). Same checks as the general path, fewer steps; None means
+        "take the general path". It reads no clock:
         the segment's first batch has a timestamp, so neither the time roll nor retention looks
         at ``last_modified_ms``."""
         checked = check_producer_batch(data, 0)
@@ -297,10 +299,12 @@ class Log:
         segment: LogSegment = self.segments.peekitem(-1)[1]
         if not segment.can_append_without_bookkeeping(size, max_timestamp, last):
             return None
-        produced = [producer_batch(checked, offset, last)] if checked.producer_id >= 0 else []
-        duplicate = self._check_producers(produced)
-        if duplicate is not None:
-            return duplicate
+        produced = None
+        if checked.producer_id >= 0:  # an idempotent producer's batch
+            produced = [producer_batch(checked, offset, last)]
+            duplicate = self._check_producers(produced)
+            if duplicate is not None:
+                return duplicate
         _stamp_base_offset(data, 0, offset)
         _stamp_leader_epoch(data, _LEADER_EPOCH_AT, leader_epoch)
         try:
@@ -308,7 +312,8 @@ class Log:
         except _IO_ERRORS as exc:
             self._fail("append", exc)
         self._next_offset = last + 1
-        self._apply_producers(produced)
+        if produced is not None:
+            self._apply_producers(produced)
         return AppendInfo(offset, last, max_timestamp, 1, size)
 
     @property
@@ -460,10 +465,8 @@ class Log:
 
     def maybe_increment_high_watermark(self, high_watermark: int) -> bool:
         """Advance the HW if ``high_watermark`` is larger; it must not pass the LEO."""
-        invariant(
-            high_watermark <= self._next_offset,
-            f"HW {high_watermark} past LEO {self._next_offset} in {self.dir_path}",
-        )
+        if high_watermark > self._next_offset:  # (every produce comes here: no eager message)
+            unreachable(f"HW {high_watermark} past LEO {self._next_offset} in {self.dir_path}")
         if high_watermark <= self.high_watermark:
             return False
         self.high_watermark = high_watermark

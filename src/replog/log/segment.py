@@ -288,16 +288,11 @@ class LogSegment:
     def can_append_without_bookkeeping(
         self, size_bytes: int, max_timestamp: int, last_offset: int
     ) -> bool:
-        """Whether appending one batch needs nothing but the write: the segment is not empty
-        (no first-batch timestamp to record), no roll trigger fires, and no index entry is due.
-        The time roll is by record timestamps here; a segment without them takes the general
-        path, which compares wall-clock age."""
-        if (
-            self.size_bytes == 0
-            or self._index_full
-            or not self._max_timestamp_loaded
-            or self._bytes_since_last_index_entry > self.config.index_interval_bytes
-        ):
+        """Whether appending one batch needs nothing but the write and, when one is due, an
+        index entry: the segment is not empty (no first-batch timestamp to record), its indexes
+        have room, and no roll trigger fires. The time roll is by record timestamps here; a
+        segment without them takes the general path, which compares wall-clock age."""
+        if self.size_bytes == 0 or self._index_full or not self._max_timestamp_loaded:
             return False
         config = self.config
         rolling = self._rolling_based_timestamp
@@ -312,13 +307,17 @@ class LogSegment:
     def append_without_bookkeeping(
         self, data: bytes | bytearray, last_offset: int, max_timestamp: int
     ) -> None:
-        """Append one batch after `can_append_without_bookkeeping` said yes."""
+        """Append one batch after `can_append_without_bookkeeping` said yes; the index entries
+        are the ones `append` would make."""
+        position = self.size_bytes
         self.log_file.append(data)
         if max_timestamp > self._max_timestamp:
             self._max_timestamp = max_timestamp
             self._offset_of_max_timestamp = last_offset
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self._add_index_entry(last_offset, position)
         self._bytes_since_last_index_entry += len(data)
-        self.size_bytes += len(data)
+        self.size_bytes = position + len(data)
         self._remember_next_batch(last_offset + 1, self.size_bytes)
 
     def _remember_next_batch(self, offset: int, position: int) -> None:

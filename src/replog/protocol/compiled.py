@@ -212,10 +212,18 @@ def _array_encoder(
 
 
 def _nested_encoder(cls: type, version: int, flexible: bool, drop_ignorable: bool) -> _ValueEncoder:
+    own: list[_EncodeOp] = []  # ``cls``'s encoder, compiled at first use (schemas may recurse)
+
     def encode_nested(w: Writer, value: Any) -> None:
+        if type(value) is cls and own:
+            own[0](w, value)
+            return
         if value is None:
             raise _Fallback
-        _compiled_encoder(type(value), version, flexible, drop_ignorable)(w, value)
+        encoder = _compiled_encoder(type(value), version, flexible, drop_ignorable)
+        if type(value) is cls:
+            own.append(encoder)
+        encoder(w, value)
 
     return encode_nested
 
@@ -267,6 +275,12 @@ def _compile_encoder(cls: type, version: int, flexible: bool, drop_ignorable: bo
             continue
         flush_run()
         encoder = _value_encoder(f.spec.type, f.nullable, version, flexible, drop_ignorable)
+        if flexible and isinstance(f.spec.type, ArrayOf):
+            item_encoder = _value_encoder(
+                f.spec.type.item, False, version, flexible, drop_ignorable
+            )
+            ops.append(_compact_array_field_encoder(f.name, encoder, item_encoder))
+            continue
         ops.append(_field_encoder(f.name, encoder))
     flush_run()
     tagged = tuple(
@@ -311,6 +325,24 @@ def _field_encoder(name: str, encoder: _ValueEncoder) -> _EncodeOp:
     return encode_field
 
 
+def _compact_array_field_encoder(
+    name: str, encoder: _ValueEncoder, item_encoder: _ValueEncoder
+) -> _EncodeOp:
+    """``_field_encoder`` over a compact array's encoder in one call: a count under 0x7F (one
+    length byte) is written inline, anything else (and null) by ``encoder``."""
+
+    def encode_array_field(w: Writer, obj: Any) -> None:
+        value = getattr(obj, name)
+        if value is None or len(value) >= 0x7F:
+            encoder(w, value)
+            return
+        w._buf.append(len(value) + 1)
+        for item in value:
+            item_encoder(w, item)
+
+    return encode_array_field
+
+
 def encode_struct(
     w: Writer, obj: Any, version: int, flexible: bool, *, drop_ignorable: bool
 ) -> None:
@@ -337,22 +369,7 @@ def _value_decoder(type_: WireType, nullable: bool, version: int, flexible: bool
     if not isinstance(type_, Scalar):
         return _compiled_decoder(type_, version, flexible)
     if type_ is Scalar.STRING or type_ is Scalar.BYTES or type_ is Scalar.RECORDS:
-        is_text = type_ is Scalar.STRING
-        read_length = _length_decoder(flexible, _S_I16 if is_text else _S_I32)
-
-        def decode_sized(buf: memoryview, pos: int) -> tuple[Any, int]:
-            n, pos = read_length(buf, pos)
-            if n < 0:
-                if not nullable:
-                    raise _Fallback
-                return None, pos
-            stop = pos + n
-            if stop > len(buf):
-                raise _Fallback
-            data = buf[pos:stop]
-            return (str(data, "utf-8") if is_text else data), stop
-
-        return decode_sized
+        return _sized_decoder(type_ is Scalar.STRING, nullable, flexible)
     if type_ is Scalar.BOOL:
 
         def decode_bool(buf: memoryview, pos: int) -> tuple[Any, int]:
@@ -382,12 +399,42 @@ def _value_decoder(type_: WireType, nullable: bool, version: int, flexible: bool
 _I8 = struct.Struct(">b")
 
 
+def _sized_decoder(is_text: bool, nullable: bool, flexible: bool) -> _ValueDecoder:
+    """A string's or byte string's decoder; a compact length under 0x80 (one byte) is read
+    inline, anything else by ``_length_decoder``."""
+    read_length = _length_decoder(flexible, _S_I16 if is_text else _S_I32)
+
+    def decode_sized(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n = buf[pos] if flexible else -2  # IndexError past the end: the interpreter reports it
+        if 0 < n < 0x80:
+            n -= 1
+            pos += 1
+        else:
+            n, pos = read_length(buf, pos)
+            if n < 0:
+                if not nullable:
+                    raise _Fallback
+                return None, pos
+        stop = pos + n
+        if stop > len(buf):
+            raise _Fallback
+        data = buf[pos:stop]
+        return (str(data, "utf-8") if is_text else data), stop
+
+    return decode_sized
+
+
 def _array_decoder(type_: ArrayOf, nullable: bool, version: int, flexible: bool) -> _ValueDecoder:
     read_length = _length_decoder(flexible, _S_I32)
     item_decoder = _value_decoder(type_.item, False, version, flexible)
 
     def decode_array(buf: memoryview, pos: int) -> tuple[Any, int]:
-        count, pos = read_length(buf, pos)
+        count = buf[pos] if flexible else -2  # (as in decode_sized)
+        if 0 < count < 0x80:
+            count -= 1
+            pos += 1
+        else:
+            count, pos = read_length(buf, pos)
         if count > len(buf) - pos:
             raise _Fallback
         if count < 0:
@@ -457,9 +504,14 @@ def _compile_decoder(cls: type, version: int, flexible: bool) -> _ValueDecoder:
             run.append(f)
             continue
         flush_run()
-        ops.append(
-            _field_decoder(f.name, _value_decoder(f.spec.type, f.nullable, version, flexible))
-        )
+        type_ = f.spec.type
+        if type_ is Scalar.STRING or type_ is Scalar.BYTES or type_ is Scalar.RECORDS:
+            ops.append(_sized_field_decoder(f.name, type_ is Scalar.STRING, f.nullable, flexible))
+            continue
+        if isinstance(type_, ArrayOf):
+            ops.append(_array_field_decoder(f.name, type_, f.nullable, version, flexible))
+            continue
+        ops.append(_field_decoder(f.name, _value_decoder(type_, f.nullable, version, flexible)))
     flush_run()
     tagged = {
         f.spec.tag or 0: (f.name, _value_decoder(f.spec.type, f.nullable, version, True))
@@ -509,6 +561,58 @@ def _field_decoder(name: str, decoder: _ValueDecoder) -> _DecodeOp:
         return pos
 
     return decode_field
+
+
+def _array_field_decoder(
+    name: str, type_: ArrayOf, nullable: bool, version: int, flexible: bool
+) -> _DecodeOp:
+    """``_field_decoder`` over ``_array_decoder`` in one call: a one-byte compact count is
+    read inline, anything else by the array decoder."""
+    decoder = _array_decoder(type_, nullable, version, flexible)
+    if not flexible:
+        return _field_decoder(name, decoder)
+    item_decoder = _value_decoder(type_.item, False, version, flexible)
+
+    def decode_array_field(buf: memoryview, pos: int, kw: dict[str, Any]) -> int:
+        count = buf[pos] - 1  # IndexError past the end: the interpreter reports it
+        if count < 0 or count >= 0x7F or count > len(buf) - pos - 1:
+            kw[name], pos = decoder(buf, pos)
+            return pos
+        pos += 1
+        items = []
+        for _ in range(count):
+            item, pos = item_decoder(buf, pos)
+            items.append(item)
+        kw[name] = items
+        return pos
+
+    return decode_array_field
+
+
+def _sized_field_decoder(name: str, is_text: bool, nullable: bool, flexible: bool) -> _DecodeOp:
+    """``_field_decoder`` over ``_sized_decoder`` in one call: a one-byte compact length (every
+    string and small batch of a flexible request) is read inline, the rest by the value
+    decoder."""
+    decoder = _sized_decoder(is_text, nullable, flexible)
+    if not flexible:
+        return _field_decoder(name, decoder)
+
+    def decode_sized_field(buf: memoryview, pos: int, kw: dict[str, Any]) -> int:
+        n = buf[pos] - 1  # IndexError past the end: the interpreter reports it
+        if n < 0 or n >= 0x7F:
+            if n == -1 and nullable:  # a compact null
+                kw[name] = None
+                return pos + 1
+            kw[name], pos = decoder(buf, pos)
+            return pos
+        pos += 1
+        stop = pos + n
+        if stop > len(buf):
+            raise _Fallback
+        kw[name] = str(buf[pos:stop], "utf-8") if is_text else buf[pos:stop]
+        return stop
+
+    return decode_sized_field
 
 
 def decode_struct(r: Reader, cls: type[Any], version: int, flexible: bool) -> Any:

@@ -23,6 +23,7 @@ turns one into ``(RequestHeader, body)``; ``encode_response()`` (or ``encode_res
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import attrs
@@ -38,6 +39,7 @@ from replog.protocol.exceptions import (
 from replog.protocol.messages import (
     API_VERSIONS,
     APIS,
+    ApiSpec,
     ApiVersion,
     ApiVersionsResponse,
     FetchResponse,
@@ -66,6 +68,10 @@ __all__ = [
 # Kafka's socket.request.max.bytes default.
 DEFAULT_FRAME_BYTES_MAX = 100 * 1024 * 1024
 _SIZE_PREFIX_BYTES = 4
+#: a request header up to its client id: api key, api version, correlation id, client id length
+_REQUEST_HEADER_PREFIX = struct.Struct(">hhih")
+#: a response frame up to its header's tagged fields: size (filled in last), correlation id
+_RESPONSE_HEADER_PREFIX = struct.Struct(">ii")
 _INT32_MAX = 2**31 - 1
 
 
@@ -179,6 +185,53 @@ def decode_request(
     if len(frame) > frame_bytes_max:
         raise FrameTooLargeError(len(frame), frame_bytes_max)
     r = Reader(frame)
+    header, spec = _read_request_header_fast(r) or _read_request_header(r)
+    return header, spec.request.decode_prefix(r, header.api_version)
+
+
+def _read_request_header_fast(r: Reader) -> tuple[RequestHeader, ApiSpec] | None:
+    """The header of a well-formed request to an API version replog serves, read with one
+    unpack; None (``r`` unread) for anything else, which ``_read_request_header`` reads and
+    reports."""
+    buf = r._buf
+    if len(buf) < _REQUEST_HEADER_PREFIX.size:
+        return None
+    api_key, api_version, correlation_id, client_id_length = _REQUEST_HEADER_PREFIX.unpack_from(
+        buf, 0
+    )
+    spec = APIS.get(api_key)
+    if spec is None or not spec.info.min_version <= api_version <= spec.info.max_version:
+        return None
+    pos = _REQUEST_HEADER_PREFIX.size
+    client_id: str | None = None
+    if client_id_length >= 0:
+        stop = pos + client_id_length
+        if stop > len(buf):
+            return None
+        try:
+            client_id = str(buf[pos:stop], "utf-8")
+        except UnicodeDecodeError:
+            return None
+        pos = stop
+    elif client_id_length != -1:
+        return None
+    if api_version >= spec.info.flexible_from:
+        if pos >= len(buf) or buf[pos] != 0:
+            return None  # tagged fields in the header: the general reader skips them
+        pos += 1
+    r._pos = pos
+    header = RequestHeader(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    return header, spec
+
+
+def _read_request_header(r: Reader) -> tuple[RequestHeader, ApiSpec]:
+    """A request header read field by field: raises for an API or version replog does not
+    serve (see ``decode_request``) and for a malformed header."""
     api_key = r.read_int16()
     api_version = r.read_int16()
     correlation_id = r.read_int32()
@@ -209,7 +262,7 @@ def decode_request(
         correlation_id=correlation_id,
         client_id=client_id,
     )
-    return header, spec.request.decode_prefix(r, api_version)
+    return header, spec
 
 
 def encode_response_parts(
@@ -223,8 +276,11 @@ def encode_response_parts(
     """
     api_key = response.API.api_key
     w = Writer()
-    w.write_int32(0)
-    w.write_int32(correlation_id)
+    try:
+        w._buf += _RESPONSE_HEADER_PREFIX.pack(0, correlation_id)
+    except struct.error:
+        w.write_int32(0)
+        w.write_int32(correlation_id)  # raises the codec's EncodeError
     if response_header_version(api_key, api_version) >= 1:
         w.write_empty_tagged_fields()
     response.encode_into(w, api_version)
