@@ -10,7 +10,8 @@ change feed from the snapshot's cursor. One poll:
    feeds every record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
    False removes that incarnation from every ISR and ELR, KIP-966; a fenced one loses its
    leadership and ISR places; then the controller admits it in the store, so no later
-   controller repeats it);
+   controller repeats it, and counts it unfenced at once: the broker serves as soon as it sees
+   the admission, so a request from its clients may come before the feed brings it back);
 2. right after winning (or a rebuild), processes the registrations the snapshot names that no
    controller has admitted yet (the previous term may have died in between),
    reconciles every partition with the brokers' liveness and resumes reassignments
@@ -331,7 +332,11 @@ class ControllerService:
                     self._admission_failed.discard(incarnation)
                     self._machine().retry_admission(*incarnation)
                     return False  # a write of it did not happen: processed again next tick
-                c.admit_broker(*incarnation, controller_epoch=epoch, timeout_ms=t)
+                if c.admit_broker(*incarnation, controller_epoch=epoch, timeout_ms=t):
+                    records.extend(write.state_changes)
+                    admitted = self._machine().on_admitted(*incarnation, now_ms)
+                    self._apply(admitted, now_ms, records, depth)
+                    return True
             elif isinstance(write, AllocateProducerIdsWrite):
                 c.allocate_producer_ids(
                     write.broker_id,

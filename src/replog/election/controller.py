@@ -20,7 +20,10 @@ fenced, or with ``clean_shutdown`` False (its previous run did not end cleanly, 
 lost an unflushed tail), or both; the controller then moves leadership and ISR membership off it
 (a fenced registration: as for a fenced broker) or takes it out of every ISR and ELR (an
 unclean one), and finally admits it in the store (``AdmitBrokerWrite``: unfenced, and no later
-controller repeats any of this), written only if every write before it succeeded. The broker
+controller repeats any of this), written only if every write before it succeeded. Once that
+write succeeds the view counts the broker unfenced (``on_admitted``) without waiting for the
+feed: the broker serves clients as soon as it sees its admission, and a topic one of them asks
+for must be placed on it even when the request comes in the poll that admitted it. The broker
 leads nothing while its registration is fenced, so it never acts on leadership its previous
 incarnation held. A machine rebuilt from a snapshot processes the registrations still awaiting
 admission (``admission_pending``, first thing in ``on_become_controller``: the previous term
@@ -451,6 +454,21 @@ class ControllerMachine:
             )
         )
         return writes
+
+    def on_admitted(self, broker_id: int, epoch: int, now_ms: int) -> ControllerOutput:
+        """The store admitted the incarnation (``AdmitBrokerWrite`` succeeded): the view counts
+        it unfenced at once, before the feed brings the admission back, and it is elected
+        where it is now acceptable. The broker serves clients as soon as it sees its admission,
+        so a request it forwards may reach this machine in the very poll that admitted it; the
+        placement must count it then (KRaft: the controller's state holds the unfencing it
+        decided)."""
+        registration = self.cluster.broker(broker_id)
+        if registration is None or registration.broker_epoch != epoch or not registration.fenced:
+            return ControllerOutput()
+        self.cluster = self.cluster.with_registration(attrs.evolve(registration, fenced=False))
+        if registration.in_controlled_shutdown:
+            return ControllerOutput()
+        return ControllerOutput(tuple(self._unfenced(broker_id, now_ms)))
 
     def retry_admission(self, broker_id: int, epoch: int) -> None:
         """A write of this admission did not happen (it failed for good): the registration is
