@@ -327,16 +327,7 @@ class ControllerService:
                     # it must not cost the controller role.
                     _log.warning("controller %s: %s; dropped %s", self.broker_id, full, write)
             elif isinstance(write, AdmitBrokerWrite):
-                incarnation = (write.broker_id, write.incarnation_epoch)
-                if incarnation in self._admission_failed:
-                    self._admission_failed.discard(incarnation)
-                    self._machine().retry_admission(*incarnation)
-                    return False  # a write of it did not happen: processed again next tick
-                if c.admit_broker(*incarnation, controller_epoch=epoch, timeout_ms=t):
-                    records.extend(write.state_changes)
-                    admitted = self._machine().on_admitted(*incarnation, now_ms)
-                    self._apply(admitted, now_ms, records, depth)
-                    return True
+                return self._admit(write, now_ms, records, depth)
             elif isinstance(write, AllocateProducerIdsWrite):
                 c.allocate_producer_ids(
                     write.broker_id,
@@ -361,6 +352,25 @@ class ControllerService:
             self._refused(write, e, now_ms, records)
             return False
         records.extend(write.state_changes)
+        return True
+
+    def _admit(
+        self, write: AdmitBrokerWrite, now_ms: int, records: list[StateChange], depth: int
+    ) -> bool:
+        """Admit the incarnation unless a write of its admission failed (then it is processed
+        again next tick); once admitted the machine counts it unfenced at once."""
+        incarnation = (write.broker_id, write.incarnation_epoch)
+        if incarnation in self._admission_failed:
+            self._admission_failed.discard(incarnation)
+            self._machine().retry_admission(*incarnation)
+            return False
+        epoch = self.controller_epoch or 0
+        admitted = self.coordinator.admit_broker(
+            *incarnation, controller_epoch=epoch, timeout_ms=self.timeout_ms
+        )
+        records.extend(write.state_changes)
+        if admitted:  # (False: that incarnation is gone or replaced)
+            self._apply(self._machine().on_admitted(*incarnation, now_ms), now_ms, records, depth)
         return True
 
     def _apply_cas(
