@@ -56,7 +56,6 @@ from tests.servers import ZkServer, start_zookeeper  # noqa: E402
 
 from replog.client import AsyncAdmin  # noqa: E402
 from replog.client.connection import BrokerConnection  # noqa: E402
-from replog.client.errors import BrokerResponseError  # noqa: E402
 from replog.event_loop import run as run_loop  # noqa: E402
 from replog.log import encode_batch  # noqa: E402
 from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request  # noqa: E402
@@ -304,16 +303,7 @@ def _cluster(
             admin = await AsyncAdmin.start(cluster.bootstrap)
             config = {"min.insync.replicas": str(min(2, brokers))}
             try:
-                # A broker serves before its registration reaches the controller: on a loaded
-                # machine the topic may at first find too few brokers; ask again for a while.
-                for attempt in range(60):
-                    try:
-                        await admin.create_topics(TOPIC, partitions, replication, config)
-                        break
-                    except BrokerResponseError as exc:
-                        if "INVALID_REPLICATION_FACTOR" not in str(exc) or attempt == 59:
-                            raise
-                        await asyncio.sleep(0.5)
+                await admin.create_topics(TOPIC, partitions, replication, config)
             finally:
                 await admin.close()
             return await _leaders(cluster.bootstrap, partitions)

@@ -177,6 +177,11 @@ class BrokerDriver:
         return self.state is BrokerState.ONLINE
 
     @property
+    def running(self) -> bool:
+        """Registering, registered or stopping: not OFFLINE (never started, crashed, closed)."""
+        return self.state is not BrokerState.OFFLINE
+
+    @property
     def active(self) -> bool:
         """Registered with its metadata loaded and not stopping: it replicates, and takes part
         in the controller election (a fenced broker too, or nobody could admit the first)."""

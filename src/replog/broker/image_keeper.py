@@ -96,6 +96,11 @@ class ImageKeeper:
             self.cache_resumes += 1
         else:
             self.snapshot_loads += 1
+        source = "the image cache" if from_cache else "a full snapshot"
+        _log.info(
+            "broker %s: metadata image at seq %d loaded from %s",
+            self.broker_id, snapshot.seq, source,
+        )  # fmt: skip
 
     def applied(self, batch: ChangeBatch) -> None:
         """The broker applied a feed batch."""

@@ -8,7 +8,11 @@
   metadata is current (while it is not, leaders complete no acks=all produce).
 - **The image** (``load_image``, at each registration): the cached image brought up to date
   from the feed when the store vouches for it (``ImageKeeper``), else a full snapshot; the
-  feed is not polled until one of them is applied. The keeper follows every image applied
+  feed is not polled until one of them is applied. A read that fails (the coordinator is
+  unreachable, the quorum elects) is logged and tried again after a back-off that doubles
+  from ``IMAGE_RETRY_MS_MIN`` to ``IMAGE_RETRY_MS_MAX`` (on ticks, so on the driver's input
+  time), until it succeeds or the broker halts: a broker never stays FENCED, nor a feed
+  stuck after a gap, because one read failed. The keeper follows every image applied
   and writes it to the log dir now and then.
 - **The feed**: one ``changes_since`` in flight at a time, from the cursor; a gap
   (``MustResyncError``) reloads a snapshot. Records apply to the ``ReplicaManager`` (under
@@ -60,6 +64,10 @@ _log = logging.getLogger(__name__)
 
 EARLY_COMPLETIONS_MAX = 1024
 REGISTER_RETRY_MS = 50
+IMAGE_RETRY_MS_MIN = 100
+"""The wait before the first retry of a failed image read (doubling at each failure)."""
+IMAGE_RETRY_MS_MAX = 5_000
+"""The longest wait between retries of a failed image read."""
 
 
 class MetadataChannel:
@@ -86,6 +94,10 @@ class MetadataChannel:
         self._register_retry_at_ms: int | None = None
         self._retry_register = True  # the clean_shutdown a retried registration says
         self._on_registered: Callable[[BrokerInfo], None] | None = None
+        #: a failed image read to try again at ``_image_retry_at_ms``, and how often it failed
+        self._image_retry: Callable[[], None] | None = None
+        self._image_retry_at_ms = 0
+        self.image_read_failures = 0
         self._waiters: dict[int, tuple[int, AdminCallback]] = {}
         self._early: collections.OrderedDict[int, AdminRequestChanged] = collections.OrderedDict()
 
@@ -145,6 +157,11 @@ class MetadataChannel:
         if self._register_retry_at_ms is not None and self._register_retry_at_ms <= now_ms:
             self._register_retry_at_ms = None
             self._try_register(self._retry_register)
+        retry = self._image_retry
+        if retry is not None and self._image_retry_at_ms <= now_ms:
+            self._image_retry = None
+            if self._driver.running:
+                retry()
         expired = [rid for rid, (deadline, _) in self._waiters.items() if deadline <= now_ms]
         for request_id in expired:
             _, then = self._waiters.pop(request_id)
@@ -185,6 +202,7 @@ class MetadataChannel:
         else a full snapshot; then ``then``."""
         driver = self._driver
         self._image_loaded = False
+        self._image_retry = None
         if not self.keeper.has_cache():
             self.load_snapshot(then)
             return
@@ -199,21 +217,44 @@ class MetadataChannel:
                 why = error if error is not None else resumed
             if why != "no usable cached image":  # (read_image said why)
                 _log.warning("broker %s: reading a full snapshot: %s", driver.broker_id, why)
-            self.load_snapshot(then)
+            # a failed snapshot read tries the cache again: it may be usable once the store is
+            self.load_snapshot(then, retry=lambda: self.load_image(then))
 
         driver.outbox.call("resume from the image cache", self.keeper.resume, done)
 
-    def load_snapshot(self, then: Callable[[], None]) -> None:
-        """Read a snapshot and apply it (start-up, and after a feed gap)."""
+    def load_snapshot(
+        self, then: Callable[[], None], *, retry: Callable[[], None] | None = None
+    ) -> None:
+        """Read a snapshot and apply it (start-up, and after a feed gap); a failed read runs
+        ``retry`` (default: this read again) after a back-off (the module docstring)."""
         driver = self._driver
 
         def done(snapshot: Any, error: BaseException | None) -> None:
             if error is not None or not isinstance(snapshot, MetadataSnapshot):
-                driver.coordinator_unavailable("snapshot", error)
+                self._image_read_failed(error or snapshot, retry or again)
                 return
+            self.image_read_failures = 0
             self._apply_image(snapshot, then, from_cache=False)
 
+        def again() -> None:
+            self.load_snapshot(then)
+
         driver.outbox.call("snapshot", lambda c: c.snapshot(), done)
+
+    def _image_read_failed(self, why: object, retry: Callable[[], None]) -> None:
+        """Log the failure and schedule ``retry`` after the back-off (none once halted)."""
+        driver = self._driver
+        if driver.rm_or_none is None or not driver.running:
+            return
+        self.image_read_failures += 1
+        doublings = min(self.image_read_failures - 1, 16)
+        wait_ms = min(IMAGE_RETRY_MS_MAX, IMAGE_RETRY_MS_MIN << doublings)
+        _log.warning(
+            "broker %s: reading the metadata image failed (%d in a row), again in %d ms: %s",
+            driver.broker_id, self.image_read_failures, wait_ms, why,
+        )  # fmt: skip
+        self._image_retry = retry
+        self._image_retry_at_ms = driver.now_ms + wait_ms
 
     def _apply_image(
         self, snapshot: MetadataSnapshot, then: Callable[[], None], *, from_cache: bool
@@ -364,5 +405,6 @@ class MetadataChannel:
 
     def abandon(self) -> None:
         """Forget every wait (halting); their callbacks are not called."""
+        self._image_retry = None
         self._waiters.clear()
         self._early.clear()

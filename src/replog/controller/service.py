@@ -10,7 +10,8 @@ change feed from the snapshot's cursor. One poll:
    feeds every record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
    False removes that incarnation from every ISR and ELR, KIP-966; a fenced one loses its
    leadership and ISR places; then the controller admits it in the store, so no later
-   controller repeats it);
+   controller repeats it, and counts it unfenced at once: the broker serves as soon as it sees
+   the admission, so a request from its clients may come before the feed brings it back);
 2. right after winning (or a rebuild), processes the registrations the snapshot names that no
    controller has admitted yet (the previous term may have died in between),
    reconciles every partition with the brokers' liveness and resumes reassignments
@@ -326,12 +327,7 @@ class ControllerService:
                     # it must not cost the controller role.
                     _log.warning("controller %s: %s; dropped %s", self.broker_id, full, write)
             elif isinstance(write, AdmitBrokerWrite):
-                incarnation = (write.broker_id, write.incarnation_epoch)
-                if incarnation in self._admission_failed:
-                    self._admission_failed.discard(incarnation)
-                    self._machine().retry_admission(*incarnation)
-                    return False  # a write of it did not happen: processed again next tick
-                c.admit_broker(*incarnation, controller_epoch=epoch, timeout_ms=t)
+                return self._admit(write, now_ms, records, depth)
             elif isinstance(write, AllocateProducerIdsWrite):
                 c.allocate_producer_ids(
                     write.broker_id,
@@ -356,6 +352,25 @@ class ControllerService:
             self._refused(write, e, now_ms, records)
             return False
         records.extend(write.state_changes)
+        return True
+
+    def _admit(
+        self, write: AdmitBrokerWrite, now_ms: int, records: list[StateChange], depth: int
+    ) -> bool:
+        """Admit the incarnation unless a write of its admission failed (then it is processed
+        again next tick); once admitted the machine counts it unfenced at once."""
+        incarnation = (write.broker_id, write.incarnation_epoch)
+        if incarnation in self._admission_failed:
+            self._admission_failed.discard(incarnation)
+            self._machine().retry_admission(*incarnation)
+            return False
+        epoch = self.controller_epoch or 0
+        admitted = self.coordinator.admit_broker(
+            *incarnation, controller_epoch=epoch, timeout_ms=self.timeout_ms
+        )
+        records.extend(write.state_changes)
+        if admitted:  # (False: that incarnation is gone or replaced)
+            self._apply(self._machine().on_admitted(*incarnation, now_ms), now_ms, records, depth)
         return True
 
     def _apply_cas(

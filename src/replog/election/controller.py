@@ -18,27 +18,27 @@ than the view's: ignored).
 Admission (KIP-966 and KRaft's fenced registrations), handled exactly once. A broker registers
 fenced, or with ``clean_shutdown`` False (its previous run did not end cleanly, so it may have
 lost an unflushed tail), or both; the controller then moves leadership and ISR membership off it
-(a fenced registration: as for a fenced broker) or takes it out of every ISR and ELR (an
-unclean one), and finally admits it in the store (``AdmitBrokerWrite``: unfenced, and no later
-controller repeats any of this), written only if every write before it succeeded. The broker
-leads nothing while its registration is fenced, so it never acts on leadership its previous
-incarnation held. A machine rebuilt from a snapshot processes the registrations still awaiting
-admission (``admission_pending``, first thing in ``on_become_controller``: the previous term
-may have died in between) and never the admitted ones, so an incarnation that caught up and
-rejoined is not removed again by a later controller (the failover that once left every
-partition leaderless). ``admitted_here`` holds the incarnations processed in this term, so a
-rebuild within the term skips them; a write that failed for good puts the incarnation back in
-``admission_pending`` for the next tick (``retry_admission``).
+(a fenced registration: as for a fenced broker) or takes it out of every ISR and ELR (an unclean
+one), and finally admits it in the store (``AdmitBrokerWrite``: unfenced, and no later
+controller repeats any of this), written only if every write before it succeeded, and then
+counted unfenced at once (``on_admitted``). The broker leads nothing while its registration is
+fenced, so it never acts on leadership its previous incarnation held. A machine rebuilt from a
+snapshot processes the registrations still awaiting admission (``admission_pending``, first
+thing in ``on_become_controller``: the previous term may have died in between) and never the
+admitted ones, so an incarnation that caught up and rejoined is not removed again by a later
+controller (the failover that once left every partition leaderless). ``admitted_here`` holds the
+incarnations processed in this term, so a rebuild within the term skips them; a write that
+failed for good puts the incarnation back in ``admission_pending`` for the next tick
+(``retry_admission``).
 
 Admin requests are handled in ``controller_requests``. Decisions use the package's pure
-functions only: ``broker_events`` for fence / unfence /
-controlled shutdown / unclean restart, ``handle_alter_partition`` for leaders' ISR proposals
-(reassignment completion switched off, so the seed-001 steps stay separate),
-``next_reassignment_step`` / ``cancel_reassignment``, ``create_partition`` and
-``assign_replicas`` for new partitions, ``elect_leader`` and ``partitions_to_rebalance`` for
-preferred elections. ``reconcile_partition`` (used at failover and after a conflict) is
-level-triggered: it removes inactive brokers from the ISR, elects a leader where there is none,
-and takes one reassignment step.
+functions only: ``broker_events`` for fence / unfence / controlled shutdown / unclean restart,
+``handle_alter_partition`` for leaders' ISR proposals (reassignment completion switched off, so
+the seed-001 steps stay separate), ``next_reassignment_step`` / ``cancel_reassignment``,
+``create_partition`` and ``assign_replicas`` for new partitions, ``elect_leader`` and
+``partitions_to_rebalance`` for preferred elections. ``reconcile_partition`` (used at failover
+and after a conflict) is level-triggered: it removes inactive brokers from the ISR, elects a
+leader where there is none, and takes one reassignment step.
 
 Per-topic policy (min.insync.replicas, unclean leader election, ELR): ``ControllerConfig`` holds
 the defaults (``default_topic_policy``, overridden per topic name by ``topic_policies``), and a
@@ -452,6 +452,17 @@ class ControllerMachine:
         )
         return writes
 
+    def on_admitted(self, broker_id: int, epoch: int, now_ms: int) -> ControllerOutput:
+        """The store admitted the incarnation: the view counts it unfenced now, not when the
+        feed brings that back (the broker serves once it sees it, and a topic its clients ask
+        for at once must be placed on it; KRaft's controller state holds what it decided)."""
+        reg = self.cluster.broker(broker_id)
+        if reg is None or reg.broker_epoch != epoch or not reg.fenced:
+            return ControllerOutput()
+        self.cluster = self.cluster.with_registration(attrs.evolve(reg, fenced=False))
+        shutting_down = reg.in_controlled_shutdown  # elects nowhere
+        return ControllerOutput(() if shutting_down else tuple(self._unfenced(broker_id, now_ms)))
+
     def retry_admission(self, broker_id: int, epoch: int) -> None:
         """A write of this admission did not happen (it failed for good): the registration is
         processed again at the next tick, and not admitted meanwhile."""
@@ -595,15 +606,9 @@ class ControllerMachine:
         if not current.is_reassigning:
             return []
         progress = next_reassignment_step(
-            tp,
-            current,
-            current.target_replicas,
-            self.cluster,
-            caught_up=(),
-            policy=self.policy(tp),
-            now_ms=now_ms,
-            requester=self.actor,
-        )
+            tp, current, current.target_replicas, self.cluster, caught_up=(),
+            policy=self.policy(tp), now_ms=now_ms, requester=self.actor,
+        )  # fmt: skip
         if progress.step in (ReassignmentStep.WAIT, ReassignmentStep.DONE):
             return []
         return self.cas_writes(tp, progress.decision, WriteCause(topic_partition=tp))

@@ -143,7 +143,8 @@ class AdmitBrokerWrite:
     registration (the module docstring of ``replog.election.controller``), so it is unfenced
     and no later controller repeats it. The driver writes it only if no write of that
     admission (``cause.admission``) failed for good; otherwise it calls
-    ``ControllerMachine.retry_admission``."""
+    ``ControllerMachine.retry_admission``. Once written, the driver tells the machine
+    (``ControllerMachine.on_admitted``) and applies what that returns."""
 
     group: int
     cause: WriteCause
