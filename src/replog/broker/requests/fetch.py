@@ -4,7 +4,11 @@ Each partition is read at once (the follower's fetch also records its progress o
 records travel as zero-copy ``RecordsRef`` holes. A response smaller than ``min_bytes`` with no
 error and time left waits (``AwaitData``) until one of its partitions gets data or the wait
 (``max_wait_ms``, at most the request timeout) ends, then is read again. This is the one
-long-poll mechanism: the partition machines never park fetches themselves.
+long-poll mechanism: the partition machines never park fetches themselves. A follower's fetch
+reads up to the LEO, so a move of the HW alone does not read it again (as Kafka's delayed
+fetch, whose follower side counts the bytes past the fetch offset only): on the leader, the
+follower fetch that advances the HW would otherwise re-read every other parked follower fetch
+for nothing, ahead of the produce responses that HW completes.
 
 A follower's fetch is subject to the leader's replication quota (KIP-73,
 ``replog.broker.replication_throttle``): a partition in this broker's leader-throttled set
@@ -53,7 +57,7 @@ def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestSer
             if throttled_bytes:
                 services.replication_throttle.leader.record(throttled_bytes, now_ms)
             return Reply(m.FetchResponse(error_code=0, session_id=0, responses=topics))
-        return AwaitData(tps, deadline_ms, attempt)
+        return AwaitData(tps, deadline_ms, attempt, on_hw=body.replica_id < 0)
 
     return attempt(ctx.now_ms, False)
 
