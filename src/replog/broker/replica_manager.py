@@ -472,8 +472,6 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         """Serve one partition of a consumer's or follower's fetch at once (the driver does the
         multi-partition long poll by waiting on ``data_version``)."""
         tp = (topic, partition)
-        caller_request_id = request.request_id
-        request = attrs.evolve(request, request_id=self.next_request_id())
         replica = self.partitions.get(tp)
         if replica is None:
             return FetchResponse(
@@ -498,7 +496,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         if replica.high_watermark != hw_before:
             self._touch_hw(tp)
         self._collect(tp, replica)
-        return attrs.evolve(response, request_id=caller_request_id)
+        return response
 
     # ------------------------------------------------------------------ fetch (follower side)
 

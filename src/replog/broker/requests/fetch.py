@@ -24,7 +24,9 @@ from __future__ import annotations
 import attrs
 
 from replog.broker.convert import (
-    fetch_partition_requests,
+    TP,
+    fetch_partition_request,
+    fetch_partitions,
     fetch_response_partition,
     records_of,
 )
@@ -49,10 +51,11 @@ def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestSer
     """See the module docstring."""
     wait_ms = min(max(body.max_wait_ms, 0), services.config.request_timeout_ms)
     deadline_ms = ctx.now_ms + wait_ms
-    tps = frozenset(tp for tp, _ in fetch_partition_requests(body))
+    partitions = fetch_partitions(body)
+    tps = frozenset(tp for tp, _ in partitions)
 
     def attempt(now_ms: int, final: bool) -> Outcome:
-        topics, total, any_error, throttled_bytes = _read_all(services, body, now_ms)
+        topics, total, any_error, throttled_bytes = _read_all(services, body, partitions, now_ms)
         if final or total >= body.min_bytes or any_error or now_ms >= deadline_ms or not tps:
             if throttled_bytes:
                 services.replication_throttle.leader.record(throttled_bytes, now_ms)
@@ -63,7 +66,10 @@ def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestSer
 
 
 def _read_all(
-    services: RequestServices, body: m.FetchRequest, now_ms: int
+    services: RequestServices,
+    body: m.FetchRequest,
+    partitions: list[tuple[TP, m.FetchPartition]],
+    now_ms: int,
 ) -> tuple[list[m.FetchResponseTopic], int, bool, int]:
     """Every partition of the request, read now: (topics, record bytes, any error, record
     bytes of leader-throttled partitions)."""
@@ -72,10 +78,10 @@ def _read_all(
     throttle = services.replication_throttle
     throttle.sync_rates(services.broker_configs)
     by_topic: dict[str, list[m.FetchResponsePartition]] = {}
-    for (topic, partition), request in fetch_partition_requests(body):
+    for (topic, partition), wire in partitions:
         room = budget - total
-        bounded = attrs.evolve(request, max_bytes=max(1, min(request.max_bytes, room)))
-        answer = services.fetch(topic, partition, bounded, now_ms)
+        request = fetch_partition_request(body.replica_id, wire, room)
+        answer = services.fetch(topic, partition, request, now_ms)
         throttled = request.is_from_follower and throttle.leader_covers(
             services.topics.get(topic), partition
         )
