@@ -5,8 +5,10 @@ The driver decides everything (see ``replog.broker.driver``); this shell carries
 and feeds their results back: client connections (``server.Server``; each connection hands the
 driver one request at a time and waits for its ``Respond``), coordinator calls and group-commit
 fsyncs on worker threads (so ZooKeeper or etcd latency never blocks the loop), requests to other
-brokers on ``BrokerLink`` connections, the coordinator's feed and session listeners, and one
-timer calling ``on_tick`` every ``tick_interval_ms``.
+brokers on ``BrokerLink`` connections (written at once on an open, idle link, the answer fed
+back from the link's socket callback -- a follower's fetch round costs no task; a link not yet
+connected goes through a task that connects), the coordinator's feed and session listeners, and
+one timer calling ``on_tick`` every ``tick_interval_ms``.
 
 Every broker of a process runs on the one asyncio event loop it is started on. ``start`` binds
 the server (registration needs the port) and accepts connections only once the driver is ONLINE.
@@ -324,7 +326,8 @@ class Broker:
         elif isinstance(effect, CoordCall):
             self._spawn(self._coord_call(effect))
         elif isinstance(effect, SendToBroker):
-            self._spawn(self._send_to_broker(effect))
+            if not self._send_now(effect):
+                self._spawn(self._send_to_broker(effect))
         elif isinstance(effect, RunFlushes):
             self._spawn(self._flush(effect))
         elif isinstance(effect, RunCleaning):
@@ -345,6 +348,27 @@ class Broker:
         if self.driver is not None and not self._halting:
             self.driver.on_coord_done(effect.token, result, error, self.now_ms())
             self._carry_out()
+
+    def _send_now(self, effect: SendToBroker) -> bool:
+        """Send on an open, idle link without a task (``BrokerLink.send_now``): the answer is
+        handed to the driver from the link's socket callback. False when the link is not ready
+        (first use, reconnecting): ``_send_to_broker`` connects."""
+        driver = self.driver
+        link = self._links.get(effect.broker_id)
+        if driver is None or link is None or effect.broker_id not in driver.rm.brokers:
+            return False
+        timeout_s = (self.config.replica_fetch_wait_ms_max + self.config.request_timeout_ms) / 1000
+
+        def answered(response: Message | None, error: BaseException | None) -> None:
+            if self._halting:
+                return
+            try:
+                driver.on_broker_response(effect.token, response, error, self.now_ms())
+                self._carry_out()
+            except Exception:
+                _log.exception("broker %s: applying a broker's answer failed", self.broker_id)
+
+        return link.send_now(effect.api_key, effect.api_version, effect.body, timeout_s, answered)
 
     async def _send_to_broker(self, effect: SendToBroker) -> None:
         driver = self.driver

@@ -7,7 +7,8 @@ what ends the wait:
 
 - ``AwaitProduces`` by (partition, produce request id): ``on_produce_results`` completes it
   (the partition's purgatory always ends a produce, by the HW or by its timeout);
-- ``AwaitData`` by partition and by deadline: ``on_data_changed`` and ``on_tick`` read again;
+- ``AwaitData`` by partition and by deadline: ``on_data_changed`` and ``on_tick`` read again
+  (a wait that is not ``on_hw`` is not read again when only the partition's HW moved);
 - ``AwaitAdmin`` through ``submit_admin`` (the driver's admin channel, which answers every
   submission: completed, refused or timed out);
 - ``AwaitReply`` by its key: ``on_reply`` answers it (the group coordinator answers every
@@ -68,6 +69,7 @@ class _Parked:
     data_tps: frozenset[TP] = frozenset()
     data_deadline_ms: int = 0
     data_retry: Callable[[int, bool], Outcome] | None = None
+    data_on_hw: bool = True
     reply_key: int | None = None
 
 
@@ -130,13 +132,17 @@ class ClientRequests:
                 finish, parked.produce_finish = parked.produce_finish, None
                 self._continue(parked, functools.partial(finish, parked.produce_results), now_ms)
 
-    def on_data_changed(self, tps: set[TP] | None, now_ms: int) -> None:
-        """These partitions' data, HW or role changed (None: maybe all): read parked long
-        polls on them again."""
+    def on_data_changed(
+        self, tps: set[TP] | None, now_ms: int, *, hw_only: Iterable[TP] = ()
+    ) -> None:
+        """These partitions' data or role changed (None: maybe all), and those of ``hw_only``
+        their HW alone: read the parked long polls on them again (on ``hw_only`` partitions,
+        only those that wait ``on_hw``)."""
         if tps is None:
             woken = {p for waiters in self._data.values() for p in waiters}
         else:
             woken = {p for tp in tps for p in self._data.get(tp, ())}
+            woken.update(p for tp in hw_only for p in self._data.get(tp, ()) if p.data_on_hw)
         for parked in sorted(woken, key=lambda p: p.seq):
             self._retry_data(parked, now_ms, final=False)
 
@@ -179,6 +185,7 @@ class ClientRequests:
             parked.data_tps = outcome.tps
             parked.data_deadline_ms = outcome.deadline_ms
             parked.data_retry = outcome.retry
+            parked.data_on_hw = outcome.on_hw
             for tp in outcome.tps:
                 self._data.setdefault(tp, set()).add(parked)
             self._deadlines.add((outcome.deadline_ms, parked.seq))

@@ -21,7 +21,9 @@ from replog.protocol import messages as m
 __all__ = [
     "TP",
     "error_code_of",
+    "fetch_partition_request",
     "fetch_partition_requests",
+    "fetch_partitions",
     "fetch_response_partition",
     "follower_fetch_request",
     "follower_fetch_responses",
@@ -42,25 +44,32 @@ def error_code_of(value: int) -> ErrorCode:
 # ---------------------------------------------------------------------- leader side
 
 
+def fetch_partitions(body: m.FetchRequest) -> list[tuple[TP, m.FetchPartition]]:
+    """Every partition of a wire Fetch with its topic-partition, in request order."""
+    return [((topic.topic, p.partition), p) for topic in body.topics for p in topic.partitions]
+
+
+def fetch_partition_request(
+    replica_id: int, p: m.FetchPartition, room_bytes: int | None = None
+) -> FetchRequest:
+    """One wire Fetch partition as a machine ``FetchRequest``, its ``max_bytes`` at least 1 and
+    at most ``room_bytes`` (what is left of the response's budget) when given."""
+    max_bytes = max(1, p.partition_max_bytes)
+    if room_bytes is not None:
+        max_bytes = max(1, min(max_bytes, room_bytes))
+    return FetchRequest(
+        replica_id=replica_id,
+        fetch_offset=p.fetch_offset,
+        current_leader_epoch=p.current_leader_epoch,
+        last_fetched_epoch=p.last_fetched_epoch,
+        log_start_offset=p.log_start_offset,
+        max_bytes=max_bytes,
+    )
+
+
 def fetch_partition_requests(body: m.FetchRequest) -> list[tuple[TP, FetchRequest]]:
     """Every partition of a wire Fetch as a machine ``FetchRequest`` (sizes bounded later)."""
-    out: list[tuple[TP, FetchRequest]] = []
-    for topic in body.topics:
-        for p in topic.partitions:
-            out.append(
-                (
-                    (topic.topic, p.partition),
-                    FetchRequest(
-                        replica_id=body.replica_id,
-                        fetch_offset=p.fetch_offset,
-                        current_leader_epoch=p.current_leader_epoch,
-                        last_fetched_epoch=p.last_fetched_epoch,
-                        log_start_offset=p.log_start_offset,
-                        max_bytes=max(1, p.partition_max_bytes),
-                    ),
-                )
-            )
-    return out
+    return [(tp, fetch_partition_request(body.replica_id, p)) for tp, p in fetch_partitions(body)]
 
 
 def records_of(answer: FetchResponse, room_bytes: int) -> tuple[Any, int]:

@@ -501,7 +501,7 @@ class BrokerDriver:
             return
         for _ in range(AFTER_INPUT_ROUNDS_MAX):
             ready = rm.take_ready()
-            changed = rm.take_changed()
+            changed, hw_only = rm.take_changed()
             if ready.produce_results:
                 self.groups.on_produce_results(ready.produce_results, self.now_ms)
                 self.requests.on_produce_results(ready.produce_results, self.now_ms)
@@ -509,9 +509,9 @@ class BrokerDriver:
                 self._send_alter_partition(request)
             for tp, first_offset in ready.damaged:
                 self._report_damage(tp, first_offset)
-            if changed is None or changed:
-                self.requests.on_data_changed(changed, self.now_ms)
-            if not (ready.produce_results or changed is None or changed):
+            if changed is None or changed or hw_only:
+                self.requests.on_data_changed(changed, self.now_ms, hw_only=hw_only)
+            if not (ready.produce_results or changed is None or changed or hw_only):
                 break
         if self.groups.loading:
             self.groups.advance_loading(self.now_ms)

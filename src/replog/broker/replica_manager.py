@@ -129,9 +129,12 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     metadata_current: bool = attrs.field(init=False, default=True)
     #: grows on every append, HW move or role change (long-polling drivers wait on it)
     data_version: int = attrs.field(init=False, default=0)
-    #: partitions whose data, HW or role changed since ``take_changed`` (long polls wake on it)
+    #: partitions whose data or role changed since ``take_changed`` (long polls wake on it)
     _changed: set[TP] = attrs.field(init=False, factory=set)
     _changed_all: bool = attrs.field(init=False, default=False)
+    #: partitions whose HW (alone) moved since ``take_changed``: consumers' long polls wake on
+    #: it, followers' do not (a follower reads up to the LEO)
+    _hw_changed: set[TP] = attrs.field(init=False, factory=set)
     _acks_all: set[tuple[TP, int]] = attrs.field(init=False, factory=set)
     #: partitions followed here: the leader's HW minus this replica's LEO after the last fetch
     follower_lag: dict[TP, int] = attrs.field(init=False, factory=dict)
@@ -472,8 +475,6 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         """Serve one partition of a consumer's or follower's fetch at once (the driver does the
         multi-partition long poll by waiting on ``data_version``)."""
         tp = (topic, partition)
-        caller_request_id = request.request_id
-        request = attrs.evolve(request, request_id=self.next_request_id())
         replica = self.partitions.get(tp)
         if replica is None:
             return FetchResponse(
@@ -496,9 +497,9 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
             )
         if replica.high_watermark != hw_before:
-            self._touch(tp)
+            self._touch_hw(tp)
         self._collect(tp, replica)
-        return attrs.evolve(response, request_id=caller_request_id)
+        return response
 
     # ------------------------------------------------------------------ fetch (follower side)
 
@@ -580,7 +581,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 continue
             log.complete_flush(flush)
             if replica.is_leader and replica.on_log_flushed(now_ms):
-                self._touch(tp)
+                self._touch_hw(tp)
             self._collect(tp, replica)
 
     def fail_flush(self, tp: TP, reason: str) -> None:
@@ -604,7 +605,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
             # A catching-up replica holds the HW only for replica_lag_ms_max after it was last
             # caught up; nothing but time ends that, so re-check the HW as time passes.
             if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
-                self._touch(tp)
+                self._touch_hw(tp)
             self._collect(tp, replica)
 
     def delete_old_segments(self) -> int:
@@ -635,17 +636,23 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self.data_version += 1
         self._changed.add(tp)
 
+    def _touch_hw(self, tp: TP) -> None:
+        self.data_version += 1
+        self._hw_changed.add(tp)
+
     def _touch_all(self) -> None:
         self.data_version += 1
         self._changed_all = True
 
-    def take_changed(self) -> set[TP] | None:
-        """The partitions whose data, HW or role changed since the last call (None: possibly
-        every partition, e.g. after retention)."""
+    def take_changed(self) -> tuple[set[TP] | None, set[TP]]:
+        """Since the last call: the partitions whose data or role changed (None: possibly
+        every partition, e.g. after retention), and those whose HW alone moved."""
         changed: set[TP] | None = None if self._changed_all else set(self._changed)
+        hw_only = self._hw_changed - self._changed if changed is not None else set()
         self._changed.clear()
+        self._hw_changed = set()
         self._changed_all = False
-        return changed
+        return changed, hw_only
 
     def _collect(self, tp: TP, replica: Partition) -> None:
         if not replica.has_ready:
@@ -660,7 +667,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                     result = attrs.evolve(result, error_code=ErrorCode.REQUEST_TIMED_OUT)
             self._held_produce.append((tp, result))
         if ready.produce_results:
-            self._touch(tp)
+            self._touch_hw(tp)
 
     def take_ready(self) -> ManagerReady:
         """Drain AlterPartition requests and produce completions."""

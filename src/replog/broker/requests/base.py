@@ -102,11 +102,14 @@ class AwaitProduces:
 @attrs.frozen
 class AwaitData:
     """A long poll: call ``retry(now_ms, final)`` when any of ``tps`` gets new data or when
-    ``deadline_ms`` passes (``final`` True: answer with whatever there is)."""
+    ``deadline_ms`` passes (``final`` True: answer with whatever there is). ``on_hw`` False:
+    a move of a partition's HW alone is no reason to read again (a follower's fetch, which
+    reads up to the LEO: only new data, a truncation or a role change can complete it)."""
 
     tps: frozenset[TP]
     deadline_ms: int
     retry: Callable[[int, bool], Outcome]
+    on_hw: bool = True
 
 
 @attrs.frozen

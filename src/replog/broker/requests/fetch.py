@@ -4,7 +4,11 @@ Each partition is read at once (the follower's fetch also records its progress o
 records travel as zero-copy ``RecordsRef`` holes. A response smaller than ``min_bytes`` with no
 error and time left waits (``AwaitData``) until one of its partitions gets data or the wait
 (``max_wait_ms``, at most the request timeout) ends, then is read again. This is the one
-long-poll mechanism: the partition machines never park fetches themselves.
+long-poll mechanism: the partition machines never park fetches themselves. A follower's fetch
+reads up to the LEO, so a move of the HW alone does not read it again (as Kafka's delayed
+fetch, whose follower side counts the bytes past the fetch offset only): on the leader, the
+follower fetch that advances the HW would otherwise re-read every other parked follower fetch
+for nothing, ahead of the produce responses that HW completes.
 
 A follower's fetch is subject to the leader's replication quota (KIP-73,
 ``replog.broker.replication_throttle``): a partition in this broker's leader-throttled set
@@ -20,7 +24,9 @@ from __future__ import annotations
 import attrs
 
 from replog.broker.convert import (
-    fetch_partition_requests,
+    TP,
+    fetch_partition_request,
+    fetch_partitions,
     fetch_response_partition,
     records_of,
 )
@@ -45,21 +51,25 @@ def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestSer
     """See the module docstring."""
     wait_ms = min(max(body.max_wait_ms, 0), services.config.request_timeout_ms)
     deadline_ms = ctx.now_ms + wait_ms
-    tps = frozenset(tp for tp, _ in fetch_partition_requests(body))
+    partitions = fetch_partitions(body)
+    tps = frozenset(tp for tp, _ in partitions)
 
     def attempt(now_ms: int, final: bool) -> Outcome:
-        topics, total, any_error, throttled_bytes = _read_all(services, body, now_ms)
+        topics, total, any_error, throttled_bytes = _read_all(services, body, partitions, now_ms)
         if final or total >= body.min_bytes or any_error or now_ms >= deadline_ms or not tps:
             if throttled_bytes:
                 services.replication_throttle.leader.record(throttled_bytes, now_ms)
             return Reply(m.FetchResponse(error_code=0, session_id=0, responses=topics))
-        return AwaitData(tps, deadline_ms, attempt)
+        return AwaitData(tps, deadline_ms, attempt, on_hw=body.replica_id < 0)
 
     return attempt(ctx.now_ms, False)
 
 
 def _read_all(
-    services: RequestServices, body: m.FetchRequest, now_ms: int
+    services: RequestServices,
+    body: m.FetchRequest,
+    partitions: list[tuple[TP, m.FetchPartition]],
+    now_ms: int,
 ) -> tuple[list[m.FetchResponseTopic], int, bool, int]:
     """Every partition of the request, read now: (topics, record bytes, any error, record
     bytes of leader-throttled partitions)."""
@@ -68,10 +78,10 @@ def _read_all(
     throttle = services.replication_throttle
     throttle.sync_rates(services.broker_configs)
     by_topic: dict[str, list[m.FetchResponsePartition]] = {}
-    for (topic, partition), request in fetch_partition_requests(body):
+    for (topic, partition), wire in partitions:
         room = budget - total
-        bounded = attrs.evolve(request, max_bytes=max(1, min(request.max_bytes, room)))
-        answer = services.fetch(topic, partition, bounded, now_ms)
+        request = fetch_partition_request(body.replica_id, wire, room)
+        answer = services.fetch(topic, partition, request, now_ms)
         throttled = request.is_from_follower and throttle.leader_covers(
             services.topics.get(topic), partition
         )
