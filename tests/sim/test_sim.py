@@ -92,3 +92,22 @@ def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> Non
 def test_seed_318_last_known_leader_after_an_unclean_restart() -> None:
     result = run_seed(318, known=KNOWN, groups=False)
     assert result.ok, result.violations
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open, the same diagnosis as seed 318 (found past SEED_COUNT while measuring issue 16; "
+        "fails identically on 5631891, before this wave's last changes). Seed 329 "
+        "(REPLICATED durability, rf 2, min ISR 2): broker 1 loses power with acknowledged "
+        "offset 2 unsynced, and while its dead incarnation's session is still alive broker "
+        "3's session is expired, so 1 is elected from the ISR (epoch 1, ISR [1], ELR [3]). "
+        "Once both restart uncleanly, KIP-966 takes them out of the ELR and the last known "
+        "leader 1 is elected with LEO 2, while broker 3, which only crashed, still holds "
+        "offset 2. Kafka's unclean recovery would ask the last known replicas for their log "
+        "end and elect the longest (3)."
+    ),
+)
+def test_seed_329_last_known_leader_with_the_shorter_log() -> None:
+    result = run_seed(329, known=KNOWN)
+    assert result.ok, result.violations
