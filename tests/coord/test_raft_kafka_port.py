@@ -344,3 +344,40 @@ def test_an_unknown_api_versions_version_is_answered_at_v0_and_another_api_close
     assert struct.unpack(">ihihhh", frame) == (6, 35, 1, 18, 0, 3)  # UNSUPPORTED_VERSION
     wire.send(header_v2(0, 9, 7))  # Produce: not served on the quorum port
     assert wire.sock.recv(1) == b""
+
+
+def test_the_raft_handle_asks_for_a_controlled_shutdown_with_heartbeats(
+    quorum: LocalQuorum,
+) -> None:
+    """``update_broker(in_controlled_shutdown=True)`` on ``raft://`` is Kafka's negotiation: the
+    handle's BrokerHeartbeats want to shut down until the registration records it, with no
+    UpdateBroker call of its own; the keep-alive heartbeats go on wanting it."""
+    coord = RaftCoordinator.from_url(quorum.url)
+    wanted: list[bool] = []
+    writes: list[object] = []
+    send, write = coord._brokers.heartbeat, coord._write
+
+    def spy_heartbeat(*args: object, want_shut_down: bool = False, **kwargs: object) -> object:
+        wanted.append(want_shut_down)
+        return send(*args, want_shut_down=want_shut_down, **kwargs)  # type: ignore[arg-type]
+
+    def spy_write(command: object, timeout_ms: int | None) -> object:
+        writes.append(command)
+        return write(command, timeout_ms)
+
+    coord._brokers.heartbeat = spy_heartbeat  # type: ignore[method-assign]
+    coord._write = spy_write  # type: ignore[method-assign]
+    try:
+        me = coord.register_broker(4, "localhost", 9095, session_timeout_ms=300)
+        updated = coord.update_broker(4, me.incarnation_epoch, in_controlled_shutdown=True)
+        assert updated.in_controlled_shutdown and not updated.fenced
+        assert coord.get_broker(4) == updated
+        assert wanted and wanted[-1] is True
+        assert not [w for w in writes if type(w).__name__ == "UpdateBroker"]
+        asked = len(wanted)
+        until_ms = SYSTEM_CLOCK.monotonic_ms() + 600  # two session timeouts of keep-alives
+        while SYSTEM_CLOCK.monotonic_ms() < until_ms:
+            assert coord.get_broker(4) == updated
+        assert len(wanted) > asked and all(wanted[asked:])
+    finally:
+        coord.close()

@@ -215,11 +215,16 @@ class BrokerRpcChannel:
         invariant(isinstance(response, BrokerRegistrationResponse), f"answered {response!r}")
         return registered_broker(request, cast(BrokerRegistrationResponse, response))
 
-    def heartbeat(self, broker_id: int, broker_epoch: int, *, timeout_ms: int) -> SessionState:
-        """One BrokerHeartbeat (no metadata offset, no wish): CONNECTED, or
-        ``SessionExpiredError`` (`heartbeat_outcome`)."""
+    def heartbeat(
+        self, broker_id: int, broker_epoch: int, *, timeout_ms: int, want_shut_down: bool = False
+    ) -> SessionState:
+        """One BrokerHeartbeat (no metadata offset; ``want_shut_down`` asks for a controlled
+        shutdown): CONNECTED, or ``SessionExpiredError`` (`heartbeat_outcome`)."""
         request = BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=broker_epoch, current_metadata_offset=-1
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            current_metadata_offset=-1,
+            want_shut_down=want_shut_down,
         )
         response = self.call(
             request, version=BROKER_HEARTBEAT.max_version, timeout_ms=timeout_ms, idempotent=True

@@ -251,13 +251,20 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         return state
 
     def _send_heartbeat(
-        self, broker_id: int, incarnation_epoch: int, timeout_ms: int | None
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        timeout_ms: int | None,
+        *,
+        want_shut_down: bool = False,
     ) -> SessionState:
         """One BrokerHeartbeat: CONNECTED, or ``SessionExpiredError``."""
         if self._closed:
             raise CoordinatorClosedError("this raft coordinator is closed")
         timeout = self._timeout_ms if timeout_ms is None else timeout_ms
-        return self._brokers.heartbeat(broker_id, incarnation_epoch, timeout_ms=timeout)
+        return self._brokers.heartbeat(
+            broker_id, incarnation_epoch, timeout_ms=timeout, want_shut_down=want_shut_down
+        )
 
     def update_broker(
         self,
@@ -268,7 +275,12 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         in_controlled_shutdown: bool | None = None,
         timeout_ms: int | None = None,
     ) -> BrokerInfo:
-        """See ``Coordinator.update_broker``."""
+        """See ``Coordinator.update_broker``. Entering a controlled shutdown alone is asked
+        for as Kafka's broker does, with BrokerHeartbeats that want to shut down
+        (``_negotiate_shutdown``)."""
+        if in_controlled_shutdown and fenced is None:
+            timeout = self._timeout_ms if timeout_ms is None else timeout_ms
+            return self._negotiate_shutdown(broker_id, incarnation_epoch, timeout)
         command = rc.UpdateBroker(
             broker_id=broker_id,
             incarnation_epoch=incarnation_epoch,

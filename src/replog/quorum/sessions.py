@@ -36,6 +36,8 @@ from replog.quorum import commands as rc
 __all__ = ["HEARTBEAT_INTERVAL_MS_MAX", "HeldSession", "SessionKeeperMixin"]
 
 HEARTBEAT_INTERVAL_MS_MAX = 2_000
+#: the pause between the heartbeats that ask for a controlled shutdown until it is recorded
+SHUTDOWN_RETRY_MS = 50
 
 
 @attrs.define
@@ -76,8 +78,17 @@ class SessionKeeperMixin:
         ) -> SessionState: ...
 
         def _send_heartbeat(
-            self, broker_id: int, incarnation_epoch: int, timeout_ms: int | None
+            self,
+            broker_id: int,
+            incarnation_epoch: int,
+            timeout_ms: int | None,
+            *,
+            want_shut_down: bool = False,
         ) -> SessionState: ...
+
+        def get_broker(
+            self, broker_id: int, *, timeout_ms: int | None = None
+        ) -> BrokerInfo | None: ...
 
     def _emit(self, session: HeldSession, state: SessionState) -> None:
         """Move a held session to ``state`` and queue the event (caller holds the lock)."""
@@ -137,6 +148,47 @@ class SessionKeeperMixin:
         with contextlib.suppress(SessionExpiredError, CoordinatorUnavailableError):
             self.heartbeat(broker_id, incarnation)
 
+    # ------------------------------------------------------------------ controlled shutdown
+
+    def _negotiate_shutdown(
+        self, broker_id: int, incarnation_epoch: int, timeout_ms: int
+    ) -> BrokerInfo:
+        """``update_broker(in_controlled_shutdown=True)`` as Kafka's broker asks for it: a
+        BrokerHeartbeat with ``want_shut_down`` (the active controller follows it with the
+        registration's UpdateBroker), repeated until a read shows the registration in
+        controlled shutdown; the keep-alive heartbeats go on wanting it. ``SessionExpiredError``
+        when the incarnation is gone, ``CoordinatorUnavailableError`` past ``timeout_ms``."""
+        self._check_acting(broker_id)
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        while True:
+            remaining_ms = max(1, deadline_ms - self._clock.monotonic_ms())
+            try:
+                self._send_heartbeat(
+                    broker_id, incarnation_epoch, remaining_ms, want_shut_down=True
+                )
+            except SessionExpiredError:
+                self._lose(broker_id, incarnation_epoch)
+                raise
+            broker = self.get_broker(broker_id, timeout_ms=remaining_ms)
+            if broker is None or broker.incarnation_epoch != incarnation_epoch:
+                self._lose(broker_id, incarnation_epoch)
+                current = None if broker is None else broker.incarnation_epoch
+                raise SessionExpiredError(broker_id, incarnation_epoch, current)
+            if broker.in_controlled_shutdown:
+                with self._lock:
+                    session = self._sessions.get(broker_id)
+                    if (
+                        session is not None
+                        and session.broker.incarnation_epoch == incarnation_epoch
+                    ):
+                        session.broker = broker
+                return broker
+            if self._clock.monotonic_ms() >= deadline_ms:
+                raise CoordinatorUnavailableError(
+                    f"broker {broker_id}'s controlled shutdown not recorded within {timeout_ms} ms"
+                )
+            self._stop.wait(SHUTDOWN_RETRY_MS / 1000)
+
     # ------------------------------------------------------------------ keep-alive
 
     def _on_heartbeat_ok(self, broker_id: int, incarnation_epoch: int) -> None:
@@ -162,18 +214,27 @@ class SessionKeeperMixin:
             now_ms = self._clock.monotonic_ms()
             with self._lock:
                 due = [
-                    (s.broker.broker_id, s.broker.incarnation_epoch, s.interval_ms)
+                    (
+                        s.broker.broker_id,
+                        s.broker.incarnation_epoch,
+                        s.interval_ms,
+                        s.broker.in_controlled_shutdown,
+                    )
                     for s in self._sessions.values()
                     if not s.hook_suspended and s.next_heartbeat_ms <= now_ms
                 ]
                 waits = [s.next_heartbeat_ms - now_ms for s in self._sessions.values()]
-            for broker_id, incarnation, interval_ms in due:
-                self._keep_one(broker_id, incarnation, interval_ms)
+            for broker_id, incarnation, interval_ms, shutting_down in due:
+                self._keep_one(broker_id, incarnation, interval_ms, shutting_down)
             self._stop.wait(max(10, min([*waits, 200])) / 1000)
 
-    def _keep_one(self, broker_id: int, incarnation: int, interval_ms: int) -> None:
+    def _keep_one(
+        self, broker_id: int, incarnation: int, interval_ms: int, shutting_down: bool
+    ) -> None:
         try:
-            self._send_heartbeat(broker_id, incarnation, max(interval_ms, 200))
+            self._send_heartbeat(
+                broker_id, incarnation, max(interval_ms, 200), want_shut_down=shutting_down
+            )
         except SessionExpiredError:
             self._lose(broker_id, incarnation)
             return
