@@ -97,17 +97,19 @@ def test_seed_318_last_known_leader_after_an_unclean_restart() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "open, the same diagnosis as seed 318 (found past SEED_COUNT while measuring issue 16; "
-        "fails identically on 5631891, before this wave's last changes). Seed 329 "
-        "(REPLICATED durability, rf 2, min ISR 2): broker 1 loses power with acknowledged "
-        "offset 2 unsynced, and while its dead incarnation's session is still alive broker "
-        "3's session is expired, so 1 is elected from the ISR (epoch 1, ISR [1], ELR [3]). "
-        "Once both restart uncleanly, KIP-966 takes them out of the ELR and the last known "
-        "leader 1 is elected with LEO 2, while broker 3, which only crashed, still holds "
-        "offset 2. Kafka's unclean recovery would ask the last known replicas for their log "
-        "end and elect the longest (3)."
+        "open, the same family as seed 318 (found past SEED_COUNT while measuring issue 16; "
+        "each fails the same on 5631891, before this session's changes): REPLICATED "
+        "durability, acknowledged records unsynced on brokers that lose power, the powered-off "
+        "incarnation still counted live until its session expires, then unclean restarts "
+        "that take replicas out of the ELR, and the last known leader elected with a shorter "
+        "log than a replica that only crashed or stopped. Seed 329 (rf 2, min ISR 2): 1 loses "
+        "power with offset 2 unsynced, is elected when 3's session is expired, and after both "
+        "restart uncleanly is elected again as the last known leader with LEO 2 while 3 "
+        "still holds offset 2. Seeds 410 and 474: offset 0 lost the same way. Kafka's unclean "
+        "recovery would ask the last known replicas for their log end and elect the longest."
     ),
 )
-def test_seed_329_last_known_leader_with_the_shorter_log() -> None:
-    result = run_seed(329, known=KNOWN)
+@pytest.mark.parametrize("seed", [329, 410, 474])
+def test_last_known_leader_with_a_shorter_log(seed: int) -> None:
+    result = run_seed(seed, known=KNOWN)
     assert result.ok, result.violations
