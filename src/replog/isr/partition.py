@@ -38,12 +38,7 @@ from replog.isr.isr_state import (
     PendingShrinkIsr,
 )
 from replog.isr.leader_fetch import check_fetch_epoch, read_for_fetch
-from replog.isr.messages import (
-    FetchRequest,
-    FetchResponse,
-    ProduceResult,
-    Ready,
-)
+from replog.isr.messages import FetchRequest, FetchResponse, ProduceResult, Ready
 from replog.isr.purgatory import DelayedProduce, Purgatory
 from replog.isr.replica import ReplicaRole, ReplicaState
 from replog.isr.replica_log import ReplicaLog
