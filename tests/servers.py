@@ -21,19 +21,13 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.ports import free_port
+
 __all__ = ["ZOOKEEPER_JAR", "ZkServer", "free_port", "require_zookeeper", "start_zookeeper"]
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 _CLASSPATH = ":".join(["/etc/zookeeper/conf", ZOOKEEPER_JAR, "/usr/share/java/slf4j-simple.jar"])
 _START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def require_zookeeper() -> None:

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -22,17 +21,11 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.ports import free_port
+
 __all__ = ["EtcdServer", "free_port", "require_etcd", "start_etcd"]
 
 READY_TIMEOUT_S = 15.0
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def require_etcd() -> str:

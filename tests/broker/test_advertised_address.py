@@ -5,7 +5,6 @@ of the ISR, and healing it lets them catch up and rejoin."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +14,7 @@ from replog.errors import InvalidConfigError
 from tests.broker.support import Client, produce
 from tests.broker.test_cluster import create_topic, wait_for
 from tests.faults.proxy import FaultProxy
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -27,16 +27,10 @@ _SETTINGS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def proxied(tmp_path: object) -> Iterator[tuple[Cluster, FaultProxy, int]]:
     """Brokers 1-3; broker 1 binds ``bound`` and advertises the proxy's port."""
-    bound = _free_port()
+    bound = free_port()
     proxy = FaultProxy("127.0.0.1", bound)
     proxy.start()
     url = f"memory://advertised-{id(proxy)}"

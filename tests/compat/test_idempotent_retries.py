@@ -11,7 +11,6 @@ once.
 from __future__ import annotations
 
 import asyncio
-import socket
 import struct
 import threading
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from kafka import KafkaProducer
 
 from replog import Admin, Consumer, Producer
 from replog.broker import BrokerConfig, Cluster
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -123,16 +123,10 @@ class LostAnswers:
         writer.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def proxied(tmp_path: object) -> Iterator[tuple[Cluster, LostAnswers]]:
     """One broker that binds a port of its own and advertises the proxy's."""
-    bound, advertised = _free_port(), _free_port()
+    bound, advertised = free_port(), free_port()
     proxy = LostAnswers(bound, produces=2)
     proxy.start(advertised)
     config = BrokerConfig(

@@ -20,7 +20,6 @@ import json
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
+
+from tests.ports import free_port
 
 __all__ = [
     "REPO_ROOT",
@@ -289,14 +290,6 @@ class ProcessCluster:
             f"--- broker {i} ({b.log_path}) ---\n{b.log_tail(lines)}"
             for i, b in self.brokers.items()
         )
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (the voters must know each other's up front)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @attrs.define
