@@ -156,6 +156,24 @@ def test_append_as_leader_rejects_corrupt_or_trailing_bytes_and_changes_nothing(
     assert _all_values(log) == [(0, b"a")]
 
 
+@pytest.mark.parametrize("value_bytes", [10, 5000], ids=["small", "over-4KiB"])
+def test_a_flipped_bit_anywhere_under_the_crc_is_refused_at_both_sizes(
+    fs: FaultInjectingFileSystem, value_bytes: int
+) -> None:
+    """The producer-batch check reads the CRC'd bytes from a copy for small batches and from a
+    view for large ones: both must see every byte from the attributes to the end."""
+    log = _open(fs)
+    good = _batch([b"v" * value_bytes])
+    for at in (21, len(good) // 2, len(good) - 1):
+        corrupt = bytearray(good)
+        corrupt[at] ^= 0x01
+        with pytest.raises(CorruptRecordError):
+            log.append_as_leader(corrupt, 0)
+    assert log.log_end_offset == 0
+    log.append_as_leader(good, 0)
+    assert _all_values(log) == [(0, b"v" * value_bytes)]
+
+
 # -- append as follower ------------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ a time argument.
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NoReturn
 
@@ -68,7 +69,7 @@ from replog.log.log_reads import read_log
 from replog.log.log_values import AppendInfo, FetchSlice, PendingFlush
 from replog.log.producer_manager import ProducerStateManager
 from replog.log.producer_state import ProducerBatch, ProducerState
-from replog.log.records import HEADER, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
+from replog.log.records import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
 
@@ -85,9 +86,10 @@ _IO_ERRORS = (OSError, StorageError)
 
 # The leader stamps each batch's base offset and leader epoch in place (outside the CRC), with
 # the fields' own codecs bound here: two calls per batch on the produce path.
-_stamp_base_offset = HEADER.base_offset.codec.pack_into
-_stamp_leader_epoch = HEADER.partition_leader_epoch.codec.pack_into
-_LEADER_EPOCH_AT = HEADER.partition_leader_epoch.position
+_new_tuple = tuple.__new__
+"""Builds a named tuple without its Python-level constructor (0.17 vs 0.48 us per append)."""
+_stamp_offset_and_epoch = struct.Struct(">qii").pack_into
+"""Base offset, batch length and partition leader epoch: a v2 batch's first 16 bytes."""
 
 
 @attrs.define(eq=False)
@@ -244,7 +246,8 @@ class Log:
         a batch already written returns its offsets (``duplicate``) and writes nothing; a
         sequence gap or an old epoch raise `OutOfOrderSequenceError` or
         `InvalidProducerEpochError` and write nothing."""
-        self._check_online()
+        if self._offline_reason is not None:
+            self._check_online()
         data = bytearray(batch)
         if self.config.compact:
             require_keys(data)
@@ -292,29 +295,28 @@ class Log:
         the segment's first batch has a timestamp, so neither the time roll nor retention looks
         at ``last_modified_ms``."""
         checked = check_producer_batch(data, 0)
-        size, max_timestamp = checked.size_bytes, checked.max_timestamp
-        if size != len(data) or size > self._size_limit:
+        size, last_offset_delta, max_timestamp, producer_id = checked[:4]
+        config = self.config
+        if size != len(data) or size > config.max_message_bytes or size > config.segment_bytes:
             return None
-        last = offset + checked.last_offset_delta
-        segment: LogSegment = self.segments.peekitem(-1)[1]
-        if not segment.can_append_without_bookkeeping(size, max_timestamp, last):
-            return None
+        last = offset + last_offset_delta
         produced = None
-        if checked.producer_id >= 0:  # an idempotent producer's batch
+        if producer_id >= 0:  # an idempotent producer's batch
             produced = [producer_batch(checked, offset, last)]
             duplicate = self._check_producers(produced)
             if duplicate is not None:
                 return duplicate
-        _stamp_base_offset(data, 0, offset)
-        _stamp_leader_epoch(data, _LEADER_EPOCH_AT, leader_epoch)
+        _stamp_offset_and_epoch(data, 0, offset, size - LOG_OVERHEAD, leader_epoch)
+        segment: LogSegment = self.segments.peekitem(-1)[1]
         try:
-            segment.append_without_bookkeeping(data, last, max_timestamp)
+            if not segment.try_append_one(data, last, max_timestamp):
+                return None
         except _IO_ERRORS as exc:
             self._fail("append", exc)
         self._next_offset = last + 1
         if produced is not None:
             self._apply_producers(produced)
-        return AppendInfo(offset, last, max_timestamp, 1, size)
+        return _new_tuple(AppendInfo, (offset, last, max_timestamp, 1, size, False))
 
     @property
     def _size_limit(self) -> int:

@@ -285,40 +285,40 @@ class LogSegment:
             raise InvariantError("batch sizes do not add up to the appended data")
         self.size_bytes = position
 
-    def can_append_without_bookkeeping(
-        self, size_bytes: int, max_timestamp: int, last_offset: int
-    ) -> bool:
-        """Whether appending one batch needs nothing but the write and, when one is due, an
-        index entry: the segment is not empty (no first-batch timestamp to record), its indexes
-        have room, and no roll trigger fires. The time roll is by record timestamps here; a
-        segment without them takes the general path, which compares wall-clock age."""
-        if self.size_bytes == 0 or self._index_full or not self._max_timestamp_loaded:
-            return False
-        config = self.config
-        rolling = self._rolling_based_timestamp
-        return (
-            self.size_bytes <= config.segment_bytes - size_bytes
-            and rolling is not None
-            and rolling >= 0
-            and max_timestamp - rolling <= config.segment_ms - config.segment_jitter_ms
-            and 0 <= last_offset - self.base_offset <= _INT32_MAX
-        )
-
-    def append_without_bookkeeping(
-        self, data: bytes | bytearray, last_offset: int, max_timestamp: int
-    ) -> None:
-        """Append one batch after `can_append_without_bookkeeping` said yes; the index entries
-        are the ones `append` would make."""
+    def try_append_one(self, data: bytearray, last_offset: int, max_timestamp: int) -> bool:
+        """Append one batch if that needs nothing but the write and, when one is due, an index
+        entry (the ones `append` would make); False (nothing written) otherwise: the segment is
+        empty (no first-batch timestamp recorded yet), its indexes are full, a roll trigger
+        fires, or the time roll would need wall-clock age (a segment without record
+        timestamps). One call on the produce path, so its checks are inline."""
         position = self.size_bytes
+        size_bytes = len(data)
+        rolling = self._rolling_based_timestamp
+        config = self.config
+        if (
+            position == 0
+            or self._index_full
+            or not self._max_timestamp_loaded
+            or position > config.segment_bytes - size_bytes
+            or rolling is None
+            or rolling < 0
+            or max_timestamp - rolling > config.segment_ms - config.segment_jitter_ms
+            or not 0 <= last_offset - self.base_offset <= _INT32_MAX
+        ):
+            return False
         self.log_file.append(data)
         if max_timestamp > self._max_timestamp:
             self._max_timestamp = max_timestamp
             self._offset_of_max_timestamp = last_offset
-        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+        if self._bytes_since_last_index_entry > config.index_interval_bytes:
             self._add_index_entry(last_offset, position)
-        self._bytes_since_last_index_entry += len(data)
-        self.size_bytes = position + len(data)
-        self._remember_next_batch(last_offset + 1, self.size_bytes)
+        self._bytes_since_last_index_entry += size_bytes
+        self.size_bytes = position = position + size_bytes
+        hints = self._next_batch_at
+        if len(hints) >= _NEXT_BATCH_HINTS_MAX:
+            hints.clear()  # bounded; the newest positions are the ones fetched next
+        hints[last_offset + 1] = position
+        return True
 
     def _remember_next_batch(self, offset: int, position: int) -> None:
         hints = self._next_batch_at
