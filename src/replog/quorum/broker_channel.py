@@ -51,6 +51,7 @@ from replog.protocol.messages.broker_lifecycle import SECURITY_PROTOCOL_PLAINTEX
 from replog.protocol.primitives import Reader, Writer
 from replog.protocol.schema import Request, Response
 from replog.quorum import wire as raft_wire
+from replog.quorum.voter_walk import ConnectionLost, TryElsewhere, call_until_served
 
 __all__ = [
     "CLIENT_ID",
@@ -61,19 +62,10 @@ __all__ = [
 ]
 
 CLIENT_ID = "replog-broker-lifecycle"
-_NO_CONTROLLER_PAUSE_MS = 25
 _CONNECT_TIMEOUT_MS_MAX = 1_000
 _READ_BYTES = 1 << 16
 
 Address = tuple[str, int]
-
-
-class _Failed(Exception):
-    """A connection failed; ``sent``: the request may have reached the node."""
-
-    def __init__(self, sent: bool, why: str) -> None:
-        super().__init__(why)
-        self.sent = sent
 
 
 class _KafkaConnection:
@@ -86,17 +78,17 @@ class _KafkaConnection:
 
     @classmethod
     def open(cls, address: Address, timeout_ms: int) -> _KafkaConnection:
-        """Connect (``_Failed`` if the voter cannot be reached)."""
+        """Connect (``ConnectionLost`` if the voter cannot be reached)."""
         connect_s = max(min(timeout_ms, _CONNECT_TIMEOUT_MS_MAX), 1) / 1000
         try:
             sock = socket.create_connection(address, timeout=connect_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
-            raise _Failed(False, f"cannot connect: {exc}") from exc
+            raise ConnectionLost(False, f"cannot connect: {exc}") from exc
         return cls(sock)
 
     def call(self, request: Request, version: int, timeout_ms: int) -> Response:
-        """Send ``request`` at ``version`` and read its response (``_Failed``)."""
+        """Send ``request`` at ``version`` and read its response (``ConnectionLost``)."""
         info = request.API
         correlation_id = next(self._ids) & 0x7FFFFFFF
         header = RequestHeader(
@@ -112,11 +104,11 @@ class _KafkaConnection:
             self._sock.settimeout(max(timeout_ms, 1) / 1000)
             self._sock.sendall(raft_wire.frame(w.to_bytes()))
         except OSError as exc:
-            raise _Failed(True, f"send failed: {exc}") from exc
+            raise ConnectionLost(True, f"send failed: {exc}") from exc
         body = self._read_frame()
         r = Reader(body)
         if r.read_int32() != correlation_id:
-            raise _Failed(True, "a response to another request")
+            raise ConnectionLost(True, "a response to another request")
         if info.is_flexible(version):
             r.skip_tagged_fields()
         response: Response = CONTROLLER_APIS[info.api_key].response.decode_from(r, version)
@@ -127,11 +119,11 @@ class _KafkaConnection:
             try:
                 data = self._sock.recv(_READ_BYTES)
             except TimeoutError as exc:
-                raise _Failed(True, "no response in time") from exc
+                raise ConnectionLost(True, "no response in time") from exc
             except OSError as exc:
-                raise _Failed(True, f"receive failed: {exc}") from exc
+                raise ConnectionLost(True, f"receive failed: {exc}") from exc
             if not data:
-                raise _Failed(True, "closed by the node")
+                raise ConnectionLost(True, "closed by the node")
             frames = self._frames.feed(data)
             if frames:
                 return bytes(frames[0])
@@ -171,38 +163,38 @@ class BrokerRpcChannel:
         self, request: Request, *, version: int, timeout_ms: int, idempotent: bool
     ) -> Response:
         """The active controller's response to ``request`` (see the module docstring)."""
-        deadline_ms = self._clock.monotonic_ms() + timeout_ms
-        last = "no voter answered"
-        declined = 0
-        while True:
-            remaining_ms = deadline_ms - self._clock.monotonic_ms()
-            if remaining_ms <= 0:
-                raise CoordinatorUnavailableError(
-                    f"no active controller within {timeout_ms} ms: {last}"
-                )
-            address = self._target(use_hint=last == "no voter answered")
+        tries = declined = 0
+
+        def try_once(remaining_ms: int) -> Response | TryElsewhere:
+            nonlocal tries, declined
+            address = self._target(use_hint=tries == 0)
+            tries += 1
             try:
                 response = self._call_on(address, request, version, remaining_ms)
-            except _Failed as exc:
-                last = f"{address[0]}:{address[1]}: {exc}"
+            except ConnectionLost as exc:
                 self._move_on(address)
-                if exc.sent and not idempotent:
-                    raise CoordinatorUnavailableError(
-                        f"connection to the controller lost, outcome unknown: {exc}"
-                    ) from None
-                self._pause_ms(min(_NO_CONTROLLER_PAUSE_MS, remaining_ms))
-                continue
+                raise ConnectionLost(exc.sent, f"{address[0]}:{address[1]}: {exc}") from None
             except ProtocolError as exc:
                 raise CoordinatorUnavailableError(f"bad response from {address}: {exc}") from None
             if getattr(response, "error_code", ErrorCode.NONE) != ErrorCode.NOT_CONTROLLER:
                 with self._lock:
                     self._leader = address
                 return response
-            last = f"{address[0]}:{address[1]} is not the active controller"
             self._move_on(address)
             declined += 1
-            if declined % len(self._addresses) == 0:
-                self._pause_ms(min(_NO_CONTROLLER_PAUSE_MS, remaining_ms))
+            return TryElsewhere(  # pause after a round in which nobody led
+                f"{address[0]}:{address[1]} is not the active controller",
+                pause=declined % len(self._addresses) == 0,
+            )
+
+        return call_until_served(
+            try_once,
+            clock=self._clock,
+            timeout_ms=timeout_ms,
+            idempotent=idempotent,
+            server="active controller",
+            pause_ms=self._pause_ms,
+        )
 
     def register(self, request: BrokerRegistrationRequest, *, timeout_ms: int) -> BrokerInfo:
         """One BrokerRegistration: the stored registration (`registered_broker`)."""

@@ -30,10 +30,10 @@ from replog.coord.errors import CoordinatorClosedError, CoordinatorUnavailableEr
 from replog.errors import ProtocolError
 from replog.protocol.framing import FrameReader
 from replog.quorum import wire as raft_wire
+from replog.quorum.voter_walk import ConnectionLost, TryElsewhere, call_until_served
 
 __all__ = ["QuorumChannel", "parse_addresses"]
 
-_NO_LEADER_PAUSE_MS = 25
 _CONNECT_TIMEOUT_MS_MAX = 1_000
 _READ_BYTES = 1 << 16
 
@@ -49,14 +49,6 @@ def parse_addresses(text: str) -> list[tuple[str, int]]:
     if not addresses:
         raise ValueError("no quorum address")
     return addresses
-
-
-class _Lost(Exception):
-    """The connection failed; ``sent``: the request may have reached the node."""
-
-    def __init__(self, sent: bool, why: str) -> None:
-        super().__init__(why)
-        self.sent = sent
 
 
 class _Waiter:
@@ -83,29 +75,29 @@ class _Connection:
 
     @classmethod
     def open(cls, address: tuple[str, int], timeout_ms: int) -> _Connection:
-        """Connect and say hello (``_Lost`` if the voter cannot be reached)."""
+        """Connect and say hello (``ConnectionLost`` if the voter cannot be reached)."""
         connect_s = max(min(timeout_ms, _CONNECT_TIMEOUT_MS_MAX), 1) / 1000
         try:
             sock = socket.create_connection(address, timeout=connect_s)
         except OSError as exc:
-            raise _Lost(False, f"cannot connect: {exc}") from exc
+            raise ConnectionLost(False, f"cannot connect: {exc}") from exc
         try:
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(raft_wire.encode_hello(raft_wire.CLIENT, -1))
         except OSError as exc:
             sock.close()
-            raise _Lost(False, f"cannot say hello: {exc}") from exc
+            raise ConnectionLost(False, f"cannot say hello: {exc}") from exc
         connection = cls(address, sock)
         connection._reader.start()
         return connection
 
     def call(self, request: Any, timeout_ms: int) -> raft_wire.ReplyFrame:
-        """Send one request and wait for its reply (``_Lost``, or None on timeout)."""
+        """Send one request and wait for its reply (``ConnectionLost``, or None on timeout)."""
         waiter = _Waiter()
         with self._lock:
             if self.closed:
-                raise _Lost(False, "connection closed")
+                raise ConnectionLost(False, "connection closed")
             correlation_id = next(self._ids) & 0x7FFFFFFF
             self._waiters[correlation_id] = waiter
         data = raft_wire.encode_request(correlation_id, timeout_ms, request)
@@ -114,13 +106,13 @@ class _Connection:
                 self._sock.sendall(data)
         except OSError as exc:
             self._fail(f"send failed: {exc}")
-            raise _Lost(True, str(exc)) from exc
+            raise ConnectionLost(True, str(exc)) from exc
         if not waiter.done.wait(timeout_ms / 1000):
             with self._lock:
                 self._waiters.pop(correlation_id, None)
             raise TimeoutError(f"no reply from {self.address} within {timeout_ms} ms")
         if waiter.reply is None:
-            raise _Lost(True, waiter.lost or "connection lost")
+            raise ConnectionLost(True, waiter.lost or "connection lost")
         return waiter.reply
 
     def _read_loop(self) -> None:
@@ -177,27 +169,16 @@ class QuorumChannel:
     def call(self, request: Any, *, timeout_ms: int, idempotent: bool) -> Any:
         """The value of ``request``, or the error it raised (see the module docstring);
         ``idempotent`` (a read) may be retried after it was sent."""
-        deadline_ms = self._clock.monotonic_ms() + timeout_ms
-        last = "no voter answered"
         redirects = 0
-        while True:
-            remaining_ms = deadline_ms - self._clock.monotonic_ms()
-            if remaining_ms <= 0:
-                raise CoordinatorUnavailableError(
-                    f"no quorum leader within {timeout_ms} ms: {last}"
-                )
+
+        def try_once(remaining_ms: int) -> Any:
+            nonlocal redirects
             address = self._target()
             try:
                 reply = self._connection(address, remaining_ms).call(request, remaining_ms)
-            except _Lost as exc:
+            except ConnectionLost as exc:
                 self._forget(address)
-                last = f"{address[0]}:{address[1]}: {exc}"
-                if exc.sent and not idempotent:
-                    raise CoordinatorUnavailableError(
-                        f"connection to the quorum lost, outcome unknown: {exc}"
-                    ) from None
-                self._pause_ms(min(_NO_LEADER_PAUSE_MS, remaining_ms))
-                continue
+                raise ConnectionLost(exc.sent, f"{address[0]}:{address[1]}: {exc}") from None
             except TimeoutError as exc:
                 raise CoordinatorUnavailableError(str(exc)) from None
             if reply.status == raft_wire.Status.OK:
@@ -206,11 +187,21 @@ class QuorumChannel:
                 raise reply.body
             if reply.status == raft_wire.Status.UNKNOWN:
                 raise CoordinatorUnavailableError(f"outcome unknown: {reply.body}")
-            last = f"{address[0]}:{address[1]} does not lead"
             self._redirect(address, reply.body)
             redirects += 1
-            if reply.body is None or redirects > 1:  # no leader known, or a stale hint
-                self._pause_ms(min(_NO_LEADER_PAUSE_MS, remaining_ms))
+            return TryElsewhere(  # pause when no leader is known, or after a stale hint
+                f"{address[0]}:{address[1]} does not lead",
+                pause=reply.body is None or redirects > 1,
+            )
+
+        return call_until_served(
+            try_once,
+            clock=self._clock,
+            timeout_ms=timeout_ms,
+            idempotent=idempotent,
+            server="quorum leader",
+            pause_ms=self._pause_ms,
+        )
 
     @property
     def leader(self) -> tuple[str, int] | None:
