@@ -47,24 +47,14 @@ T = TypeVar("T")
 
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
-    q = QuorumProcesses.start(tmp_path / "quorum", 1, VOTER_ARGS)
-    try:
+    with QuorumProcesses.running(tmp_path / "quorum", 1, VOTER_ARGS) as q:
         yield q
-    finally:
-        q.close()
 
 
 @pytest.fixture
 def cluster(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[ProcessCluster]:
-    brokers = ProcessCluster.create(tmp_path / "brokers", quorum.url, 3, settings=SETTINGS)
-    brokers.start()
-    try:
-        yield brokers
-    except BaseException:
-        print(brokers.log_tails(60))
-        raise
-    finally:
-        brokers.close()
+    with ProcessCluster.running(tmp_path / "brokers", quorum.url, 3, settings=SETTINGS) as c:
+        yield c
 
 
 def _until(what: Callable[[], T | None], timeout_s: float = 30.0) -> T:

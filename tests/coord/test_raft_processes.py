@@ -52,21 +52,16 @@ def leader_voter(quorum: QuorumProcesses, timeout_s: float = 30.0) -> int:
 
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
-    q = QuorumProcesses.start(tmp_path / "quorum", 3, VOTER_ARGS)
-    try:
+    with QuorumProcesses.running(tmp_path / "quorum", 3, VOTER_ARGS) as q:
         yield q
-    finally:
-        q.close()
 
 
 @pytest.fixture
 def cluster(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[ProcessCluster]:
-    brokers = ProcessCluster.create(tmp_path / "brokers", quorum.url, 3, settings=BROKER_SETTINGS)
-    brokers.start()
-    try:
+    with ProcessCluster.running(
+        tmp_path / "brokers", quorum.url, 3, settings=BROKER_SETTINGS
+    ) as brokers:
         yield brokers
-    finally:
-        brokers.close()
 
 
 def _create_topic(cluster: ProcessCluster) -> None:

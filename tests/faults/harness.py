@@ -16,6 +16,7 @@ Used by the fault suite (``tests/faults``), ``tests/coord/test_raft_processes.py
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -23,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -250,6 +251,28 @@ class ProcessCluster:
         }
         return cls(base_dir, brokers)
 
+    @classmethod
+    @contextlib.contextmanager
+    def running(
+        cls,
+        base_dir: Path,
+        coordinator_url: str,
+        n: int,
+        *,
+        settings: Mapping[str, Any] | None = None,
+    ) -> Iterator[ProcessCluster]:
+        """`create` and `start` ``n`` brokers; on an error in the block print their log tails;
+        always stop them."""
+        cluster = cls.create(base_dir, coordinator_url, n, settings=settings)
+        cluster.start()
+        try:
+            yield cluster
+        except BaseException:
+            print(f"\n===== broker log tails =====\n{cluster.log_tails(60)}")
+            raise
+        finally:
+            cluster.close()
+
     def start(self, ids: Iterable[int] | None = None) -> None:
         """Start brokers (all by default) in parallel and wait until each serves."""
         chosen = list(self.brokers) if ids is None else list(ids)
@@ -390,6 +413,19 @@ class QuorumProcesses:
             quorum.close()
             raise
         return quorum
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, base_dir: Path, n: int, args: Iterable[str] = ()) -> Iterator[QuorumProcesses]:
+        """`start` the voters; on an error in the block print their log tails; always stop."""
+        quorum = cls.start(base_dir, n, args)
+        try:
+            yield quorum
+        except BaseException:
+            print(f"\n===== voter log tails =====\n{quorum.log_tails(30)}")
+            raise
+        finally:
+            quorum.close()
 
     @property
     def url(self) -> str:
