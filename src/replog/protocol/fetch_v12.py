@@ -292,10 +292,10 @@ def encode_fetch_response(w: Writer, response: FetchResponse) -> bool:
     return True
 
 
-def _encode_response(response: FetchResponse) -> list[bytes | RecordsRef[Any]]:
-    """The body as bytes runs and ``RecordsRef`` holes (each hole's length prefix left to
-    ``Writer.write_records_ref``)."""
-    parts: list[bytes | RecordsRef[Any]] = []
+def _encode_response(response: FetchResponse) -> list[bytes | memoryview | RecordsRef[Any]]:
+    """The body as bytes runs, record payloads and ``RecordsRef`` holes (each hole's length
+    prefix left to ``Writer.write_records_ref``)."""
+    parts: list[bytes | memoryview | RecordsRef[Any]] = []
     out = [
         _RESPONSE_HEAD.pack(response.throttle_time_ms, response.error_code, response.session_id),
         _uvarint(len(response.responses) + 1),
@@ -334,7 +334,9 @@ def _encode_response(response: FetchResponse) -> list[bytes | RecordsRef[Any]]:
             elif isinstance(records, (bytes, bytearray, memoryview)):
                 data = memoryview(records).cast("B")
                 out.append(_uvarint(len(data) + 1))
-                out.append(bytes(data))
+                parts.append(b"".join(out))
+                parts.append(data)  # copied once, into the writer
+                out = []
             else:
                 raise _Off
             out.append(_partition_tags(p))
