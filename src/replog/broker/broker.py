@@ -480,6 +480,10 @@ class Broker:
         try:
             driver.on_request(conn_id, header, body, received_ms, client_host=client_host)
             self._carry_out()
+        except BaseException:
+            if self._in_driver.get(conn_id) is entry:
+                del self._in_driver[conn_id]  # answered with the error response instead
+            raise
         finally:
             entry.handling = False
         answer = entry.answer
