@@ -27,6 +27,9 @@ class Client:
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.frames = FrameReader()
         self.cid = 0
+        #: api key of each request sent, by correlation id (``receive_any``)
+        self.sent: dict[int, int] = {}
+        self.unread: list[bytes] = []
 
     def close(self) -> None:
         self.sock.close()
@@ -38,7 +41,21 @@ class Client:
             api_key=key, api_version=VERSIONS[key], correlation_id=self.cid, client_id="test"
         )
         self.sock.sendall(encode_request(header, body))
+        self.sent[self.cid] = key
         return self.cid
+
+    def receive_any(self) -> tuple[int, Message]:
+        """The next response frame, whichever request it answers: (correlation id, body)."""
+        while not self.unread:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("closed")
+            self.unread.extend(bytes(f) for f in self.frames.feed(data))
+        frame = self.unread.pop(0)
+        cid = int.from_bytes(frame[:4], "big")
+        key = self.sent.pop(cid)
+        _, body = decode_response(frame, api_key=key, api_version=VERSIONS[key])
+        return cid, body
 
     def receive(self, api_key: int) -> Message:
         while True:

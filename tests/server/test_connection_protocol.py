@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from replog.broker.server import Response, Server, _Connection
+from replog.broker.server import PARKED, Parked, Response, Server, _Connection
 from replog.event_loop import run
 from replog.log import Log, LogConfig, encode_batch
 from replog.protocol import (
@@ -137,6 +137,90 @@ def test_waiting_and_immediate_handlers_keep_request_order() -> None:
                 break
             await asyncio.sleep(0)
         assert transport.answered_ids() == list(range(1, 31))
+
+    run(scenario())
+
+
+async def park_even_ids(conn_id: int, header: RequestHeader, body: Message) -> Response | Parked:
+    """Even correlation ids are parked (answered later with ``Server.respond``), odd ones are
+    answered at once."""
+    if header.correlation_id % 2 == 0:
+        return PARKED
+    return [struct.pack(">ii", 4, header.correlation_id)]
+
+
+def test_a_parked_answer_is_written_in_the_respond_call_and_the_chain_goes_on() -> None:
+    async def scenario() -> None:
+        server = make_server(park_even_ids, inflight_max=100)
+        conn, transport = connect(server)
+        conn.data_received(b"".join(request_frame(i) for i in range(1, 8)))
+        # 2 is parked: 3..7 wait behind it, answered or not, so the order holds.
+        assert transport.answered_ids() == [1]
+        assert conn.task is None  # a parked request holds no task
+        server.respond(conn.conn_id, [struct.pack(">ii", 4, 2)])
+        # Written in that very call, with the immediate answers behind it, up to the next park.
+        assert transport.answered_ids() == [1, 2, 3]
+        server.respond(conn.conn_id, [struct.pack(">ii", 4, 4)])
+        server.respond(conn.conn_id, [struct.pack(">ii", 4, 6)])
+        assert transport.answered_ids() == [1, 2, 3, 4, 5, 6, 7]
+        assert not transport.aborted
+
+    run(scenario())
+
+
+def test_an_answer_for_a_connection_with_nothing_parked_is_ignored() -> None:
+    async def scenario() -> None:
+        server = make_server(park_even_ids, inflight_max=100)
+        conn, transport = connect(server)
+        conn.data_received(request_frame(1))
+        server.respond(conn.conn_id, [struct.pack(">ii", 4, 99)])  # nothing parked
+        server.respond(12345, [struct.pack(">ii", 4, 98)])  # no such connection
+        assert transport.answered_ids() == [1]
+
+    run(scenario())
+
+
+def test_a_parked_request_answered_with_nothing_lets_the_next_ones_through() -> None:
+    async def scenario() -> None:
+        server = make_server(park_even_ids, inflight_max=100)
+        conn, transport = connect(server)
+        conn.data_received(b"".join(request_frame(i) for i in (2, 3)))
+        assert transport.answered_ids() == []
+        server.respond(conn.conn_id, None)  # acks=0: no answer to write
+        assert transport.answered_ids() == [3]
+
+    run(scenario())
+
+
+def test_close_client_drops_a_parked_connection() -> None:
+    async def scenario() -> None:
+        server = make_server(park_even_ids, inflight_max=100)
+        conn, transport = connect(server)
+        conn.data_received(b"".join(request_frame(i) for i in (2, 3)))
+        server.close_client(conn.conn_id)
+        assert transport.aborted
+        server.respond(conn.conn_id, [struct.pack(">ii", 4, 2)])
+        assert transport.answered_ids() == []
+
+    run(scenario())
+
+
+def test_a_handler_that_waits_and_then_parks_is_answered_by_respond() -> None:
+    async def handler(conn_id: int, header: RequestHeader, body: Message) -> Response | Parked:
+        await asyncio.sleep(0)
+        return await park_even_ids(conn_id, header, body)
+
+    async def scenario() -> None:
+        server = make_server(handler, inflight_max=100)
+        conn, transport = connect(server)
+        conn.data_received(b"".join(request_frame(i) for i in (1, 2, 3)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert transport.answered_ids() == [1]
+        server.respond(conn.conn_id, [struct.pack(">ii", 4, 2)])
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert transport.answered_ids() == [1, 2, 3]
 
     run(scenario())
 

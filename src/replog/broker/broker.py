@@ -3,12 +3,13 @@ worker threads for coordinator calls, fsyncs and log cleanings.
 
 The driver decides everything (see ``replog.broker.driver``); this shell carries out its effects
 and feeds their results back: client connections (``server.Server``; each connection hands the
-driver one request at a time and waits for its ``Respond``), coordinator calls and group-commit
-fsyncs on worker threads (so ZooKeeper or etcd latency never blocks the loop), requests to other
-brokers on ``BrokerLink`` connections (written at once on an open, idle link, the answer fed
-back from the link's socket callback -- a follower's fetch round costs no task; a link not yet
-connected goes through a task that connects), the coordinator's feed and session listeners, and
-one timer calling ``on_tick`` every ``tick_interval_ms``.
+driver one request at a time and waits for its ``Respond``, written to the socket straight
+from that effect: a parked produce or fetch answer costs no future and no task), coordinator
+calls and group-commit fsyncs on worker threads (so ZooKeeper or etcd latency never blocks the
+loop), requests to other brokers on ``BrokerLink`` connections (written at once on an open,
+idle link, the answer fed back from the link's socket callback -- a follower's fetch round costs
+no task; a link not yet connected goes through a task that connects), the coordinator's feed and
+session listeners, and one timer calling ``on_tick`` every ``tick_interval_ms``.
 
 Every broker of a process runs on the one asyncio event loop it is started on. ``start`` binds
 the server (registration needs the port) and accepts connections only once the driver is ONLINE.
@@ -27,6 +28,8 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+import attrs
+
 from replog.broker.config import BrokerConfig
 from replog.broker.driver import BrokerDriver, BrokerState
 from replog.broker.effects import (
@@ -43,7 +46,7 @@ from replog.broker.effects import (
 from replog.broker.links import BrokerLink
 from replog.broker.metrics import BrokerMetrics, gauge_values, live_topics
 from replog.broker.replica_manager import TP, ReplicaManager
-from replog.broker.server import CloseConnection, Response, Server
+from replog.broker.server import PARKED, CloseConnection, Parked, Response, Server
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from replog.coord import connect
 from replog.coord.contract import Coordinator
@@ -84,6 +87,18 @@ def _fan_out(sinks: list[StateChangeSink]) -> StateChangeSink:
     return sink
 
 
+@attrs.define
+class _InDriver:
+    """A connection's request in the driver: for the metrics, and the answer while
+    ``_handle`` (which returns it) is still running."""
+
+    api_key: int
+    body: Message
+    received_ms: int
+    handling: bool = True
+    answer: Respond | CloseClient | None = None
+
+
 class Broker:
     """One broker; see the module docstring. Create, then ``await start()`` on the loop."""
 
@@ -106,7 +121,9 @@ class Broker:
             connections_max=config.connections_max,
             on_connection_closed=self._connection_closed,
         )
-        self._answers: dict[int, asyncio.Future[Response]] = {}
+        #: each connection's request in the driver, until its answer is carried out
+        self._in_driver: dict[int, _InDriver] = {}
+        self._carrying_out = False
         self._links: dict[int, BrokerLink] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._subscriptions: list[Subscription] = []
@@ -278,10 +295,7 @@ class Broker:
             link.close()
         self._links.clear()
         await self._server.close()
-        for future in self._answers.values():
-            if not future.done():
-                future.cancel()
-        self._answers.clear()
+        self._in_driver.clear()
         while self._tasks:
             tasks = list(self._tasks)
             for task in tasks:
@@ -307,22 +321,23 @@ class Broker:
             _log.error("broker %s: task failed", self.broker_id, exc_info=task.exception())
 
     def _carry_out(self) -> None:
-        """Carry out every effect the driver has queued."""
+        """Carry out every effect the driver has queued, in order. Not re-entered: an answer
+        written from a ``Respond`` may hand the driver that connection's next request, whose
+        effects this same loop then carries out after the ones already taken."""
         driver = self.driver
-        if driver is None or self._halting:
+        if driver is None or self._halting or self._carrying_out:
             return
-        for effect in driver.take_effects():
-            self._carry_out_one(effect)
+        self._carrying_out = True
+        try:
+            while effects := driver.take_effects():
+                for effect in effects:
+                    self._carry_out_one(effect)
+        finally:
+            self._carrying_out = False
 
     def _carry_out_one(self, effect: Effect) -> None:
-        if isinstance(effect, Respond):
-            future = self._answers.pop(effect.conn_id, None)
-            if future is not None and not future.done():
-                future.set_result(effect.parts)
-        elif isinstance(effect, CloseClient):
-            future = self._answers.pop(effect.conn_id, None)
-            if future is not None and not future.done():
-                future.set_exception(CloseConnection(effect.reason))
+        if isinstance(effect, (Respond, CloseClient)):
+            self._answer(effect)
         elif isinstance(effect, CoordCall):
             self._spawn(self._coord_call(effect))
         elif isinstance(effect, SendToBroker):
@@ -450,26 +465,53 @@ class Broker:
                 driver.on_tick(self.now_ms())
                 self._carry_out()
 
-    async def _handle(self, conn_id: int, header: RequestHeader, body: Message) -> Response:
+    async def _handle(
+        self, conn_id: int, header: RequestHeader, body: Message
+    ) -> Response | Parked:
+        """Hand the request to the driver; its answer if the driver gave it at once, else
+        ``PARKED`` (``_answer`` writes it when the driver's ``Respond`` comes)."""
         driver = self.driver
         if driver is None or self._halting:
             raise CloseConnection("broker stopping")
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._answers[conn_id] = future
         received_ms = self.now_ms()
+        entry = _InDriver(header.api_key, body, received_ms)
+        self._in_driver[conn_id] = entry
         client_host = self._server.peer_host(conn_id)
-        driver.on_request(conn_id, header, body, received_ms, client_host=client_host)
-        self._carry_out()
         try:
-            return await future
+            driver.on_request(conn_id, header, body, received_ms, client_host=client_host)
+            self._carry_out()
+        except BaseException:
+            if self._in_driver.get(conn_id) is entry:
+                del self._in_driver[conn_id]  # answered with the error response instead
+            raise
         finally:
-            self._answers.pop(conn_id, None)
-            if self._metrics is not None:
-                self._metrics.on_request(header.api_key, self.now_ms() - received_ms)
-                if future.done() and not future.cancelled() and future.exception() is None:
-                    self._metrics.on_traffic(body, future.result())
+            entry.handling = False
+        answer = entry.answer
+        if answer is None:
+            return PARKED
+        if isinstance(answer, CloseClient):
+            raise CloseConnection(answer.reason)
+        return answer.parts
+
+    def _answer(self, effect: Respond | CloseClient) -> None:
+        """The driver's answer to a connection's request: kept for ``_handle`` to return while
+        it is still running, else written (or the connection dropped) now."""
+        entry = self._in_driver.pop(effect.conn_id, None)
+        if entry is None:
+            return  # the connection closed meanwhile
+        metrics = self._metrics
+        if metrics is not None:
+            metrics.on_request(entry.api_key, self.now_ms() - entry.received_ms)
+            if isinstance(effect, Respond):
+                metrics.on_traffic(entry.body, effect.parts)
+        if entry.handling:
+            entry.answer = effect
+        elif isinstance(effect, Respond):
+            self._server.respond(effect.conn_id, effect.parts)
+        else:
+            self._server.close_client(effect.conn_id)
 
     def _connection_closed(self, conn_id: int) -> None:
-        self._answers.pop(conn_id, None)
+        self._in_driver.pop(conn_id, None)
         if self.driver is not None and not self._halting:
             self.driver.on_connection_closed(conn_id, self.now_ms())

@@ -121,7 +121,7 @@ class FetchSessions:
 
             driver.flush_then(flushed)
             return
-        self._send(session, now_ms)
+        self._send(session, now_ms, requests)
 
     def _unthrottled(
         self, requests: list[tuple[TP, FetchRequest]], now_ms: int
@@ -139,9 +139,18 @@ class FetchSessions:
                 kept.append((tp, request))
         return kept
 
-    def _send(self, session: _Session, now_ms: int) -> None:
+    def _send(
+        self,
+        session: _Session,
+        now_ms: int,
+        requests: list[tuple[TP, FetchRequest]] | None = None,
+    ) -> None:
+        """Fetch from the session's leader: ``requests`` as ``_round`` just built them, or
+        built again (after a flush the logs may have grown)."""
         driver = self._driver
-        requests = self._unthrottled(driver.rm.fetch_requests_for(session.leader_id), now_ms)
+        if requests is None:
+            requests = driver.rm.fetch_requests_for(session.leader_id)
+        requests = self._unthrottled(requests, now_ms)
         if not requests:
             self._backoff(session, now_ms)
             return

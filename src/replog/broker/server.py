@@ -9,8 +9,11 @@ it starts each handler coroutine right there, in the callback, and when the hand
 without waiting (a produce at acks=1, metadata, most requests) writes the response at once --
 no queue, no task, no extra trip through the loop. Only a handler that must wait (acks=all, a
 long-poll fetch) is finished in a task, and the chain goes on with the next request once that
-response is out. So there is never more than one request of a connection in progress, and the
-responses leave in request order.
+response is out. A handler may instead return ``PARKED`` at once: its answer comes later from
+whoever has it (the broker shell carrying out its driver's ``Respond`` effect) through
+``Server.respond``, which writes it in that very call and goes on with the connection's next
+requests -- no future, no task, no trip through the loop. So there is never more than one
+request of a connection in progress, and the responses leave in request order.
 
 Each response goes out with one ``transport.writelines`` (the header and body bytes, and the
 record payloads of Fetch responses, ``RecordsRef`` holes, read with ``pread`` from the segment's
@@ -40,12 +43,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import enum
 import itertools
 import logging
 import os
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from replog.errors import ProtocolError
 from replog.event_loop import supports_sendfile
@@ -62,7 +66,7 @@ from replog.protocol import (
 )
 from replog.protocol.schema import Message, Request
 
-__all__ = ["CloseConnection", "Handler", "Response", "Server"]
+__all__ = ["PARKED", "CloseConnection", "Handler", "Parked", "Response", "Server"]
 
 _log = logging.getLogger(__name__)
 #: a connection's write buffer high-water mark (``pause_writing`` past it); also the read size
@@ -73,8 +77,19 @@ SMALL_SLICE_BYTES = 64 * 1024
 
 #: what a handler returns: frame parts to write, or None for no response (acks=0)
 Response = list[bytes | RecordsRef[Any]] | None
-#: ``handler(conn_id, header, body)``: the answer to a connection's request
-Handler = Callable[[int, RequestHeader, Message], Awaitable[Response]]
+
+
+class Parked(enum.Enum):
+    """The type of ``PARKED``: a handler's answer comes later, through ``Server.respond``."""
+
+    PARKED = "PARKED"
+
+
+#: what a handler returns when its answer comes later through ``Server.respond`` (or
+#: ``Server.close_client``): the connection answers nothing more until then
+PARKED: Final = Parked.PARKED
+#: ``handler(conn_id, header, body)``: the answer to a connection's request, or ``PARKED``
+Handler = Callable[[int, RequestHeader, Message], Awaitable[Response | Parked]]
 #: a decoded request, or the encoded answer to one that needs no handler (unsupported version)
 _Pending = tuple[RequestHeader, Message] | bytes
 
@@ -103,6 +118,7 @@ class Server:
         self._connections_max = connections_max
         self._server: asyncio.Server | None = None
         self.connections: set[_Connection] = set()
+        self._by_id: dict[int, _Connection] = {}
         self.peer_hosts: dict[int, str] = {}
         self.port = 0
 
@@ -156,11 +172,31 @@ class Server:
         if len(self.connections) >= self._connections_max:
             return False
         self.connections.add(conn)
+        self._by_id[conn.conn_id] = conn
         return True
 
-    async def answer(self, conn_id: int, header: RequestHeader, body: Message) -> Response:
-        """The handler's response, or the API's error response if the handler raised;
-        ``CloseConnection`` when there is nothing to answer with."""
+    def forget(self, conn: _Connection) -> None:
+        """``conn`` closed."""
+        self.connections.discard(conn)
+        self._by_id.pop(conn.conn_id, None)
+        self.peer_hosts.pop(conn.conn_id, None)
+
+    def respond(self, conn_id: int, parts: Response) -> None:
+        """Answer connection ``conn_id``'s parked request with ``parts`` (None: no answer)
+        now, in this call, and go on with its next requests; nothing if it closed."""
+        conn = self._by_id.get(conn_id)
+        if conn is not None:
+            conn.deliver(parts)
+
+    def close_client(self, conn_id: int) -> None:
+        """Drop connection ``conn_id`` (its parked request has no answer to give)."""
+        conn = self._by_id.get(conn_id)
+        if conn is not None:
+            conn.abort()
+
+    async def answer(self, conn_id: int, header: RequestHeader, body: Message) -> Response | Parked:
+        """The handler's response (or ``PARKED``), or the API's error response if the handler
+        raised; ``CloseConnection`` when there is nothing to answer with."""
         try:
             return await self.handler(conn_id, header, body)
         except CloseConnection:
@@ -190,6 +226,8 @@ class _Connection(asyncio.Protocol):
         #: synchronously inside a callback)
         self.task: asyncio.Task[None] | None = None
         self._answering = False
+        #: the request in progress waits for ``Server.respond``
+        self._parked = False
         self._reading_paused = False
         self._writing_paused = False
         self._admitted = False
@@ -238,8 +276,7 @@ class _Connection(asyncio.Protocol):
             self.task.cancel()
         if self._admitted:
             self._admitted = False
-            self._server.connections.discard(self)
-            self._server.peer_hosts.pop(self.conn_id, None)
+            self._server.forget(self)
             if self._server.on_connection_closed is not None:
                 self._server.on_connection_closed(self.conn_id)
 
@@ -279,7 +316,7 @@ class _Connection(asyncio.Protocol):
     def _advance(self) -> None:
         """Answer pending requests in order for as long as each handler finishes at once;
         hand the first one that must wait to a task, which calls back here when done."""
-        if self._answering or self.task is not None:
+        if self._answering or self.task is not None or self._parked:
             return  # re-entered from a write callback, or a request is in progress
         self._answering = True
         try:
@@ -298,6 +335,9 @@ class _Connection(asyncio.Protocol):
                 try:
                     waiting_on = coro.send(None)
                 except StopIteration as done:
+                    if done.value is PARKED:
+                        self._parked = True
+                        return
                     self._respond(done.value)
                     continue
                 except CloseConnection:
@@ -323,11 +363,22 @@ class _Connection(asyncio.Protocol):
             self._reading_paused = False
             self._transport_or_fail().resume_reading()
 
-    async def _finish(self, coro: Coroutine[Any, Any, Response], waiting_on: Any) -> None:
+    def deliver(self, parts: Response) -> None:
+        """The answer to the parked request: write it now and go on with the chain."""
+        if not self._parked or self._closed:
+            return
+        self._parked = False
+        self._respond(parts)
+        self._advance()
+
+    async def _finish(self, coro: Coroutine[Any, Any, Response | Parked], waiting_on: Any) -> None:
         """Run the rest of a handler that had to wait, answer it, and go on with the chain."""
         try:
             parts = await _resume(coro, waiting_on)
             if self._closed:
+                return
+            if parts is PARKED:
+                self._parked = True
                 return
             if parts is not None and _needs_sendfile(parts):
                 await self._send_with_sendfile(parts)
@@ -415,7 +466,9 @@ class _Connection(asyncio.Protocol):
 
 
 @types.coroutine
-def _resume(coro: Coroutine[Any, Any, Response], waiting_on: Any) -> Generator[Any, Any, Response]:
+def _resume(
+    coro: Coroutine[Any, Any, Response | Parked], waiting_on: Any
+) -> Generator[Any, Any, Response | Parked]:
     """Go on with ``coro``, which was started outside a task and yielded ``waiting_on`` (the
     future it waits for): hand that to the task running this, then pass the task's wake-ups
     (values, exceptions, cancellation) through to ``coro`` until it returns."""
@@ -426,7 +479,7 @@ def _resume(coro: Coroutine[Any, Any, Response], waiting_on: Any) -> Generator[A
             try:
                 waiting_on = coro.throw(exc)
             except StopIteration as done:
-                result: Response = done.value
+                result: Response | Parked = done.value
                 return result
             continue
         try:

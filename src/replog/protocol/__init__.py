@@ -16,6 +16,7 @@ that does not fit raises ``EncodeError``.
 
 from __future__ import annotations
 
+from replog.protocol import fetch_v12  # noqa: F401  (registers the Fetch v12 codec)
 from replog.protocol.error_responses import error_response
 from replog.protocol.exceptions import (
     EncodeError,

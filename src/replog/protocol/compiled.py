@@ -57,6 +57,23 @@ _S_I32 = struct.Struct(">i")
 _UVARINT_SMALL = [bytes((n,)) for n in range(0x80)]
 
 
+_FastEncoder = Callable[[Writer, Any], bool]  # (writer, message) -> written?
+_FastDecoder = Callable[[memoryview, int], "tuple[Any, int] | None"]  # (buf, pos) -> (obj, pos)
+#: hand-written codecs tried first for (class, version) (``replog.protocol.fetch_v12``); they
+#: write or read nothing and answer False / None for whatever they leave to this codec
+_FAST_ENCODERS: dict[tuple[type, int], _FastEncoder] = {}
+_FAST_DECODERS: dict[tuple[type, int], _FastDecoder] = {}
+
+
+def register_fast_codec(
+    cls: type, version: int, encode: _FastEncoder, decode: _FastDecoder
+) -> None:
+    """Try ``encode`` / ``decode`` before the compiled codec for ``cls`` at ``version``: they
+    must give the very bytes and values it gives, or decline."""
+    _FAST_ENCODERS[(cls, version)] = encode
+    _FAST_DECODERS[(cls, version)] = decode
+
+
 class _Fallback(Exception):
     """Raised by the compiled path where the interpreter would raise; never escapes."""
 
@@ -349,6 +366,9 @@ def encode_struct(
     """Append ``obj`` (an instance of a schema class) to ``w`` as encoded at ``version``; with
     ``drop_ignorable`` (responses) ignorable fields the version lacks are dropped, without it
     (requests) they raise like any other (see the module docstring)."""
+    fast = _FAST_ENCODERS.get((type(obj), version))
+    if fast is not None and fast(w, obj):
+        return
     parts_count = len(w._parts)
     buf_size = len(w._buf)
     try:
@@ -620,6 +640,12 @@ def decode_struct(r: Reader, cls: type[Any], version: int, flexible: bool) -> An
     start = r._pos
     buf = r._buf
     if r._end == len(buf):
+        fast = _FAST_DECODERS.get((cls, version))
+        if fast is not None:
+            found = fast(buf, start)
+            if found is not None:
+                obj, r._pos = found
+                return obj
         try:
             obj, r._pos = _compiled_decoder(cls, version, flexible)(buf, start)
             return obj
