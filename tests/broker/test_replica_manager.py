@@ -45,12 +45,20 @@ def test_acks_all_completes_after_follower_fetches_and_flushes(tmp_path: object)
     assert follower.log("t", 0) is not None and follower.log("t", 0).log_end_offset == 1  # type: ignore[union-attr]
 
 
-def test_acks_all_refused_while_session_is_not_connected(tmp_path: object) -> None:
+@pytest.mark.parametrize("acks", [-1, 1, 0])
+def test_every_produce_refused_while_session_is_not_connected(tmp_path: object, acks: int) -> None:
+    """Cut off from the controller, a leader fences itself: nothing is appended, acks=1 and
+    acks=0 included (seed 002), and it appends again once the session is back."""
     rm = _manager(tmp_path, 1)
     rm.apply_partition_state("t", 0, PartitionState.initial((1,)), 0)
     rm.set_metadata_current(False)
-    _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), -1, 1)
+    _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), acks, 1)
     assert result is not None and result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    log = rm.log("t", 0)
+    assert log is not None and log.log_end_offset == 0
+    rm.set_metadata_current(True)
+    _, result = rm.produce("t", 0, encode_batch([b"w"], base_timestamp=0), 1, 2)
+    assert result is not None and result.error_code is ErrorCode.NONE and log.log_end_offset == 1
 
 
 def test_unknown_partition_and_checkpoints(tmp_path: object) -> None:

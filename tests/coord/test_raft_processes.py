@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import NotLeaderForPartitionError
 
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.quorum import commands as rc
@@ -172,3 +173,84 @@ def test_an_rf_n_topic_asked_for_as_soon_as_n_brokers_serve(
             assert errors == [(0, None)], brokers.log_tails()
         finally:
             brokers.close()
+
+
+def _read_all(cluster: ProcessCluster, topic: str) -> list[bytes]:
+    """Every record of ``topic``'s partition 0, read with kafka-python from the start."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3_000
+    )
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=1_000).values():
+                values.extend(r.value for r in records)
+        return values
+    finally:
+        consumer.close()
+
+
+def test_brokers_cut_off_from_the_quorum_fence_themselves(
+    quorum: QuorumProcesses, cluster: ProcessCluster
+) -> None:
+    """Seed 002's Fenced state: with every voter paused (SIGSTOP: sockets open, nothing
+    answered), no broker can reach the active controller, so within its session timeout each
+    stops acknowledging writes -- acks=1 included, the seed's own example of a producer writing
+    on to a leader the controller may have replaced. Refused sends are not in the log; once the
+    voters resume, acks=1 is acknowledged again and every acknowledged record reads back."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(TOPIC, 1, 3)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks=1, retries=0)
+    acked: list[bytes] = []
+    refused: list[bytes] = []
+
+    def send(value: bytes) -> bool:
+        try:
+            producer.send(TOPIC, value, partition=0).get(timeout=10)
+        except NotLeaderForPartitionError:
+            refused.append(value)
+            return False
+        acked.append(value)
+        return True
+
+    try:
+        _produce(producer, b"warm-up", timeout_s=30)
+        acked.append(b"warm-up")
+        assert send(b"before")
+        for voter in quorum.voters.values():
+            voter.pause()
+        paused = time.monotonic()
+        session_s = int(BROKER_SETTINGS["session_timeout_ms"]) / 1000
+        i = 0
+        while send(b"cut-off-%d" % i):  # acks=1 goes on only until the broker fences itself
+            i += 1
+            assert time.monotonic() - paused < session_s + 2, "no fence within the session"
+            time.sleep(0.1)
+        fenced_s = time.monotonic() - paused
+        for j in range(5):  # and stays fenced while the quorum is unreachable
+            assert not send(b"fenced-%d" % j)
+            time.sleep(0.1)
+        for voter in quorum.voters.values():
+            voter.resume()
+        resumed = time.monotonic()
+        _produce(producer, b"after", timeout_s=60)
+        acked.append(b"after")
+        print(
+            f"fenced {fenced_s:.2f} s after the pause (session {session_s:.0f} s), "
+            f"acks=1 again {time.monotonic() - resumed:.2f} s after the resume"
+        )
+    finally:
+        for voter in quorum.voters.values():
+            voter.resume()
+        producer.close()
+    values = _read_all(cluster, TOPIC)
+    assert all(v in values for v in acked), (acked, values)
+    assert not set(refused) & set(values), refused

@@ -380,6 +380,16 @@ class VoterProcess:
             proc.stdout.close()
         self.proc = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the voter keeps its sockets open and answers nothing."""
+        if self.running and self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause`` (harmless on a running voter)."""
+        if self.running and self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the voter's log."""
         try:
@@ -433,8 +443,9 @@ class QuorumProcesses:
         return "raft://" + ",".join(f"127.0.0.1:{v.port}" for v in self.voters.values())
 
     def close(self) -> None:
-        """SIGTERM every voter (SIGKILL what lingers)."""
+        """SIGTERM every voter (SIGKILL what lingers); a paused one is resumed first."""
         for voter in self.voters.values():
+            voter.resume()
             voter.stop()
 
     def log_tails(self, lines: int = 30) -> str:

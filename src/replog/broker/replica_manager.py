@@ -24,9 +24,12 @@ deterministic simulator drives it the same way the asyncio runtime does:
 - outputs: ``take_ready`` drains AlterPartition requests for the controller channel, produce
   completions and damaged replicas to report.
 
-While the coordinator session is not CONNECTED (``set_metadata_current(False)``) this broker
-completes no acks=all produce as leader: new ones are refused, parked ones end
-``REQUEST_TIMED_OUT`` (the client retries against fresh metadata).
+While the coordinator session is not CONNECTED (``set_metadata_current(False)``) this broker is
+fenced by its own hand (seed 002's Fenced state: it cannot reach the active controller, which may
+already be moving its leaderships away): it appends no produce as leader, whatever its acks --
+acks=0 and acks=1 included, so an acks=1 producer cannot go on writing to a leader the controller
+replaced -- and completes no parked acks=all produce (they end ``REQUEST_TIMED_OUT``). New ones
+are refused with ``NOT_LEADER_OR_FOLLOWER``; the client retries against fresh metadata.
 """
 
 from __future__ import annotations
@@ -67,7 +70,6 @@ from replog.errors import (
     StorageError,
 )
 from replog.isr import (
-    Acks,
     FetchRequest,
     FetchResponse,
     FollowerAction,
@@ -445,7 +447,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         replica = self.partitions.get(tp)
         if replica is None:
             return request_id, ProduceResult(request_id, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if acks == Acks.ALL and not self.metadata_current:
+        if not self.metadata_current:  # fenced: cut off from the controller (module doc)
             return request_id, ProduceResult(request_id, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         try:
             result = replica.append_as_leader(
