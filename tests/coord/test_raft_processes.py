@@ -39,18 +39,6 @@ BROKER_SETTINGS = {
 TOPIC = "quorum-failover"
 
 
-def leader_voter(quorum: QuorumProcesses, timeout_s: float = 30.0) -> int:
-    """The voter answering as leader (a committed read through it), waiting for one."""
-    alive = [v.address for v in quorum.voters.values() if v.running]
-    channel = QuorumChannel(alive)
-    try:
-        channel.call(rc.CurrentController(), timeout_ms=int(timeout_s * 1000), idempotent=True)
-        address = channel.leader
-    finally:
-        channel.close()
-    return next(i for i, v in quorum.voters.items() if v.address == address)
-
-
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
     with QuorumProcesses.running(tmp_path / "quorum", 3, VOTER_ARGS) as q:
@@ -96,10 +84,10 @@ def test_a_killed_leader_voter_is_replaced_long_before_the_fetch_timeout(tmp_pat
     args = ["--election-timeout-ms", "300", "--fetch-timeout-ms", str(fetch_timeout_s * 1000)]
     quorum = QuorumProcesses.start(tmp_path / "quorum", 3, [*args, "--request-timeout-ms", "500"])
     try:
-        leader = leader_voter(quorum)
+        leader = quorum.leader()
         quorum.voters[leader].stop(signal.SIGKILL)
         killed = time.monotonic()
-        new_leader = leader_voter(quorum, timeout_s=3 * fetch_timeout_s)
+        new_leader = quorum.leader(timeout_s=3 * fetch_timeout_s)
         elected_s = time.monotonic() - killed
         print(f"leader {leader} got SIGKILL: {new_leader} leads after {elected_s:.2f} s")
         assert new_leader != leader
@@ -123,10 +111,10 @@ def test_produce_survives_the_loss_of_the_quorum_leader(
     )
     try:
         _produce(producer, b"before", timeout_s=30)
-        leader = leader_voter(quorum)
+        leader = quorum.leader()
         quorum.voters[leader].stop(signum)
         signalled = time.monotonic()
-        new_leader = leader_voter(quorum)
+        new_leader = quorum.leader()
         elected_s = time.monotonic() - signalled
         assert new_leader != leader
         for i in range(20):

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
+
+import pytest
 
 from replog import Admin, Cluster
 from replog.clock import SYSTEM_CLOCK
+from replog.coord.errors import CoordinatorUnavailableError
+from replog.quorum import commands as rc
+from replog.quorum.channel import QuorumChannel, parse_addresses
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
 from replog.quorum.server import _PeerLink
@@ -156,3 +162,24 @@ def _write_through(url: str) -> None:
         assert coord.unregister_broker(1, info.incarnation_epoch)
     finally:
         coord.close()
+
+
+def test_a_channel_stops_waiting_on_a_voter_that_answers_nothing(tmp_path: Path) -> None:
+    """A voter that keeps its connection open but answers nothing (a paused process) costs one
+    call its deadline; the channel then stops believing it leads and the next call asks the
+    other voters (it used to go back to the mute one for good, which kept brokers cut off from a
+    quorum that had elected another leader)."""
+    with (
+        socket.create_server(("127.0.0.1", 0)) as mute,
+        LocalQuorum.start(1, str(tmp_path / "quorum"), election_timeout_ms=150) as quorum,
+    ):
+        quorum.wait_for_leader()
+        real = parse_addresses(quorum.url.removeprefix("raft://"))[0]
+        channel = QuorumChannel([mute.getsockname(), real])
+        try:
+            with pytest.raises(CoordinatorUnavailableError, match="no reply"):
+                channel.call(rc.CurrentController(), timeout_ms=300, idempotent=True)
+            channel.call(rc.CurrentController(), timeout_ms=5_000, idempotent=True)
+            assert channel.leader == real
+        finally:
+            channel.close()

@@ -41,21 +41,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture
-def fault_coordinator(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The test's coordinator URL (see the module docstring); a fresh quorum per test."""
-    if COORDINATOR == "zookeeper":
-        zk: ZkServer = request.getfixturevalue("fault_zk")
-        yield zk.url(f"faults-{uuid.uuid4().hex[:8]}")
-        return
-    if COORDINATOR != "raft":
-        raise ValueError(f"REPLOG_FAULTS_COORDINATOR={COORDINATOR!r}: raft or zookeeper")
+def fault_quorum(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[QuorumProcesses]:
+    """Three ``replog controller`` voters of the test's own, as processes."""
     quorum = QuorumProcesses.start(tmp_path / "quorum", 3, VOTER_ARGS)
     try:
-        yield quorum.url
+        yield quorum
     finally:
         quorum.close()
         if _failed(request):
             print(f"\n===== voter log tails =====\n{quorum.log_tails(30)}")
+
+
+@pytest.fixture
+def fault_coordinator(request: pytest.FixtureRequest) -> str:
+    """The test's coordinator URL (see the module docstring); a fresh quorum per test."""
+    if COORDINATOR == "zookeeper":
+        zk: ZkServer = request.getfixturevalue("fault_zk")
+        return zk.url(f"faults-{uuid.uuid4().hex[:8]}")
+    if COORDINATOR != "raft":
+        raise ValueError(f"REPLOG_FAULTS_COORDINATOR={COORDINATOR!r}: raft or zookeeper")
+    quorum: QuorumProcesses = request.getfixturevalue("fault_quorum")
+    return quorum.url
 
 
 def _failed(request: pytest.FixtureRequest) -> bool:

@@ -30,6 +30,9 @@ from typing import IO, Any
 
 import attrs
 
+from replog.coord.errors import CoordinatorUnavailableError
+from replog.quorum import commands as rc
+from replog.quorum.channel import QuorumChannel
 from tests.ports import free_port
 
 __all__ = [
@@ -324,6 +327,7 @@ class VoterProcess:
     base_dir: Path
     args: list[str]
     proc: subprocess.Popen[bytes] | None = None
+    paused: bool = False
 
     @property
     def address(self) -> tuple[str, int]:
@@ -384,11 +388,13 @@ class VoterProcess:
         """SIGSTOP: the voter keeps its sockets open and answers nothing."""
         if self.running and self.proc is not None:
             self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
 
     def resume(self) -> None:
         """SIGCONT after ``pause`` (harmless on a running voter)."""
         if self.running and self.proc is not None:
             self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
 
     def tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the voter's log."""
@@ -436,6 +442,32 @@ class QuorumProcesses:
             raise
         finally:
             quorum.close()
+
+    def restart(self, node_id: int) -> None:
+        """Start a stopped voter again on its port and data dir, and wait until it listens."""
+        spec = ",".join(f"{i}@127.0.0.1:{v.port}" for i, v in self.voters.items())
+        voter = self.voters[node_id]
+        voter.spawn(spec)
+        voter.wait_serving()
+
+    def leader(self, timeout_s: float = 30.0) -> int:
+        """The voter answering as leader (a committed read through it), waiting for one; a
+        paused voter is not asked (a call to it would wait out its whole timeout)."""
+        alive = [v.address for v in self.voters.values() if v.running and not v.paused]
+        channel = QuorumChannel(alive)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:  # short calls: a follower's hint may still name a paused leader
+                try:
+                    channel.call(rc.CurrentController(), timeout_ms=1_000, idempotent=True)
+                    break
+                except CoordinatorUnavailableError:
+                    if time.monotonic() > deadline:
+                        raise
+            address = channel.leader
+        finally:
+            channel.close()
+        return next(i for i, v in self.voters.items() if v.address == address)
 
     @property
     def url(self) -> str:

@@ -12,7 +12,10 @@ channel believes leads. The answer is the value, the error the operation raised,
   the outcome is unknown, as the contract allows);
 - a connection that fails: a call that never left is retried elsewhere; a read that left is
   retried too (reads change nothing); a *write* that left has an unknown outcome
-  (``CoordinatorUnavailableError``), because the old leader may have committed it.
+  (``CoordinatorUnavailableError``), because the old leader may have committed it;
+- no answer by the deadline (a paused or overloaded leader keeps its connection open):
+  ``CoordinatorUnavailableError``, and the channel stops believing that voter leads and drops
+  its connection, so the next call asks the other voters instead of waiting on it again.
 
 No call blocks past its deadline: ``CoordinatorUnavailableError`` when no leader answered.
 """
@@ -180,6 +183,9 @@ class QuorumChannel:
                 self._forget(address)
                 raise ConnectionLost(exc.sent, f"{address[0]}:{address[1]}: {exc}") from None
             except TimeoutError as exc:
+                # a voter that keeps its connection but answers nothing (paused, overloaded, a
+                # vanished host) is no longer believed to lead: the next call asks another
+                self._forget(address)
                 raise CoordinatorUnavailableError(str(exc)) from None
             if reply.status == raft_wire.Status.OK:
                 return reply.body
