@@ -16,7 +16,10 @@ that does not fit raises ``EncodeError``.
 
 from __future__ import annotations
 
-from replog.protocol import fetch_v12  # noqa: F401  (registers the Fetch v12 codec)
+from replog.protocol import (
+    fetch_v12,  # noqa: F401  (registers the Fetch v12 codec)
+    produce_fast,  # noqa: F401  (registers the Produce v3-v9 codec)
+)
 from replog.protocol.error_responses import error_response
 from replog.protocol.exceptions import (
     EncodeError,
