@@ -43,6 +43,9 @@ import struct
 from typing import Any
 
 from replog.protocol.compiled import register_fast_codec
+from replog.protocol.fixed_layout import OffShape as _Off
+from replog.protocol.fixed_layout import read_uvarint as _read_uvarint
+from replog.protocol.fixed_layout import uvarint as _uvarint
 from replog.protocol.messages.fetch import (
     AbortedTransaction,
     EpochEndOffset,
@@ -75,44 +78,9 @@ _I32_I64 = struct.Struct(">iq")
 _I64_I32 = struct.Struct(">qi")
 _I32_I32 = struct.Struct(">ii")
 _I64_I64 = struct.Struct(">qq")
-_UVARINT_SMALL = [bytes((n,)) for n in range(0x80)]
 _NO_TAGS = b"\x00"
 #: the size of each known partition tagged field: its struct and its own empty tagged fields
 _TAG_BYTES = {0: 4 + 8 + 1, 1: 4 + 4 + 1, 2: 8 + 4 + 1}
-_UINT32_MAX = 0xFFFFFFFF
-
-
-class _Off(Exception):
-    """Not the common shape: the generic codec takes over."""
-
-
-def _uvarint(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return _UVARINT_SMALL[n]
-    if n < 0 or n > _UINT32_MAX:
-        raise _Off
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    byte = buf[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    value = byte & 0x7F
-    for shift in (7, 14, 21, 28):
-        pos += 1
-        byte = buf[pos]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value > _UINT32_MAX:
-                raise _Off
-            return value, pos + 1
-    raise _Off
 
 
 def _string(value: str) -> bytes:

@@ -34,6 +34,9 @@ from collections.abc import Callable
 from typing import Any
 
 from replog.protocol.compiled import register_fast_codec
+from replog.protocol.fixed_layout import OffShape as _Off
+from replog.protocol.fixed_layout import read_uvarint as _read_uvarint
+from replog.protocol.fixed_layout import uvarint as _uvarint
 from replog.protocol.messages.produce import (
     PRODUCE,
     PartitionProduceData,
@@ -52,47 +55,12 @@ _I32 = struct.Struct(">i")
 _I16_I32 = struct.Struct(">hi")
 _I32_I16_Q_Q = struct.Struct(">ihqq")
 _I32_I16_Q_Q_Q = struct.Struct(">ihqqq")
-_UVARINT_SMALL = [bytes((n,)) for n in range(0x80)]
-_UINT32_MAX = 0xFFFFFFFF
 _NULL16 = _I16.pack(-1)
 _NULL32 = _I32.pack(-1)
 _EMPTY32 = _I32.pack(0)
 
 
-class _Off(Exception):
-    """Not the common shape: the generic codec takes over."""
-
-
 _DECLINE = (_Off, struct.error, TypeError, AttributeError, UnicodeError, IndexError, ValueError)
-
-
-def _uvarint(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return _UVARINT_SMALL[n]
-    if n < 0 or n > _UINT32_MAX:
-        raise _Off
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    byte = buf[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    value = byte & 0x7F
-    for shift in (7, 14, 21, 28):
-        pos += 1
-        byte = buf[pos]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value > _UINT32_MAX:
-                raise _Off
-            return value, pos + 1
-    raise _Off
 
 
 class _Layout:
