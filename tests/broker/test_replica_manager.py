@@ -65,7 +65,9 @@ def test_unknown_partition_and_checkpoints(tmp_path: object) -> None:
     rm = _manager(tmp_path, 1)
     _, result = rm.produce("nope", 0, b"", 1, 0)
     assert result is not None and result.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert rm.maybe_checkpoint(0) and not rm.maybe_checkpoint(1)
+    due = rm.checkpoint_due(0)
+    assert due is not None and rm.checkpoint_due(1) is None
+    assert due.write() == []  # the three files of its one log dir, written
 
 
 def test_broker_config_validates_and_loads_files(tmp_path: object) -> None:

@@ -50,10 +50,19 @@ INVALID_REPLICA_ASSIGNMENT = 39
 
 
 def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 15.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
+    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails. A read
+    that kafka-python fails with a retriable error (a connection refused by a broker the test
+    just stopped, which its admin client may still pick for a metadata request) is read
+    again."""
     deadline = time.monotonic() + timeout_s
     while True:
-        value = read()
+        try:
+            value = read()
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            continue
         if done(value):
             return value
         if time.monotonic() > deadline:

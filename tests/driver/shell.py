@@ -13,6 +13,7 @@ from replog.broker.effects import (
     CoordCall,
     Effect,
     Respond,
+    RunCheckpoints,
     RunFlushes,
     Subscribe,
 )
@@ -34,6 +35,9 @@ class ScriptedShell:
         self.responses: dict[int, Any] = {}
         self.closed: dict[int, str] = {}
         self.held: list[CoordCall] = []
+        #: with ``hold_checkpoints``, checkpoint rounds wait here for the test to write them
+        self.hold_checkpoints = False
+        self.checkpoints: list[RunCheckpoints] = []
         self._hold: Callable[[CoordCall], bool] = lambda call: False
 
     @property
@@ -67,6 +71,11 @@ class ScriptedShell:
             for _, flush in effect.pending:
                 flush.run()
             driver.on_flushes_done(effect.token, [], self.now_ms)
+        elif isinstance(effect, RunCheckpoints):
+            if self.hold_checkpoints:
+                self.checkpoints.append(effect)
+            else:
+                driver.on_checkpoints_done(effect.token, effect.round.write(), self.now_ms)
         elif isinstance(effect, Subscribe):
             pass
 

@@ -38,6 +38,7 @@ from replog.broker.effects import (
     Effect,
     ResetLink,
     Respond,
+    RunCheckpoints,
     RunCleaning,
     RunFlushes,
     SendToBroker,
@@ -347,6 +348,8 @@ class Broker:
             self._spawn(self._flush(effect))
         elif isinstance(effect, RunCleaning):
             self._spawn(self._clean(effect))
+        elif isinstance(effect, RunCheckpoints):
+            self._spawn(self._write_checkpoints(effect))
         elif isinstance(effect, ResetLink):
             link = self._links.pop(effect.broker_id, None)
             if link is not None:
@@ -420,6 +423,12 @@ class Broker:
             self._metrics.on_log_flush(monotonic_ms() - started_ms)
         if self.driver is not None and not self._halting:
             self.driver.on_flushes_done(effect.token, failures, self.now_ms())
+            self._carry_out()
+
+    async def _write_checkpoints(self, effect: RunCheckpoints) -> None:
+        failures = await asyncio.to_thread(effect.round.write)
+        if self.driver is not None and not self._halting:
+            self.driver.on_checkpoints_done(effect.token, failures, self.now_ms())
             self._carry_out()
 
     async def _clean(self, effect: RunCleaning) -> None:

@@ -4,13 +4,14 @@ Theory of operation. The driver holds every decision the broker makes; its shell
 ``replog.Broker``, the simulator's broker) own sockets, threads and time. Inputs are method calls
 carrying ``now_ms`` (monotonic): ``start``, ``on_request`` / ``on_connection_closed`` from client
 connections, ``on_coord_done``, ``on_broker_response``, ``on_flushes_done``,
-``on_cleaning_done`` for effects it asked for, ``on_feed_notified`` / ``on_session_event`` from
-the coordinator's listeners, and ``on_tick``, which the shell calls every ``tick_interval_ms``
-and which runs every periodic duty that is due (heartbeat, metadata poll, ISR expiry and
-checkpoints, retention, log cleaning, controller polls, follower fetches, long-poll deadlines,
-the group coordinator's timers). Outputs are ``effects`` (``take_effects``): responses,
-coordinator calls, requests to other brokers, fsyncs, log cleanings. Storage calls
-(``replog.log``) are short and synchronous, and run inside the inputs.
+``on_checkpoints_done``, ``on_cleaning_done`` for effects it asked for, ``on_feed_notified`` /
+``on_session_event`` from the coordinator's listeners, and ``on_tick``, which the shell calls
+every ``tick_interval_ms`` and which runs every periodic duty that is due (heartbeat, metadata
+poll, ISR expiry and checkpoints, retention, log cleaning, controller polls, follower fetches,
+long-poll deadlines, the group coordinator's timers). Outputs are ``effects``
+(``take_effects``): responses, coordinator calls, requests to other brokers, fsyncs, checkpoint
+writes, log cleanings. Storage calls (``replog.log``) are short and synchronous, and run inside
+the inputs.
 
 Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads the metadata
 image (a snapshot, or on ``raft://`` the cached image brought up to date from the feed:
@@ -141,6 +142,7 @@ class BrokerDriver:
         #: this process registered unclean (KIP-966) and the controller has not admitted it yet
         self._unclean_unadmitted = False
         self._flush_token: int | None = None
+        self._checkpoint_token: int | None = None  # the checkpoints being written (one round)
         self._pending_flush: list[tuple[TP, PendingFlush]] = []
         self._after_flush: list[Callable[[], None]] = []
         self._flush_waiters: list[Callable[[int], None]] = []
@@ -362,10 +364,10 @@ class BrokerDriver:
             return
         rm = self.rm
         rm.tick(now_ms)
-        try:
-            rm.maybe_checkpoint(now_ms)
-        except StorageError as exc:
-            _log.error("broker %s: checkpoint failed: %s", self.broker_id, exc)
+        if self._checkpoint_token is None:
+            due = rm.checkpoint_due(now_ms)
+            if due is not None:  # written off the loop: two fsyncs a file
+                self._checkpoint_token = self.outbox.checkpoint(due, self._checkpointed)
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + config.retention_check_interval_ms
             self.exclusive(self._apply_retention)
@@ -427,6 +429,17 @@ class BrokerDriver:
         """The shell ran a ``RunFlushes``; ``failures`` the logs whose fsync failed."""
         self.now_ms = now_ms
         self.outbox.done(token, failures, None)
+
+    def on_checkpoints_done(self, token: int, failures: list[tuple[str, str]], now_ms: int) -> None:
+        """The shell ran a ``RunCheckpoints``; ``failures`` the log dirs whose write failed."""
+        self.now_ms = now_ms
+        self.outbox.done(token, failures, None)
+
+    def _checkpointed(self, failures: Any, error: BaseException | None) -> None:
+        self._checkpoint_token = None
+        for log_dir, reason in failures or ():
+            _log.error("broker %s: checkpoint failed in %s: %s", self.broker_id, log_dir, reason)
+            self.log_manager.checkpoint_failed([(log_dir, reason)])
 
     def on_cleaning_done(self, token: int, now_ms: int) -> None:
         """The shell ran a ``RunCleaning``."""

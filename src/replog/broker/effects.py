@@ -15,6 +15,8 @@ after every input and carries each effect out, feeding the result back as a new 
 - ``RunCleaning``: run a log cleaning's heavy pass (``task.run()``: reading the dirty section,
   building the offset map, writing the ``.cleaned`` segments) off the loop, then
   ``on_cleaning_done(token)``; the driver swaps the result in under ``exclusive``;
+- ``RunCheckpoints``: write a round of the periodic offset checkpoints (``round.write()``: an
+  fsync or two per file) off the loop, then ``on_checkpoints_done(token, failures)``;
 - ``ResetLink``: drop the connection to a broker (its fetch session ended);
 - ``Subscribe``: the broker registered: push feed notices (``on_feed_notified``) and this
   broker's session events (``on_session_event``) to the driver.
@@ -28,6 +30,7 @@ from typing import Any
 import attrs
 
 from replog.coord.contract import Coordinator
+from replog.log.checkpoint_round import CheckpointRound
 from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
 from replog.protocol import RecordsRef
@@ -39,6 +42,7 @@ __all__ = [
     "Effect",
     "ResetLink",
     "Respond",
+    "RunCheckpoints",
     "RunCleaning",
     "RunFlushes",
     "SendToBroker",
@@ -109,6 +113,15 @@ class RunCleaning:
 
 
 @attrs.frozen
+class RunCheckpoints:
+    """Write ``round`` off the loop (it never raises); report ``on_checkpoints_done(token,
+    failures)`` with what ``round.write()`` returned."""
+
+    token: int
+    round: CheckpointRound = attrs.field(repr=False)
+
+
+@attrs.frozen
 class Subscribe:
     """Listen to the coordinator's feed and to ``broker_id``'s session events."""
 
@@ -123,6 +136,7 @@ Effect = (
     | SendToBroker
     | ResetLink
     | RunFlushes
+    | RunCheckpoints
     | RunCleaning
     | Subscribe
 )

@@ -15,11 +15,13 @@ from typing import Any
 from replog.broker.effects import (
     CoordCall,
     Effect,
+    RunCheckpoints,
     RunCleaning,
     RunFlushes,
     SendToBroker,
 )
 from replog.coord.contract import Coordinator
+from replog.log.checkpoint_round import CheckpointRound
 from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
 from replog.protocol.schema import Message
@@ -77,6 +79,13 @@ class Outbox:
         ``task``)."""
         token = self._token(then)
         self._effects.append(RunCleaning(token, task))
+        return token
+
+    def checkpoint(self, round_: CheckpointRound, then: Continuation) -> int:
+        """A round of offset checkpoints to write; ``then(failures, None)`` with what
+        ``round_.write()`` returned."""
+        token = self._token(then)
+        self._effects.append(RunCheckpoints(token, round_))
         return token
 
     def done(self, token: int, result: Any, error: BaseException | None) -> None:

@@ -19,8 +19,8 @@ deterministic simulator drives it the same way the asyncio runtime does:
   purgatory), ``fetch`` (consumers up to the HW, followers up to the LEO);
 - follower side: ``fetch_requests_for(leader)`` builds one request per source broker covering
   all partitions it leads for us; ``on_fetch_response`` applies the answer per partition;
-- time: ``tick`` expires delayed operations and shrinks ISRs, ``maybe_checkpoint`` writes the
-  HW / recovery-point / log-start checkpoints;
+- time: ``tick`` expires delayed operations and shrinks ISRs, ``checkpoint_due`` hands out the
+  HW / recovery-point / log-start checkpoints to write;
 - outputs: ``take_ready`` drains AlterPartition requests for the controller channel, produce
   completions and damaged replicas to report.
 
@@ -81,6 +81,7 @@ from replog.isr import (
     StateChangeSink,
     discard_state_change,
 )
+from replog.log.checkpoint_round import CheckpointRound
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager, TopicPartition
 from replog.topics import ZERO_TOPIC_ID, topic_uuid
@@ -618,19 +619,17 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
             self._touch_all()
         return deleted
 
-    def maybe_checkpoint(self, now_ms: int) -> bool:
-        """Write the HW, recovery-point and log-start checkpoints every
-        ``checkpoint_interval_ms``. Returns whether it wrote."""
+    def checkpoint_due(self, now_ms: int) -> CheckpointRound | None:
+        """The HW, recovery-point and log-start checkpoints as of now, once every
+        ``checkpoint_interval_ms`` (else None), for the caller to write off the event loop
+        (``CheckpointRound.write``, then ``log_manager.checkpoint_failed``)."""
         if (
             self._last_checkpoint_ms is not None
             and now_ms - self._last_checkpoint_ms < self.checkpoint_interval_ms
         ):
-            return False
+            return None
         self._last_checkpoint_ms = now_ms
-        self.log_manager.checkpoint_high_watermarks()
-        self.log_manager.checkpoint_recovery_points()
-        self.log_manager.checkpoint_log_start_offsets()
-        return True
+        return self.log_manager.checkpoint_round()
 
     # ------------------------------------------------------------------ outputs
 

@@ -26,6 +26,7 @@ from replog.errors import (
     MalformedCheckpointError,
     StorageError,
 )
+from replog.log.checkpoint_round import CheckpointFile, CheckpointRound, CheckpointWriter
 from replog.log.checkpoints import (
     CleanerOffsetCheckpoint,
     OffsetCheckpointFile,
@@ -81,6 +82,29 @@ class _LogDir:
     offline_reason: str | None = None
 
 
+@attrs.frozen
+class _CheckpointKind:
+    """One of the periodic checkpoint files: its name, its table in ``_LogDir``, the value it
+    keeps per log, and which logs it keeps."""
+
+    file_name: str
+    table: str
+    value: Callable[[Log], int]
+    include: Callable[[Log], bool] = lambda log: True
+
+
+_HW = _CheckpointKind(HW_CHECKPOINT, "high_watermarks", lambda log: log.high_watermark)
+_RECOVERY_POINTS = _CheckpointKind(
+    RECOVERY_POINT_CHECKPOINT, "recovery_points", lambda log: log.recovery_point
+)
+_LOG_STARTS = _CheckpointKind(
+    LOG_START_CHECKPOINT,
+    "log_start_offsets",
+    lambda log: log.log_start_offset,
+    include=lambda log: log.log_start_offset > log.segments.peekitem(0)[0],
+)
+
+
 @attrs.define(eq=False)
 class LogManager:
     """All partition logs of a broker. Create with `LogManager.open`."""
@@ -94,6 +118,10 @@ class LogManager:
     #: the log cleaner's choices (which compacted log next, which failed)
     cleaner: LogCleanerManager = attrs.Factory(LogCleanerManager)
     _dir_of: dict[TopicPartition, _LogDir] = attrs.Factory(dict)
+    _checkpoints: CheckpointWriter = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._checkpoints = CheckpointWriter(self.fs)
 
     @classmethod
     def open(
@@ -253,46 +281,51 @@ class LogManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every dir's ``replication-offset-checkpoint``."""
-        self._checkpoint(HW_CHECKPOINT, "high_watermarks", lambda log: log.high_watermark)
+        self.checkpoint_failed(self._round([_HW]).write())
 
     def checkpoint_recovery_points(self) -> None:
         """Write every dir's ``recovery-point-offset-checkpoint``."""
-        self._checkpoint(
-            RECOVERY_POINT_CHECKPOINT, "recovery_points", lambda log: log.recovery_point
-        )
+        self.checkpoint_failed(self._round([_RECOVERY_POINTS]).write())
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write every dir's ``log-start-offset-checkpoint`` (only logs whose start moved past
         their first segment, as Kafka does)."""
-        self._checkpoint(
-            LOG_START_CHECKPOINT,
-            "log_start_offsets",
-            lambda log: log.log_start_offset,
-            include=lambda log: log.log_start_offset > log.segments.peekitem(0)[0],
-        )
+        self.checkpoint_failed(self._round([_LOG_STARTS]).write())
 
-    def _checkpoint(
-        self,
-        file_name: str,
-        table_name: str,
-        value: Callable[[Log], int],
-        include: Callable[[Log], bool] = lambda log: True,
-    ) -> None:
+    def checkpoint_round(self) -> CheckpointRound:
+        """The three checkpoints of every online dir as of now, for ``CheckpointRound.write``
+        on another thread (``replog.log.checkpoint_round``); report its failures with
+        ``checkpoint_failed``."""
+        return self._round([_HW, _RECOVERY_POINTS, _LOG_STARTS])
+
+    def checkpoint_failed(self, failures: Iterable[tuple[str, str]]) -> None:
+        """``(log dir, reason)`` from a round's write: those dirs go offline."""
+        for path, reason in failures:
+            for log_dir in self.dirs:
+                if log_dir.path == path and log_dir.offline_reason is None:
+                    log_dir.offline_reason = reason
+
+    def _round(self, kinds: list[_CheckpointKind]) -> CheckpointRound:
+        files = []
         for log_dir in self.dirs:
             if log_dir.offline_reason is not None:
                 continue
-            table: dict[tuple[str, int], int] = getattr(log_dir, table_name)
-            for tp, log in self.logs.items():
-                if self._dir_of.get(tp) is log_dir and not log.is_offline:
+            logs = [
+                (tp, log)
+                for tp, log in self.logs.items()
+                if self._dir_of.get(tp) is log_dir and not log.is_offline
+            ]
+            for kind in kinds:
+                table: dict[tuple[str, int], int] = getattr(log_dir, kind.table)
+                for tp, log in logs:
                     key = (tp.topic, tp.partition)
-                    if include(log):
-                        table[key] = value(log)
+                    if kind.include(log):
+                        table[key] = kind.value(log)
                     else:
                         table.pop(key, None)
-            try:
-                OffsetCheckpointFile(self.fs, f"{log_dir.path}/{file_name}").write(table)
-            except StorageError as exc:
-                log_dir.offline_reason = str(exc)
+                path = f"{log_dir.path}/{kind.file_name}"
+                files.append(CheckpointFile(log_dir.path, path, dict(table)))
+        return self._checkpoints.round(files)
 
     def flush_all(self) -> None:
         """fsync every open log (each log goes offline on its own error)."""

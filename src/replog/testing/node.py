@@ -37,6 +37,7 @@ from replog.broker.effects import (
     Effect,
     ResetLink,
     Respond,
+    RunCheckpoints,
     RunCleaning,
     RunFlushes,
     SendToBroker,
@@ -279,6 +280,8 @@ class SimBroker:
             self._flush(effect)
         elif isinstance(effect, RunCleaning):
             self._clean(effect)
+        elif isinstance(effect, RunCheckpoints):
+            self._write_checkpoints(effect)
         elif isinstance(effect, Subscribe):
             self._subscribe(effect)
         elif isinstance(effect, ResetLink):
@@ -320,6 +323,15 @@ class SimBroker:
                 sim.on_storage_failure(self)
 
         sim.after(sim.opts.disk_ms, run)
+
+    def _write_checkpoints(self, effect: RunCheckpoints) -> None:
+        """At once: the write is the same work the driver used to do inline in ``on_tick``."""
+        driver = self._live(self.gen)
+        if driver is None:
+            return
+        failures = effect.round.write()
+        driver.on_checkpoints_done(effect.token, failures, self.sim.now_ms)
+        self._carry_out()
 
     def _clean(self, effect: RunCleaning) -> None:
         sim, gen = self.sim, self.gen
