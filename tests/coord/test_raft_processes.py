@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import NotLeaderForPartitionError
 
@@ -22,6 +22,7 @@ from replog.coord.errors import CoordinatorUnavailableError
 from replog.quorum import commands as rc
 from replog.quorum.channel import QuorumChannel
 from tests.faults.harness import ProcessCluster, QuorumProcesses
+from tests.faults.workload import read_with_kafka_python
 
 #: quick elections so a case fits in seconds (the CLI defaults are 1 s / 2 s)
 VOTER_ARGS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "1000"]
@@ -163,26 +164,6 @@ def test_an_rf_n_topic_asked_for_as_soon_as_n_brokers_serve(
             brokers.close()
 
 
-def _read_all(cluster: ProcessCluster, topic: str) -> list[bytes]:
-    """Every record of ``topic``'s partition 0, read with kafka-python from the start."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3_000
-    )
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        values: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=1_000).values():
-                values.extend(r.value for r in records)
-        return values
-    finally:
-        consumer.close()
-
-
 def test_brokers_cut_off_from_the_quorum_fence_themselves(
     quorum: QuorumProcesses, cluster: ProcessCluster
 ) -> None:
@@ -239,6 +220,6 @@ def test_brokers_cut_off_from_the_quorum_fence_themselves(
         for voter in quorum.voters.values():
             voter.resume()
         producer.close()
-    values = _read_all(cluster, TOPIC)
+    values = list(read_with_kafka_python(cluster.bootstrap, TOPIC, [0])[0].values())
     assert all(v in values for v in acked), (acked, values)
     assert not set(refused) & set(values), refused

@@ -14,7 +14,6 @@ import signal
 import time
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
 from tests.faults.conftest import COORDINATOR, VOTER_ARGS
 from tests.faults.harness import ProcessCluster, QuorumProcesses
@@ -24,6 +23,7 @@ from tests.faults.workload import (
     BackgroundProducer,
     check_acked_records_consumed,
     describe,
+    read_with_kafka_python,
     wait_until,
 )
 
@@ -41,25 +41,6 @@ FETCH_TIMEOUT_S = int(VOTER_ARGS[VOTER_ARGS.index("--fetch-timeout-ms") + 1]) / 
 
 def _isr_complete(cluster: ProcessCluster) -> bool:
     return all(len(p.isr) == 3 for p in describe(cluster).values())
-
-
-def _read_with_kafka_python(cluster: ProcessCluster, ends: dict[int, int]) -> dict[int, dict]:
-    """partition -> offset -> value up to ``ends``, read by kafka-python from the start."""
-    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
-    got: dict[int, dict[int, bytes]] = {p: {} for p in ends}
-    try:
-        tps = [TopicPartition(TOPIC, p) for p in ends]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-            consumer.position(TopicPartition(TOPIC, p)) < end for p, end in ends.items()
-        ):
-            for tp, records in consumer.poll(timeout_ms=1_000).items():
-                got[tp.partition].update((r.offset, r.value) for r in records)
-    finally:
-        consumer.close()
-    return got
 
 
 @pytest.mark.parametrize("voter", ["leader", "follower"])
@@ -103,9 +84,6 @@ def test_brokers_serve_through_voter_faults(
     finally:
         producer.stop()
     check_acked_records_consumed(cluster, producer)
-    ends = {p: 0 for p in range(PARTITIONS)}
-    for partition, offset, _ in producer.acked:
-        ends[partition] = max(ends[partition], offset + 1)
-    got = _read_with_kafka_python(cluster, ends)
+    got = read_with_kafka_python(cluster.bootstrap, TOPIC, range(PARTITIONS))
     lost = [(p, o, v) for p, o, v in producer.acked if got[p].get(o) != v]
     assert not lost, f"{len(lost)} acknowledged records not read back by kafka-python: {lost[:5]}"

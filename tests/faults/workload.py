@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
+from kafka import KafkaConsumer, TopicPartition
 
 from replog.client import Admin, Consumer, Producer
 from replog.client.connection import ClusterClient
@@ -26,6 +27,7 @@ __all__ = [
     "create_topic",
     "describe",
     "leader_of",
+    "read_with_kafka_python",
     "wait_until",
 ]
 
@@ -225,3 +227,24 @@ def check_acked_records_consumed(cluster: ProcessCluster, producer: BackgroundPr
         f"{len(producer.acked)} acked, {producer.failed} failed, consumed "
         f"{ {p: len(r) for p, r in got.items()} }, ends {end_offsets}: " + "; ".join(problems)
     )
+
+
+def read_with_kafka_python(
+    bootstrap: str, topic: str, partitions: Iterable[int], timeout_s: float = 60.0
+) -> dict[int, dict[int, bytes]]:
+    """partition -> offset -> value of every record of ``topic``'s ``partitions`` up to their
+    end offsets, read from the start by kafka-python (an independent client's view)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        got: dict[int, dict[int, bytes]] = {tp.partition: {} for tp in tps}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(consumer.position(tp) < ends[tp] for tp in tps):
+            for tp, records in consumer.poll(timeout_ms=1_000).items():
+                got[tp.partition].update((r.offset, r.value) for r in records)
+        return got
+    finally:
+        consumer.close()

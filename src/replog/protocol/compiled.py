@@ -18,6 +18,8 @@ from replog.protocol.fields import (
     _plan,
     _PlannedField,
 )
+from replog.protocol.fixed_layout import read_uvarint as _read_uvarint
+from replog.protocol.fixed_layout import uvarint as _uvarint
 from replog.protocol.interpreter import (
     _slow_decode_struct,
     _slow_encode_struct,
@@ -54,7 +56,6 @@ _FIXED_FORMATS: dict[Scalar, str] = {
 }
 _S_I16 = struct.Struct(">h")
 _S_I32 = struct.Struct(">i")
-_UVARINT_SMALL = [bytes((n,)) for n in range(0x80)]
 
 
 _FastEncoder = Callable[[Writer, Any], bool]  # (writer, message) -> written?
@@ -76,42 +77,6 @@ def register_fast_codec(
 
 class _Fallback(Exception):
     """Raised by the compiled path where the interpreter would raise; never escapes."""
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        if n < 0:
-            raise _Fallback
-        return _UVARINT_SMALL[n]
-    if n > 0xFFFFFFFF:
-        raise _Fallback
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    byte = buf[pos]  # IndexError past the end: the interpreter reports it
-    if byte < 0x80:
-        return byte, pos + 1
-    value = byte & 0x7F
-    shift = 7
-    for _ in range(_UVARINT_BYTES_MAX - 1):
-        pos += 1
-        byte = buf[pos]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value > 0xFFFFFFFF:
-                raise _Fallback
-            return value, pos + 1
-        shift += 7
-    raise _Fallback
-
-
-_UVARINT_BYTES_MAX = 5
 
 
 def _length_encoder(compact: bool, fmt: struct.Struct) -> Callable[[int], bytes]:

@@ -1,7 +1,7 @@
-"""What the hand-written fixed-layout codecs (``fetch_v12``, ``produce_fast``) share: the
-exception that sends a body back to the generic codec, and unsigned varints that decline,
-rather than raise, on what the generic codec must judge (a value past 32 bits, a varint over
-five bytes)."""
+"""What the hand-written fixed-layout codecs (``fetch_v12``, ``produce_fast``) and the compiled
+codec share: the exception that sends a body back to the generic codec, and unsigned varints
+that decline (``OffShape``), rather than raise a protocol error, on what the reference
+interpreter must judge (a value past 32 bits, a varint over five bytes)."""
 
 from __future__ import annotations
 
