@@ -14,8 +14,9 @@ channel believes leads. The answer is the value, the error the operation raised,
   retried too (reads change nothing); a *write* that left has an unknown outcome
   (``CoordinatorUnavailableError``), because the old leader may have committed it;
 - no answer by the deadline (a paused or overloaded leader keeps its connection open):
-  ``CoordinatorUnavailableError``, and the channel stops believing that voter leads and drops
-  its connection, so the next call asks the other voters instead of waiting on it again.
+  ``CoordinatorUnavailableError``, and the channel stops believing that voter leads, so the
+  next call asks the other voters instead of waiting on it again (its connection stays open
+  for the other calls still waiting on it).
 
 No call blocks past its deadline: ``CoordinatorUnavailableError`` when no leader answered.
 """
@@ -184,8 +185,9 @@ class QuorumChannel:
                 raise ConnectionLost(exc.sent, f"{address[0]}:{address[1]}: {exc}") from None
             except TimeoutError as exc:
                 # a voter that keeps its connection but answers nothing (paused, overloaded, a
-                # vanished host) is no longer believed to lead: the next call asks another
-                self._forget(address)
+                # vanished host) is no longer believed to lead: the next call asks another (its
+                # connection stays, for the other calls still waiting on it)
+                self._distrust(address)
                 raise CoordinatorUnavailableError(str(exc)) from None
             if reply.status == raft_wire.Status.OK:
                 return reply.body
@@ -250,6 +252,12 @@ class QuorumChannel:
                 self._leader = None
         if connection is not None:
             connection.close()
+
+    def _distrust(self, address: tuple[str, int]) -> None:
+        """Stop believing ``address`` leads (without closing its connection)."""
+        with self._lock:
+            if self._leader == address:
+                self._leader = None
 
     def _redirect(self, address: tuple[str, int], leader: str | None) -> None:
         with self._lock:
