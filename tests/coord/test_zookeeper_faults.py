@@ -26,24 +26,18 @@ from replog.coord.types import (
 )
 from replog.errors import RequestTimeoutError
 from tests.servers import ZkServer
+from tests.waiting import NeverHappened, eventually
 
 pytest.importorskip("kazoo.client")
 
 from replog.coord.zookeeper import ZooKeeperCoordinator
 
+_NOT_YET = (CoordinatorUnavailableError, RequestTimeoutError)
 
-def eventually(predicate: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
-    """Poll ``predicate`` (retriable coordinator errors count as not yet)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if predicate():
-                return
-        except (CoordinatorUnavailableError, RequestTimeoutError):
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for: {what}")
-        time.sleep(0.05)
+
+def holds(predicate: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Wait until ``predicate`` holds (retriable coordinator errors count as not yet)."""
+    eventually(predicate, what=what, timeout_s=timeout_s, retry_on=_NOT_YET)
 
 
 @pytest.fixture
@@ -63,9 +57,9 @@ def test_expired_session_is_lost_and_reregisters_with_a_new_incarnation(
     first = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=4_000)
     coord.register_broker(2, "127.0.0.1", 9002, session_timeout_ms=4_000)
     coord.expire_session(1)
-    eventually(lambda: coord.session_state(1) is SessionState.LOST, "LOST")
+    holds(lambda: coord.session_state(1) is SessionState.LOST, "LOST")
     assert set(coord.live_brokers()) == {2}
-    eventually(
+    holds(
         lambda: events[-1:] == [SessionEvent(1, first.incarnation_epoch, SessionState.LOST)],
         "LOST event",
     )
@@ -92,7 +86,7 @@ def test_server_crash_and_restart_keeps_data_and_reconnects(
     with pytest.raises((CoordinatorUnavailableError, RequestTimeoutError)):
         coord.get_topic("t", timeout_ms=500)
     zk_dedicated.restart()
-    eventually(lambda: coord.get_topic("t") == created, "topic readable after restart")
+    holds(lambda: coord.get_topic("t") == created, "topic readable after restart")
     after = coord.snapshot()
     assert (after.topics, after.partitions, after.seq) == (
         before.topics,
@@ -100,7 +94,7 @@ def test_server_crash_and_restart_keeps_data_and_reconnects(
         before.seq,
     )
     # down for less than the session timeout: the session (and the controller role) survived
-    eventually(lambda: coord.session_state(1) is SessionState.CONNECTED, "CONNECTED")
+    holds(lambda: coord.session_state(1) is SessionState.CONNECTED, "CONNECTED")
     assert coord.current_controller() == ctl
     state = coord.get_partition_state("t", 0)
     assert state is not None
@@ -108,6 +102,42 @@ def test_server_crash_and_restart_keeps_data_and_reconnects(
         "t", 0, 0, attrs.evolve(state, leader_epoch=1), controller_epoch=ctl.controller_epoch
     )
     assert result.ok
+
+
+def _reconnect_pauses(client: object, attempts: int) -> list[float]:
+    """The pauses ``client``'s reconnect policy takes over ``attempts`` failed connects."""
+    from kazoo.exceptions import ConnectionLoss
+
+    pauses: list[float] = []
+    retry = client._conn_retry.copy()  # type: ignore[attr-defined]
+    retry.sleep_func = pauses.append
+    retry.interrupt = None  # whole pauses, not the 0.1 s slices an interruptible wait takes
+    failures = iter(range(attempts))
+
+    def connect() -> None:
+        if next(failures, None) is not None:
+            raise ConnectionLoss()
+
+    retry(connect)
+    return pauses
+
+
+def test_reconnect_back_off_stays_inside_the_session_timeout(
+    zk_server: ZkServer, zk_chroot: str
+) -> None:
+    """Regression: kazoo's default back-off doubles towards an hour, so after a ZooKeeper server
+    was down a few seconds a broker's session client retried only 12-25 s later: its session
+    (10 s) expired, or stayed SUSPENDED long after the server was back (the flake of
+    ``test_server_crash_and_restart_keeps_data_and_reconnects``). Every client the coordinator
+    opens (its own, each broker session's) retries forever, at most 1 s apart."""
+    with ZooKeeperCoordinator.from_url(zk_server.url(zk_chroot), default_timeout_ms=5_000) as c:
+        c.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=10_000)
+        session = c._held(1)
+        assert session is not None
+        for client in (c._main, session.client):
+            pauses = _reconnect_pauses(client, 40)
+            assert len(pauses) == 40  # never gives up
+            assert max(pauses) <= 1.0 * 1.4  # the cap, with kazoo's +-40 % jitter
 
 
 def test_server_pause_longer_than_session_timeout_expires_sessions(
@@ -122,29 +152,19 @@ def test_server_pause_longer_than_session_timeout_expires_sessions(
     for _ in range(3):
         zk_dedicated.pause()
         try:
-            eventually(lambda: coord.session_state(1) is SessionState.SUSPENDED, "SUSPENDED")
+            holds(lambda: coord.session_state(1) is SessionState.SUSPENDED, "SUSPENDED")
             time.sleep(2.5)
         finally:
             zk_dedicated.resume()
-        if _wait_for(lambda: coord.session_state(1) is SessionState.LOST, timeout_s=8.0):
+        try:
+            holds(lambda: coord.session_state(1) is SessionState.LOST, "LOST", timeout_s=8.0)
             break
+        except NeverHappened:
+            continue
     else:
         pytest.fail("the server never expired the session across three pauses past its timeout")
-    eventually(lambda: 1 not in coord.live_brokers(), "registration gone")
+    holds(lambda: 1 not in coord.live_brokers(), "registration gone")
     assert coord.current_controller() is None
-
-
-def _wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    """Like ``eventually`` but returns False instead of failing when time runs out."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return True
-        except (CoordinatorUnavailableError, RequestTimeoutError):
-            pass
-        time.sleep(0.05)
-    return False
 
 
 _ZOMBIE = textwrap.dedent(
@@ -203,8 +223,8 @@ def test_paused_zombie_broker_is_fenced(
         zombie_epoch = json.loads(child.stdout.readline())["epoch"]
         os.kill(child.pid, signal.SIGSTOP)
         stopped = True
-        eventually(lambda: 1 not in coord.live_brokers(), "zombie's registration expired")
-        eventually(lambda: coord.current_controller() is None, "controller role vacated")
+        holds(lambda: 1 not in coord.live_brokers(), "zombie's registration expired")
+        holds(lambda: coord.current_controller() is None, "controller role vacated")
         b2 = coord.register_broker(2, "127.0.0.1", 9002, session_timeout_ms=4_000)
         new = coord.elect_controller(2, b2.incarnation_epoch)
         assert new.controller_epoch == zombie_epoch + 1
@@ -265,7 +285,7 @@ def test_killed_broker_process_expiry_is_recorded_once_by_another_handle(
             return out
 
         expected = [(BrokerChangeReason.EXPIRED.value, 1, inc), ("controller-vacated", -1, -1)]
-        eventually(lambda: gone() == expected, "EXPIRED + ControllerChanged(None)", 10.0)
+        holds(lambda: gone() == expected, "EXPIRED + ControllerChanged(None)", 10.0)
         assert coord.current_controller() is None
         assert other.current_controller() is None
         assert 1 not in coord.live_brokers()

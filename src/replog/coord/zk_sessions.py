@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
 
 from replog.clock import monotonic_s
 from replog.coord import records, rules
@@ -63,7 +64,7 @@ from replog.coord.zk_codec import (
 )
 from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
 
-__all__ = ["ZkSession", "ZkSessionsMixin", "stop_client"]
+__all__ = ["ZkSession", "ZkSessionsMixin", "new_client", "stop_client"]
 
 _log = logging.getLogger(__name__)
 
@@ -89,6 +90,23 @@ class ZkSession:
         if self.lost or self.kazoo_suspended or self.fault_suspended:
             return SessionState.SUSPENDED
         return SessionState.CONNECTED
+
+
+#: The longest pause between reconnect attempts, and the share of a session's timeout it may take.
+RECONNECT_MAX_DELAY_S = 1.0
+_RECONNECT_SHARE_OF_TIMEOUT = 0.25
+
+
+def new_client(hosts: str, session_timeout_s: float, **kwargs: Any) -> KazooClient:
+    """A kazoo client that keeps trying to reconnect at most ``RECONNECT_MAX_DELAY_S`` apart.
+
+    kazoo's default reconnect back-off doubles up to an hour: after a ZooKeeper server is down a
+    few seconds, the next attempt can come later than the session timeout, so a session that a
+    restarted server would have kept expires instead. Attempts stay well inside the timeout.
+    """
+    max_delay = min(RECONNECT_MAX_DELAY_S, session_timeout_s * _RECONNECT_SHARE_OF_TIMEOUT)
+    retry = KazooRetry(max_tries=-1, delay=min(0.1, max_delay), backoff=2, max_delay=max_delay)
+    return KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=retry, **kwargs)
 
 
 def stop_client(client: Any) -> None:
@@ -341,7 +359,7 @@ class ZkSessionsMixin:
         held = self._held(broker_id)
         if held is not None and not held.lost:
             raise BrokerIdInUseError(broker_id, held.incarnation_epoch)
-        client = KazooClient(hosts=self._hosts, timeout=session_timeout_ms / 1000)
+        client = new_client(self._hosts, session_timeout_ms / 1000)
         session = ZkSession(broker_id, client)
         client.add_listener(self._kazoo_listener(session))
         io, path = self._io, f"{IDS}/{broker_id}"
@@ -492,7 +510,7 @@ class ZkSessionsMixin:
             return
         with self._lock:
             session.expiring = True
-        twin = KazooClient(hosts=self._hosts, client_id=client_id, timeout=10.0)
+        twin = new_client(self._hosts, 10.0, client_id=client_id)
         with kazoo_errors():
             try:
                 twin.start(timeout=self._default_timeout_ms / 1000)

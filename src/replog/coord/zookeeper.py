@@ -41,7 +41,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from replog.clock import monotonic_s
@@ -98,7 +97,7 @@ from replog.coord.zk_configs import BROKER_CONFIGS, ZkConfigsMixin, read_broker_
 from replog.coord.zk_feed import ZkFeed
 from replog.coord.zk_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
 from replog.coord.zk_requests import ZkRequestsMixin
-from replog.coord.zk_sessions import ZkSession, ZkSessionsMixin, stop_client
+from replog.coord.zk_sessions import ZkSession, ZkSessionsMixin, new_client, stop_client
 from replog.errors import InvalidConfigError
 
 __all__ = ["ZooKeeperCoordinator"]
@@ -152,7 +151,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         if default_timeout_ms <= 0 or admin_queue_limit < 1:
             raise ValueError("default_timeout_ms and admin_queue_limit must be positive")
         root = "/" + chroot.strip("/") if chroot.strip("/") else ""
-        main = KazooClient(hosts=hosts, timeout=max(default_timeout_ms, 4000) / 1000)
+        main = new_client(hosts, max(default_timeout_ms, 4000) / 1000)
         deadline = monotonic_s() + default_timeout_ms / 1000
         with kazoo_errors():
             try:
