@@ -47,7 +47,7 @@ def fault_quorum(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Quo
     try:
         yield quorum
     finally:
-        quorum.close()
+        quorum.discard()
         if _failed(request):
             print(f"\n===== voter log tails =====\n{quorum.log_tails(30)}")
 
@@ -93,7 +93,7 @@ def make_cluster(
         yield cluster
     finally:
         failed = _failed(request)
-        cluster.close()
+        cluster.discard()
         if failed:
             print(f"\n===== broker log tails ({TOPIC}) =====\n{cluster.log_tails(40)}")
 

@@ -16,6 +16,7 @@ from kafka import KafkaConsumer, TopicPartition
 from replog.client import Admin, Consumer, Producer
 from replog.client.connection import ClusterClient
 from tests.faults.harness import ProcessCluster
+from tests.waiting import eventually
 
 __all__ = [
     "FAULT_SETTINGS",
@@ -84,18 +85,10 @@ def controller_id(cluster: ProcessCluster) -> int:
 
 
 def wait_until(
-    what: str, condition: Callable[[], bool], cluster: ProcessCluster, timeout_s: float = 20.0
+    what: str, condition: Callable[[], bool], cluster: ProcessCluster, timeout_s: float = 30.0
 ) -> None:
-    """Poll ``condition`` (exceptions count as False) until true, else fail with the logs."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except Exception:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    """Poll ``condition`` (exceptions count as not yet) until true (``tests.waiting``)."""
+    eventually(condition, what=what, timeout_s=timeout_s, retry_on=(Exception,))
 
 
 @attrs.define
