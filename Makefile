@@ -7,7 +7,13 @@ STAMP := $(VENV)/.installed-dev
 # kafkajs for tests/compat/test_kafkajs.py, pinned by tests/js/package-lock.json (needs Node/npm)
 JS_DEPS := tests/js/node_modules/.package-lock.json
 
-.PHONY: demo test bench sim sim-coverage raft-sim faults lint clean system-deps
+# pytest-xdist workers: the cluster-starting tests mostly wait on sockets and timers, so two
+# workers on the 2-core CI machine halve the wall time. `--dist loadgroup` keeps a module's tests
+# marked xdist_group(name) on one worker (one shared cluster instead of one per worker).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+
+.PHONY: demo test check bench sim sim-coverage raft-sim faults lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -34,8 +40,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy --strict src/replog
 
+# Everything, in parallel; ends with the 25 slowest tests.
 test: lint system-deps
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=25 $(PYTEST_ARGS)
+
+# The fast inner loop (under 5 minutes on 2 cores): lint, then every test not marked `system`
+# (unit, property and contract tests on the memory and raft backends, 10 simulator seeds).
+check: lint
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not system" --durations=10 $(PYTEST_ARGS)
 
 # Deterministic simulation: many more seeds than make test runs; prints "N seeds, K violations".
 sim: $(STAMP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -25,3 +26,13 @@ settings.register_profile(
     max_examples=1000,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+#: markers whose tests are all system tests (real processes, a JVM): ``make check`` skips them
+_SYSTEM_KINDS = ("faults", "spark")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(kind) for kind in _SYSTEM_KINDS):
+            item.add_marker(pytest.mark.system)

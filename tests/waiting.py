@@ -90,3 +90,11 @@ async def eventually_async(
             raise _failure(what, timeout_s, value, error) from error
         await asyncio.sleep(interval)
         interval = min(interval * 2, _MAX_INTERVAL_S)
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 30.0) -> T:
+    """``eventually`` in the positional form the CLI and admin tests use: ``read`` until
+    ``done`` accepts its value."""
+    return eventually(
+        read, what=f"{getattr(read, '__name__', 'read')}() accepted", done=done, timeout_s=timeout_s
+    )

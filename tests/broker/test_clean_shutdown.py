@@ -12,7 +12,7 @@ from replog import Cluster
 from tests.broker.test_cluster import wait_for
 from tests.broker.test_resilience import create
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
 @pytest.fixture(params=["replicated", "fsync"])

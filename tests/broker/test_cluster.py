@@ -12,16 +12,13 @@ import pytest
 from replog.broker import Cluster
 from replog.protocol import messages as m
 from tests.broker.support import Client, fetch_values, metadata, produce
+from tests.waiting import eventually
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
+def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    eventually(condition, what="the condition", timeout_s=timeout_s)
 
 
 @pytest.fixture

@@ -27,6 +27,8 @@ from replog.quorum import commands as rc
 from replog.quorum.channel import QuorumChannel
 from tests.faults.harness import ProcessCluster, free_port
 
+pytestmark = pytest.mark.system
+
 TOPIC = "combined"
 SETTINGS = {
     "session_timeout_ms": 4_000,

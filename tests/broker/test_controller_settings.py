@@ -9,7 +9,6 @@ with kafka-python's view of the elected leader.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,9 @@ from kafka import KafkaAdminClient
 from replog import Admin, Cluster
 from replog.broker.config import BrokerConfig
 from replog.errors import InvalidConfigError
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.system
 
 
 def test_controller_config_carries_every_policy(tmp_path: Any) -> None:
@@ -60,14 +62,7 @@ def test_controller_settings_are_validated_eagerly(key: str, value: object) -> N
 
 
 def _wait(what: str, probe: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
-    deadline = time.monotonic() + 20
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: {value}")
-        time.sleep(0.05)
+    return eventually(probe, what=what, done=done)
 
 
 def _absent(value: object) -> bool:

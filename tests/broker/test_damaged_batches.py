@@ -10,23 +10,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from replog import Admin, Cluster
 from replog.coord.types import AdminRequestChanged, DamagedReplica
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.system
 
 RECORDS = [b"value-%03d" % i for i in range(40)]
 
 
 def _wait(what: str, probe: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: {value}")
-        time.sleep(0.05)
+    return eventually(probe, what=what, done=done)
 
 
 def _flip_a_byte_in_the_middle(log_dir: str) -> None:

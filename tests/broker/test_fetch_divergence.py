@@ -11,7 +11,7 @@ from replog.protocol import compiled, fetch_v12
 from tests.broker.test_cluster import wait_for
 from tests.broker.test_resilience import create, describe, force_leader, read_all
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 
 def test_a_follower_ahead_of_an_unclean_leader_truncates_on_its_diverging_epoch(

@@ -26,7 +26,7 @@ from replog.log.fs import REAL_FS
 from tests.coord.test_raft_processes import VOTER_ARGS
 from tests.faults.harness import ProcessCluster, QuorumProcesses
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 SETTINGS = {
     "session_timeout_ms": 3_000,

@@ -19,7 +19,7 @@ from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
 from tests.broker.test_cluster import wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 QUORUM = {"election_timeout_ms": 150, "fetch_timeout_ms": 1_000, "request_timeout_ms": 1_000}
 

@@ -17,7 +17,7 @@ from replog.broker import Cluster
 from tests.broker.support import Client, produce
 from tests.broker.test_cluster import create_topic
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 _LONG_MS = 10_000
 _PRODUCES = 20

@@ -13,7 +13,7 @@ from replog.protocol import messages as m
 from tests.broker.support import Client, produce, produce_request
 from tests.broker.test_cluster import create_topic, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from replog.protocol import messages as m
 from tests.broker.support import Client, fetch_values
 from tests.broker.test_cluster import create_topic, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tests.broker.support import Client, fetch_values
 from tests.broker.test_cluster import create_topic, wait_for
 from tests.broker.test_producer_ids import idempotent_produce, producer_ids
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 
 def produce(

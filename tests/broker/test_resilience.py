@@ -19,7 +19,7 @@ from replog.isr import DurabilityMode
 from tests.broker.support import Client, metadata, produce
 from tests.broker.test_cluster import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from replog.errors import ErrorCode, InvalidConfigError
 from tests.broker.support import Client, fetch_values, produce
 from tests.broker.test_cluster import create_topic, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 # A one-record batch of a 200-byte value is ~270 bytes: 1 KiB segments hold a few batches.
 SEGMENT_BYTES = 1024

@@ -13,7 +13,7 @@ from replog.client.errors import BrokerResponseError
 from replog.errors import ErrorCode, ReplogError
 from tests.broker.test_cluster import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
 @pytest.fixture(scope="module")

@@ -26,17 +26,13 @@ from replog.log.partition_metadata import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.system
 
 
 def _wait(what: str, probe: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: {value}")
-        time.sleep(0.05)
+    return eventually(probe, what=what, done=done)
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

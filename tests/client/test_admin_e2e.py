@@ -12,7 +12,6 @@ through kafka-python wait (briefly) for the state they expect.
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -28,6 +27,7 @@ from replog.client import (
     RetriableBrokerResponseError,
 )
 from replog.errors import ErrorCode, InvalidConfigError
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources API
@@ -36,6 +36,7 @@ with warnings.catch_warnings():
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(120),
     # kafka-python loads its schemas with the deprecated importlib.resources API
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
@@ -74,18 +75,6 @@ TESTED = {
     "alter_group_offsets",
     "delete_group_offsets",
 }
-
-
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 15.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
-        time.sleep(0.05)
 
 
 class AsyncAdminOnLoop:

@@ -19,6 +19,8 @@ from replog import Admin, Cluster
 from replog.client import AsyncAdmin
 from replog.coord import connect
 
+pytestmark = pytest.mark.system
+
 TOPIC = "handles"
 
 

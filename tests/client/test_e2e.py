@@ -20,6 +20,8 @@ from replog.client import (
     partition_for_key,
 )
 
+pytestmark = pytest.mark.system
+
 broker = pytest.importorskip("replog.broker", reason="the broker runtime is not available")
 
 

@@ -30,6 +30,7 @@ with warnings.catch_warnings():
     from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(120),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]

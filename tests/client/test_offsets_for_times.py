@@ -10,6 +10,8 @@ import pytest
 from replog.broker import Cluster
 from replog.client import Admin, Consumer, Producer
 
+pytestmark = pytest.mark.system
+
 BASE_MS = 1_700_000_000_000
 
 

@@ -9,7 +9,6 @@ The cluster is private (brokers are stopped and started); the partitions are pla
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -18,28 +17,17 @@ import pytest
 
 from replog import Admin, Cluster
 from replog.client import PartitionReassignment, RetriableBrokerResponseError
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources API
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaAdminClient, TopicPartition
 
-pytestmark = [pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 T = TypeVar("T")
 PREFERRED_LEADER_NOT_AVAILABLE = 80
-
-
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 20.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
-        time.sleep(0.05)
 
 
 class KafkaView:

@@ -27,6 +27,7 @@ import pytest
 from replog import Admin, Cluster
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(120),
     # kafka-python loads its schemas with the deprecated importlib.resources API
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),

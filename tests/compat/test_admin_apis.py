@@ -10,7 +10,6 @@ another broker wait (briefly) for the state they expect.
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -34,7 +33,10 @@ with warnings.catch_warnings():
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka import admin as confluent_admin
 
+from tests.waiting import eventually
+
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(120),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]
@@ -49,25 +51,13 @@ INVALID_TOPIC_EXCEPTION = 17
 INVALID_REPLICA_ASSIGNMENT = 39
 
 
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 15.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails. A read
-    that kafka-python fails with a retriable error (a connection refused by a broker the test
-    just stopped, which its admin client may still pick for a metadata request) is read
-    again."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = read()
-        except KafkaError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-            continue
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
-        time.sleep(0.05)
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 30.0) -> T:
+    """``eventually``, reading again after a kafka-python error (a connection refused by a
+    broker the test just stopped, which its admin client may still pick for a metadata
+    request)."""
+    return eventually(
+        read, what="the admin read", done=done, timeout_s=timeout_s, retry_on=(KafkaError,)
+    )
 
 
 @pytest.fixture(scope="module")

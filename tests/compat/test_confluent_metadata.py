@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from replog import Admin, Cluster
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 TOPICS = {"rdkafka-a": 3, "rdkafka-b": 1}
 

@@ -36,7 +36,7 @@ import pytest
 from replog import Admin, Cluster, Producer
 from replog.groups import OFFSETS_TOPIC, partition_for
 
-pytestmark = [pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 
 HERE = Path(__file__).resolve().parent
 JS_DIR = HERE.parent / "js"

@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition
 
 from replog import Admin, Cluster, Producer
 
-pytestmark = [pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 PARTITIONS = 4
 SESSION_MS = 6_000

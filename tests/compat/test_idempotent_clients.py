@@ -28,7 +28,7 @@ from kafka import KafkaProducer
 
 from replog import Admin, Cluster, Consumer
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]
 
 PARTITIONS = 2
 PER_PARTITION = 60

@@ -23,7 +23,7 @@ from replog import Admin, Consumer, Producer
 from replog.broker import BrokerConfig, Cluster
 from tests.ports import free_port
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 _LENGTH = struct.Struct(">i")
 _PRODUCE_API_KEY = 0

@@ -9,7 +9,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import pytest
 from benchmarks import kafka_clients as bench
+
+pytestmark = pytest.mark.system
 
 
 def _args(**overrides: Any) -> argparse.Namespace:

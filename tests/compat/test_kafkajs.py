@@ -22,7 +22,7 @@ import pytest
 
 from replog import Admin, Cluster, Consumer
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 TOPIC = "kafkajs"

@@ -22,6 +22,7 @@ import pytest
 
 from replog import Admin, Cluster
 from replog.protocol import APIS, supported_api_versions
+from tests.waiting import NeverHappened, eventually
 
 from .sweep_groups import GROUP_SCENARIOS, exchange, find_coordinator_port
 
@@ -73,7 +74,7 @@ with warnings.catch_warnings():
     from kafka.record import MemoryRecords
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]
 
 TOPIC = "sweep"
 PRODUCE_TOPIC = "sweep-produce"
@@ -510,12 +511,12 @@ def check_describe_cluster(ctx: Context, version: int, response: Any) -> None:
     assert response.controller_id in ctx.broker_ids
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    """Whether ``condition`` came true (``eventually``), for checks that report, not fail."""
+    try:
+        eventually(condition, what="the condition", timeout_s=timeout_s)
+    except NeverHappened:
+        return False
     return True
 
 

@@ -30,6 +30,8 @@ from replog.coord.types import (
 )
 from replog.errors import InvalidConfigError
 
+pytestmark = pytest.mark.system
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_coordinator.py"
 
 

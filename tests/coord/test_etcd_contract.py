@@ -12,6 +12,8 @@ from replog.coord.testing import CoordinatorFactory, SecondHandleContract
 from tests.coord.etcd_fixtures import etcd_factory, etcd_server
 from tests.servers_etcd import EtcdServer
 
+pytestmark = pytest.mark.system
+
 __all__ = ["etcd_server"]  # the fixture, re-exported so pytest finds it here
 
 

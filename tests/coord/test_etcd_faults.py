@@ -27,19 +27,17 @@ from replog.coord.types import (
 )
 from tests.coord.etcd_fixtures import dedicated_etcd, etcd_factory
 from tests.servers_etcd import EtcdServer
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.system
 
 __all__ = ["dedicated_etcd"]  # the fixture, re-exported so pytest finds it here
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    """Poll ``predicate`` until it holds or fail."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for: {what}")
-        time.sleep(0.02)
+def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    eventually(predicate, what=what, timeout_s=timeout_s)
 
 
 @pytest.fixture

@@ -7,10 +7,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import pytest
 from benchmarks import quorum as bench
 
 from tests.servers import require_zookeeper
 from tests.servers_etcd import require_etcd
+
+pytestmark = pytest.mark.system
 
 
 def test_every_case_reports_on_every_deployment() -> None:

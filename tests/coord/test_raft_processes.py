@@ -24,6 +24,8 @@ from replog.quorum.channel import QuorumChannel
 from tests.faults.harness import ProcessCluster, QuorumProcesses
 from tests.faults.workload import read_with_kafka_python
 
+pytestmark = pytest.mark.system
+
 #: quick elections so a case fits in seconds (the CLI defaults are 1 s / 2 s)
 VOTER_ARGS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "1000"]
 VOTER_ARGS += ["--request-timeout-ms", "500"]

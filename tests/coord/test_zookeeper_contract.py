@@ -16,6 +16,8 @@ pytest.importorskip("kazoo.client")
 
 from replog.coord.zookeeper import ZooKeeperCoordinator
 
+pytestmark = pytest.mark.system
+
 
 class TestZooKeeperCoordinator(SecondHandleContract):
     """Every contract test on a fresh chroot; sessions expire by twin-session close."""

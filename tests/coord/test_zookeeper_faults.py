@@ -32,6 +32,8 @@ pytest.importorskip("kazoo.client")
 
 from replog.coord.zookeeper import ZooKeeperCoordinator
 
+pytestmark = pytest.mark.system
+
 _NOT_YET = (CoordinatorUnavailableError, RequestTimeoutError)
 
 

@@ -14,9 +14,16 @@ from replog.raft.sim import SimOptions, main, reproduce_command, run_seed
 pytestmark = pytest.mark.sim
 
 SEED_COUNT = 100
+FAST_SEEDS = 10  # the ones make check runs; the rest are marked system
 
 
-@pytest.mark.parametrize("seed", range(SEED_COUNT))
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(s, marks=[pytest.mark.system] if s >= FAST_SEEDS else [])
+        for s in range(SEED_COUNT)
+    ],
+)
 def test_seed(seed: int) -> None:
     result = run_seed(seed)
     assert result.ok, f"seed {seed}: {result.violations[0]}\n  reproduce: {reproduce_command(seed)}"

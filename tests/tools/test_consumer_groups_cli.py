@@ -27,6 +27,7 @@ from replog.tools.offset_reset import (
     parse_topic_partitions,
     plan_reset,
 )
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
@@ -34,24 +35,13 @@ with warnings.catch_warnings():
     from kafka.structs import OffsetAndMetadata
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(180),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]
 
 T = TypeVar("T")
 RECORDS = 10
-
-
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 30.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

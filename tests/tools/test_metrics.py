@@ -21,12 +21,14 @@ from replog.broker.metrics import GAUGES
 from replog.broker.topic_meters import BYTES_IN, TopicMeters
 from replog.clock import ManualClock
 from replog.errors import InvalidConfigError
+from tests.waiting import eventually
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(180),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]
@@ -50,10 +52,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"not reached in {timeout_s} s: {what}"
-        time.sleep(0.1)
+    eventually(check, what=what, timeout_s=timeout_s)
 
 
 @pytest.fixture

@@ -22,8 +22,10 @@ with warnings.catch_warnings():
     from kafka.admin import ConfigResource, ConfigResourceType
 
 from tests.tools.test_reassign_cli import create, kafka_replicas, reassign, wait_for, write_json
+from tests.waiting import eventually
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(180),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]
@@ -121,8 +123,13 @@ def test_a_throttled_reassignment_copies_at_most_the_rate_until_it_is_raised(
         "0:1",
         "0:2",
     )
-    time.sleep(3.0)
-    copied = replica_bytes(cluster, 2, "heavy")
+    # a second's worth of the quota copied: the throttled copy is under way
+    copied = eventually(
+        lambda: replica_bytes(cluster, 2, "heavy"),
+        what="the new replica copying at the throttled rate",
+        done=lambda n: n >= rate,
+        retry_on=(FileNotFoundError,),
+    )
     elapsed_s = time.monotonic() - started
     # One-sided and load-proof: however slow the machine, the new replica cannot hold more
     # than the quota lets through (replog.isr.replication_quota's bound). Unthrottled, it

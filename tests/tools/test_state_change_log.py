@@ -27,7 +27,7 @@ from replog.state_change_log import (
 from replog.tools.state_change_log import parse_time_ms
 from replog.topics import TopicPartition
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 T0_MS = parse_time_ms("2026-11-24 10:00:00")
 

@@ -9,9 +9,8 @@ import json
 import pathlib
 import subprocess
 import sys
-import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from replog import Cluster
 from replog.cli import main
 from replog.tools.topics import parse_configs, parse_replica_assignment
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
@@ -26,23 +26,12 @@ with warnings.catch_warnings():
     from kafka.admin import ConfigResource, ConfigResourceType
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(120),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]
 
 T = TypeVar("T")
-
-
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 20.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import pathlib
 import struct
-import time
 import warnings
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import crc32c
@@ -22,30 +20,20 @@ from replog.cli import main
 from replog.client.replica_reads import ReplicaBatch
 from replog.log.records import CRC_START, iter_batches
 from replog.tools.verify_replicas import compare_replicas
+from tests.waiting import wait_for
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", ".*(read_text|open_text) is deprecated", DeprecationWarning)
     from kafka import KafkaProducer
 
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.timeout(180),
     pytest.mark.filterwarnings("ignore:.*(read_text|open_text) is deprecated:DeprecationWarning"),
 ]
 
 T = TypeVar("T")
 RECORDS = 20
-
-
-def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 30.0) -> T:
-    """Call ``read`` until ``done`` accepts its value; the last value on timeout fails."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s; last value: {value!r}")
-        time.sleep(0.1)
 
 
 def produce(cluster: Cluster, topic: str, partitions: int) -> None:
