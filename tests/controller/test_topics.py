@@ -148,3 +148,23 @@ def test_a_full_broker_queue_does_not_cost_the_controller_role() -> None:
     assert cluster.outcome(deleted) is ErrorCode.NONE
     assert coordinator.get_topic("t") is None
     assert len(coordinator.pending_admin_requests(2)) == 2
+
+
+def test_absurd_partition_counts_are_refused_before_anything_is_placed(
+    coordinator: Coordinator,
+) -> None:
+    """A count from the wire (2^31-1 new partitions) is refused as INVALID_PARTITIONS, as
+    Kafka refuses more than 10,000 per request; before, the controller tried to place them and
+    ate memory until killed."""
+    cluster = Cluster(coordinator)
+    cluster.register(1, 2, 3)
+    controller = cluster.controller(1)
+    create = cluster.submit(CreateTopic(topic="t", partition_count=2**31 - 1, replication_factor=1))
+    cluster.submit(CreateTopic(topic="u", partition_count=1, replication_factor=1))
+    grow = cluster.submit(AddPartitions(topic="u", partition_count=2**31 - 1))
+    cluster.poll(controller)
+    assert cluster.outcome(create) is ErrorCode.INVALID_PARTITIONS
+    assert cluster.outcome(grow) is ErrorCode.INVALID_PARTITIONS
+    assert coordinator.get_topic("t") is None
+    topic = coordinator.get_topic("u")
+    assert topic is not None and topic.partition_count == 1

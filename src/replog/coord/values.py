@@ -13,6 +13,7 @@ import attrs
 
 __all__ = [
     "TOPIC_CONFIGS_BYTES_MAX",
+    "NEW_PARTITIONS_MAX",
     "TOPIC_CONFIGS_MAX",
     "TOPIC_CONFIG_KEY_CHARS_MAX",
     "TOPIC_CONFIG_VALUE_CHARS_MAX",
@@ -35,6 +36,11 @@ def int_tuple(values: Iterable[int]) -> tuple[int, ...]:
 def replica_lists(values: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(int_tuple(v) for v in values)
 
+
+#: the most partitions one admin request may create (CreateTopics over all its topics, or one
+#: CreatePartitions topic's growth), as in Kafka: checked before anything is placed, so a huge
+#: count from the wire is refused instead of allocated
+NEW_PARTITIONS_MAX = 10_000
 
 #: limits on what a topic's configs may hold in the store (checked by ``topic_configs``)
 TOPIC_CONFIGS_MAX = 64

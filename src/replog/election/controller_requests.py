@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from replog.coord import types as ct
+from replog.coord.values import NEW_PARTITIONS_MAX
 from replog.election import controller_admin
 from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
@@ -184,7 +185,14 @@ def _placement(
     replication_factor: int,
     first_partition: int,
 ) -> dict[int, tuple[int, ...]] | tuple[ErrorCode, str]:
-    """The explicit assignment (numbered from ``first_partition``) or a placement."""
+    """The explicit assignment (numbered from ``first_partition``) or a placement; more than
+    ``NEW_PARTITIONS_MAX`` new partitions are refused before anything is placed."""
+    if partition_count > NEW_PARTITIONS_MAX or len(given) > NEW_PARTITIONS_MAX:
+        asked = max(partition_count, len(given))
+        return (
+            ErrorCode.INVALID_PARTITIONS,
+            f"{asked} new partitions; one request may create at most {NEW_PARTITIONS_MAX}",
+        )
     if given:
         if len(given) != partition_count:
             return (
