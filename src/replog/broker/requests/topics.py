@@ -90,25 +90,17 @@ def handle_delete_topics(
     """Topics named in ``topic_names`` (v1-v5) or ``topics`` (v6; by name, or by topic ID)."""
     by_id = {topic_uuid(a.topic_id): name for name, a in services.topics.items()}
     ids = {name: topic_uuid(a.topic_id) for name, a in services.topics.items()}
-    names = list(body.topic_names)
+    names: list[str | None] = list(body.topic_names)
     for t in body.topics:
-        if t.name is not None:
-            names.append(t.name)
-        else:
-            names.append(by_id.get(t.topic_id, ""))
-    checked: list[Checked[str]] = [
-        (name, DeleteTopic(topic=name), AdminResult(ErrorCode.NONE))
-        if name
-        else (name, None, AdminResult(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic ID"))
-        for name in names
-    ]
+        names.append(t.name if t.name is not None else by_id.get(t.topic_id))
+    checked = [_deletion(name) for name in names]
 
-    def build(answers: list[tuple[str, AdminResult]]) -> Message:
+    def build(answers: list[tuple[str | None, AdminResult]]) -> Message:
         return m.DeleteTopicsResponse(
             responses=[
                 m.DeletableTopicResult(
-                    name=name or None,
-                    topic_id=ids.get(name, ZERO_TOPIC_ID),
+                    name=name,
+                    topic_id=ids.get(name or "", ZERO_TOPIC_ID),
                     error_code=int(r.error),
                     error_message=r.message or None,
                 )
@@ -117,6 +109,19 @@ def handle_delete_topics(
         )
 
     return queue_checked(checked, body.timeout_ms, False, build)
+
+
+def _deletion(name: str | None) -> Checked[str | None]:
+    """One topic of a DeleteTopics: None is a topic ID nobody has (UNKNOWN_TOPIC_ID); a name no
+    topic could have (such as the empty one) is refused here and answered under that same name,
+    since before v6 an answer's name cannot be null."""
+    if name is None:
+        return name, None, AdminResult(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic ID")
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return name, None, AdminResult(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc))
+    return name, DeleteTopic(topic=name), AdminResult(ErrorCode.NONE)
 
 
 def handle_create_partitions(
