@@ -238,3 +238,13 @@ def test_a_new_member_waiting_too_long_in_a_join_phase_times_out() -> None:
         assert h.heartbeat(members[0], generation) in (ErrorCode.REBALANCE_IN_PROGRESS, 0)
     assert h.reply(waiting).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert newcomer not in h.shard.group("g").members
+
+
+def test_a_client_id_of_32767_bytes_makes_a_member_id_that_still_encodes() -> None:
+    """Only the first bytes of the client id start the member id; before, the whole 32,767-byte
+    client id plus the suffix made a member id too long for a wire string."""
+    h = Harness()
+    response = h.reply(h.join(version=4, client_id="é" + "c" * 32_765))
+    assert response.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    assert len(response.member_id.encode("utf-8")) <= 256 + len("-1")
+    assert response.member_id.startswith("é") and response.member_id.endswith("-1")

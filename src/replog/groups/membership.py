@@ -147,7 +147,8 @@ class Membership:
             error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
             return self.core.reply(join.request_id, join_error("", error))
         instance_id = request.group_instance_id
-        new_member_id = f"{instance_id or join.client_id}-{self.core.member_id_suffix()}"
+        prefix = _member_id_prefix(instance_id or join.client_id)
+        new_member_id = f"{prefix}-{self.core.member_id_suffix()}"
         if instance_id is not None:
             old_member_id = group.static_members.get(instance_id)
             if old_member_id is not None:
@@ -490,3 +491,16 @@ def _left(identity: MemberIdentity, error: ErrorCode) -> MemberResponse:
         group_instance_id=identity.group_instance_id,
         error_code=error,
     )
+
+
+MEMBER_ID_PREFIX_BYTES_MAX = 255
+"""How much of the client id (or group instance id) starts a new member id: a wire string may be
+32,767 bytes long, and the member id made from it must still encode as one."""
+
+
+def _member_id_prefix(name: str) -> str:
+    """``name`` cut to ``MEMBER_ID_PREFIX_BYTES_MAX`` UTF-8 bytes, never inside a character."""
+    encoded = name.encode("utf-8")
+    if len(encoded) <= MEMBER_ID_PREFIX_BYTES_MAX:
+        return name
+    return encoded[:MEMBER_ID_PREFIX_BYTES_MAX].decode("utf-8", errors="ignore")
