@@ -274,3 +274,18 @@ def test_deleted_topic_partitions_lose_their_offsets_in_every_group() -> None:
     assert h.fetch("a") == {("kept", 0): (2, 0)}
     assert h.fetch("b") == {}
     assert h.reload().committed_offsets("b") == {}
+
+
+def test_a_retention_of_int64_max_is_clamped_and_the_shard_keeps_working() -> None:
+    """OffsetCommit v2-v4 with retention_time_ms = 2^63-1: the expiry stays inside int64 (the
+    offset never expires) and later commits are written as usual. Before, now + retention did
+    not fit the record's int64 and the commit raised EncodeError inside the shard."""
+    h = Harness()
+    first = h.commit({("t", 0): 1}, retention_ms=2**63 - 1)
+    assert _errors(h, first) == [ErrorCode.NONE]
+    offset = h.shard.committed_offsets("g")[("t", 0)]
+    assert offset.expire_timestamp_ms == 2**63 - 1
+    second = h.commit({("t", 0): 2})
+    assert _errors(h, second) == [ErrorCode.NONE]
+    h.advance(CHECK_MS)
+    assert h.fetch() == {("t", 0): (2, 0)}

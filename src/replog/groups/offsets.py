@@ -47,6 +47,9 @@ from replog.protocol.messages import (
     OffsetFetchResponseTopics,
 )
 
+INT64_MAX = 2**63 - 1
+"""The largest expiry an offset record can hold (its field is an int64)."""
+
 __all__ = ["Offsets", "append_error_to_commit_error", "java_length"]
 
 _EMPTY = GroupState.EMPTY
@@ -147,7 +150,9 @@ class Offsets:
         self, request: OffsetCommitRequest, now_ms: int
     ) -> tuple[list[CoordinatorRecord], set[TopicPartitionLike]]:
         retention_ms = request.retention_time_ms
-        expire_ms = None if retention_ms == -1 else now_ms + retention_ms
+        # The retention is a wire int64: the expiry is kept inside int64 (and not before the
+        # epoch), so an absurd retention means "never" or "at once", never an overflow.
+        expire_ms = None if retention_ms == -1 else min(max(now_ms + retention_ms, 0), INT64_MAX)
         records: list[CoordinatorRecord] = []
         too_large: set[TopicPartitionLike] = set()
         for topic in request.topics:
