@@ -218,3 +218,52 @@ def test_a_response_that_breaks_while_being_written_closes_the_connection() -> N
             received += data
 
     assert asyncio.run(serve(handler, scenario))
+
+
+def _answering(conn_id: int, header: RequestHeader, body: Message) -> Awaitable[Response]:
+    async def answer() -> Response:
+        response = m.ListOffsetsResponse(topics=[m.ListOffsetsTopicResponse(name="t")])
+        return encode_response_parts(header.correlation_id, header.api_version, response)
+
+    return answer()
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def _valid(correlation_id: int) -> bytes:
+    header = RequestHeader(api_key=2, api_version=3, correlation_id=correlation_id)
+    return encode_request(header, list_offsets_request())
+
+
+MALFORMED = {
+    "unknown api key": _frame((999).to_bytes(2, "big") + bytes(6) + b"\xff\xff"),
+    "truncated body": _valid(9)[:-3][4:],
+    "short header": _frame(b"\x00\x02"),
+    "bad client id length": _frame(b"\x00\x02\x00\x03\x00\x00\x00\x09\x7f\xff"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_requests_pipelined_before_a_malformed_frame_are_answered_then_the_connection_closes(
+    kind: str,
+) -> None:
+    """Kafka answers the requests before a malformed one, then closes; before, the connection
+    was dropped at once and the earlier answers were lost."""
+    bad = MALFORMED[kind]
+    if kind == "truncated body":
+        bad = _frame(bad)
+
+    async def scenario(conn: Connection) -> tuple[list[int], bool]:
+        conn.writer.write(_valid(1) + _valid(2) + bad + _valid(3))
+        ids: list[int] = []
+        while True:
+            data = await asyncio.wait_for(conn.reader.read(1 << 20), ANSWER_WAIT_S)
+            if not data:
+                return ids, True
+            for frame in conn.frames.feed(data):
+                ids.append(decode_response(frame, api_key=2, api_version=3)[0])
+
+    ids, closed = asyncio.run(serve(_answering, scenario))
+    assert (ids, closed) == ([1, 2], True)

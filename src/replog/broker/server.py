@@ -27,8 +27,10 @@ answering while the transport's write buffer is over its high-water mark (``paus
 until ``resume_writing``.
 
 Anything malformed (bad frame size, unknown api key, undecodable body) costs that client its
-connection and nothing else; nothing is ever unpickled from the network. Bytes after a request's
-body are ignored, as Kafka ignores them (librdkafka sends some).
+connection and nothing else: the requests before it in the stream are still answered, in order,
+then the connection closes and nothing after it is read, as in Kafka. Nothing is ever unpickled
+from the network. Bytes after a request's body are ignored, as Kafka ignores them (librdkafka
+sends some).
 
 No request is left unanswered. A handler that raises gets the API's error response sent in its
 place (``protocol.error_response``: the error code on every topic/partition of the request,
@@ -50,6 +52,8 @@ import os
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, cast
+
+import attrs
 
 from replog.errors import ProtocolError
 from replog.event_loop import supports_sendfile
@@ -90,8 +94,19 @@ class Parked(enum.Enum):
 PARKED: Final = Parked.PARKED
 #: ``handler(conn_id, header, body)``: the answer to a connection's request, or ``PARKED``
 Handler = Callable[[int, RequestHeader, Message], Awaitable[Response | Parked]]
-#: a decoded request, or the encoded answer to one that needs no handler (unsupported version)
-_Pending = tuple[RequestHeader, Message] | bytes
+
+
+@attrs.frozen
+class _Malformed:
+    """A frame that could not be decoded: once every request before it is answered, the
+    connection closes (as Kafka does), so pipelined requests before it keep their answers."""
+
+    error: ProtocolError
+
+
+#: a decoded request, the encoded answer to one that needs no handler (unsupported version), or
+#: the malformed frame that ends the connection
+_Pending = tuple[RequestHeader, Message] | bytes | _Malformed
 
 
 class CloseConnection(Exception):
@@ -232,6 +247,8 @@ class _Connection(asyncio.Protocol):
         self._writing_paused = False
         self._admitted = False
         self._closed = False
+        #: a malformed frame was queued: nothing more is read from this connection
+        self._malformed = False
 
     # ------------------------------------------------------------------ transport callbacks
 
@@ -250,15 +267,15 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         """Decode every complete frame, queue it, and run the chain."""
-        if self._closed:
+        if self._closed or self._malformed:
             return
         try:
             for frame in self._frames.feed_views(data):
                 self._pending.append(self._decode(frame))
         except ProtocolError as exc:
-            _log.info("closing a connection after a protocol error: %s", exc)
-            self.abort()
-            return
+            # Nothing after a malformed frame is read; what came before it is still answered.
+            self._malformed = True
+            self._pending.append(_Malformed(exc))
         if len(self._pending) > self._server.inflight_requests_max and not self._reading_paused:
             self._reading_paused = True
             self._transport_or_fail().pause_reading()
@@ -288,6 +305,13 @@ class _Connection(asyncio.Protocol):
         """The write buffer drained: go on answering."""
         self._writing_paused = False
         self._advance()
+
+    def _close_after_writes(self) -> None:
+        """Close once the answers already written are flushed (``connection_lost`` follows)."""
+        self._closed = True
+        self._pending.clear()
+        if self._transport is not None:
+            self._transport.close()
 
     def abort(self) -> None:
         """Drop the connection now (``connection_lost`` follows)."""
@@ -330,6 +354,10 @@ class _Connection(asyncio.Protocol):
                 if isinstance(item, bytes):
                     self._write([item])
                     continue
+                if isinstance(item, _Malformed):
+                    _log.info("closing a connection after a protocol error: %s", item.error)
+                    self._close_after_writes()
+                    return
                 header, body = item
                 coro = self._server.answer(self.conn_id, header, body)
                 try:
