@@ -11,7 +11,7 @@ from replog.broker.requests.base import (
     RequestContext,
     RequestServices,
 )
-from replog.errors import ErrorCode
+from replog.errors import CorruptRecordError, ErrorCode
 from replog.log.log import Log
 from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 from replog.protocol import messages as m
@@ -68,18 +68,24 @@ def handle_list_offsets(
 
 def _offset_at(log: Log, timestamp: int, from_replica: bool) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) answering one ListOffsets partition. A consumer sees only
-    offsets below the HW; a replica asking for the latest offset gets the LEO."""
+    offsets below the HW; a replica asking for the latest offset gets the LEO. A search by
+    time that meets an undecodable batch answers CORRUPT_MESSAGE."""
     visible_end = log.log_end_offset if from_replica else log.high_watermark
     if timestamp == m.EARLIEST_TIMESTAMP:
         return ErrorCode.NONE, -1, log.log_start_offset
     if timestamp == m.LATEST_TIMESTAMP:
         return ErrorCode.NONE, -1, visible_end
-    if timestamp == m.MAX_TIMESTAMP:
-        found = offset_of_max_timestamp(log, visible_end)
-    elif timestamp >= 0:
-        found = offset_for_timestamp(log, timestamp, visible_end)
-    else:
+    if timestamp < 0 and timestamp != m.MAX_TIMESTAMP:
         return ErrorCode.INVALID_REQUEST, -1, -1
+    try:
+        if timestamp == m.MAX_TIMESTAMP:
+            found = offset_of_max_timestamp(log, visible_end)
+        else:
+            found = offset_for_timestamp(log, timestamp, visible_end)
+    except CorruptRecordError:
+        # A stored batch that cannot be decoded (damaged, or written before produce validated
+        # records): the partition's answer is an error code, as Kafka's for a corrupt record.
+        return ErrorCode.CORRUPT_MESSAGE, -1, -1
     return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, *found)
 
 

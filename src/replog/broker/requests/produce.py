@@ -33,11 +33,12 @@ from replog.broker.requests.base import (
 from replog.broker.requests.metadata import unknown_topic_error
 from replog.config_layers import ConfigLayers, topic_settings
 from replog.coord.types import ALL_BROKERS, TopicConfigs
-from replog.errors import CorruptRecordError, ErrorCode
+from replog.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from replog.groups import OFFSETS_TOPIC
 from replog.isr import Acks, ProduceResult
 from replog.log.batch_rewrite import recompress_batches
 from replog.log.compression import Compression
+from replog.log.produce_validation import validate_client_batches
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
@@ -84,7 +85,8 @@ def handle_produce(
 
 def _prepared(services: RequestServices, topic: str, records: object) -> bytes | ErrorCode:
     """A partition's batches as they are to be appended (in the topic's codec), or why they
-    are refused before any append: no batches or damaged ones, or an unknown topic."""
+    are refused before any append: no batches, damaged ones or records no reader could decode
+    (CORRUPT_MESSAGE), control batches (INVALID_RECORD), or an unknown topic."""
     if (
         isinstance(records, RecordsRef)
         or not isinstance(records, bytes | bytearray | memoryview)
@@ -95,9 +97,12 @@ def _prepared(services: RequestServices, topic: str, records: object) -> bytes |
         code = unknown_topic_error(services, topic, create=True)
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if code.retriable else code
     try:
+        validate_client_batches(records)
         return _as_stored(services, topic, bytes(records))
     except CorruptRecordError:
         return ErrorCode.CORRUPT_MESSAGE
+    except InvalidRecordError:
+        return ErrorCode.INVALID_RECORD
 
 
 _CODECS = {
