@@ -30,7 +30,7 @@ from __future__ import annotations
 from replog.errors import CorruptRecordError, InvalidRecordError
 from replog.log.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from replog.log.decoding import decode_columns
-from replog.log.records import LOG_OVERHEAD, Buffer, validate_batch
+from replog.log.records import LOG_OVERHEAD, Buffer, read_header
 
 __all__ = ["INFLATED_BYTES_MAX", "validate_client_batches"]
 
@@ -46,7 +46,7 @@ def validate_client_batches(data: Buffer, inflated_bytes_max: int = INFLATED_BYT
     while position < len(data):
         if len(data) - position < LOG_OVERHEAD:
             raise CorruptRecordError("trailing bytes after the last batch", position)
-        header = validate_batch(data, position)
+        header = read_header(data, position)  # decode_columns checks size, magic and CRC
         if header.is_control:
             raise InvalidRecordError(
                 f"batch at {position} is a control batch: clients may not write control records"
