@@ -175,3 +175,11 @@ def test_async_describe_cluster_reports_racks() -> None:
         c.close()
     assert [(b.broker_id, b.rack) for b in described.brokers] == [(1, "r1"), (2, "r1")]
     assert described.controller_id in (1, 2)
+
+
+def test_producer_creates_a_missing_topic_when_the_brokers_allow_it(cluster: Any) -> None:
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        meta = producer.send("created-by-producer", b"v", partition=None).result(timeout=30)
+    assert meta.topic == "created-by-producer" and meta.offset == 0
+    with Admin(cluster.bootstrap) as admin:
+        assert "created-by-producer" in admin.list_topics()

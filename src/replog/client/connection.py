@@ -376,6 +376,9 @@ class ClusterClient:
     reconnect_backoff_max_ms: int = 1_000
     metadata_max_age_ms: int = 300_000
     in_flight_max: int = 5
+    #: ask brokers to create a missing topic named in a Metadata request (Kafka's producer
+    #: does, its consumer and admin do not; the broker decides by auto.create.topics.enable)
+    allow_auto_topic_creation: bool = False
     metadata: MetadataCache = attrs.field(factory=MetadataCache)
     _nodes: dict[int, _NodeState] = attrs.field(factory=dict)
     _bootstrap_nodes: dict[tuple[str, int], _NodeState] = attrs.field(factory=dict)
@@ -489,11 +492,12 @@ class ClusterClient:
         return min(self.metadata.brokers)
 
     async def refresh_metadata(self, topics: Sequence[str] | None = None) -> MetadataCache:
-        """Fetch metadata (every topic when ``topics`` is None) and apply it."""
+        """Fetch metadata (every topic when ``topics`` is None) and apply it; listed topics
+        that do not exist are created if ``allow_auto_topic_creation`` and the broker allow it."""
         async with self._metadata_lock:
             request = MetadataRequest(
                 topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
-                allow_auto_topic_creation=False,
+                allow_auto_topic_creation=self.allow_auto_topic_creation,
             )
             response = await self.send_any(request, MetadataResponse)
             self.metadata.update(response, now_ms(), all_topics=topics is None)

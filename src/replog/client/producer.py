@@ -174,7 +174,10 @@ class AsyncProducer:
         """A running producer for the cluster at ``bootstrap``; ``config``: ``ProducerConfig``."""
         cfg = ProducerConfig(**config)
         client = ClusterClient.from_bootstrap(
-            bootstrap, client_id=cfg.client_id, request_timeout_ms=cfg.request_timeout_ms + 5_000
+            bootstrap,
+            client_id=cfg.client_id,
+            request_timeout_ms=cfg.request_timeout_ms + 5_000,
+            allow_auto_topic_creation=True,  # as Kafka's producer: the broker's setting decides
         )
         producer = cls(client, cfg)
         producer._sender = asyncio.get_running_loop().create_task(producer._run_sender())
@@ -212,7 +215,9 @@ class AsyncProducer:
         timestamp_ms: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; the returned future completes when it is acknowledged (or fails).
-        Raises at once for a closed producer, a full buffer or an unknown topic."""
+        Raises at once for a closed producer or a full buffer, and after ``metadata_wait_ms``
+        for a topic that does not exist (a missing topic is created first when the brokers'
+        auto.create.topics.enable allows it)."""
         if self._closing:
             raise ClientClosedError("producer is closed")
         if self._fatal is not None:
