@@ -218,3 +218,32 @@ def test_kafka_python_describe_configs(cluster: Cluster) -> None:
     assert modified["min.insync.replicas"]["value"] == "2"
     assert everything["retention.ms"]["value"] == str(7 * 24 * 3600 * 1000)
     assert everything["cleanup.policy"]["value"] == "delete"
+
+
+def test_kafka_python_reads_what_replogs_producer_wrote_with_gzip(cluster: Cluster) -> None:
+    kafka = require("kafka", "kafka-python")
+    from replog import Producer
+
+    create_topic(cluster, "replog-gzip")
+    with Producer(cluster.bootstrap, acks="all", compression="gzip") as producer:
+        futures = [
+            producer.send("replog-gzip", b"v%d" % i, key=b"k%d" % i, partition=0) for i in range(50)
+        ]
+        producer.flush()
+        assert [f.result().offset for f in futures] == list(range(50))
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    got: list[Any] = []
+    try:
+        consumer.assign([kafka.TopicPartition("replog-gzip", 0)])
+        deadline = time.monotonic() + 30
+        while len(got) < 50 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(records)
+    finally:
+        consumer.close()
+    assert [(r.key, r.value) for r in got] == [(b"k%d" % i, b"v%d" % i) for i in range(50)]

@@ -23,7 +23,7 @@ from replog.client.errors import (
 from replog.client.fetching import ConsumerRecord, slice_columns, slice_records
 from replog.client.metadata import MetadataCache
 from replog.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
-from replog.client.producer import classify
+from replog.client.producer import ProducerConfig, classify
 from replog.errors import ErrorCode, InvalidConfigError, NotLeaderError, RequestTimeoutError
 from replog.log import decode_records, encode_batch, iter_batches, stamp_batch
 from replog.log.encoding import encode_varint
@@ -441,3 +441,24 @@ def test_consumer_poll_columns_returns_what_poll_returns() -> None:
         assert [r for c in by_columns for r in c if (r.topic, r.partition) == tp] == mine
     assert len({r.offset for r in mine}) == 283 and mine[0].offset == 17
     assert all(len(chunk) <= 128 for chunk in by_columns)
+
+
+@pytest.mark.parametrize(
+    ("name", "codec"),
+    [("none", 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), ("GZIP", 1)],
+)
+def test_producer_takes_kafkas_compression_names_and_stamps_the_codec_id(
+    name: str, codec: int, loop: asyncio.AbstractEventLoop
+) -> None:
+    config = ProducerConfig(compression=name)
+    accumulator = RecordAccumulator(batch_bytes_max=1000, linger_ms=5, buffer_bytes_max=10_000)
+    batch = accumulator.append(("t", 0), _record(loop, b"x" * 100), now_ms=0)
+    raw = batch.encode(config.compression)
+    attributes = struct.unpack_from(">h", raw, 21)[0]
+    assert attributes & 0x07 == codec
+    assert [r.value for r in decode_records(raw)] == [b"x" * 100]
+
+
+def test_producer_refuses_an_unknown_compression_name_at_construction() -> None:
+    with pytest.raises(ValueError, match="compression must be one of none, gzip"):
+        ProducerConfig(compression="brotli")

@@ -93,6 +93,19 @@ def _acks(value: int | str) -> int:
     raise InvalidConfigError(f"acks must be 0, 1 or 'all' (-1), not {value!r}")
 
 
+def _compression(value: Compression | str) -> Compression:
+    """Kafka's compression.type names (none, gzip, snappy, lz4, zstd) or a ``Compression``."""
+    if isinstance(value, Compression):
+        return value
+    if isinstance(value, str):
+        try:
+            return Compression[value.strip().upper()]
+        except KeyError:
+            pass
+    names = ", ".join(c.name.lower() for c in Compression)
+    raise InvalidConfigError(f"compression must be one of {names}, not {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ProducerConfig:
     """Producer settings; Kafka's names in snake_case with units last."""
@@ -106,7 +119,8 @@ class ProducerConfig:
     request_timeout_ms: int = 30_000
     metadata_wait_ms: int = 10_000
     in_flight_per_partition_max: int = 1
-    compression: Compression = Compression.NONE
+    #: a ``Compression`` or Kafka's name for it ("none", "gzip", "snappy", "lz4", "zstd")
+    compression: Compression = attrs.field(default=Compression.NONE, converter=_compression)
     client_id: str = "replog-producer"
     #: None: on unless acks, retries or in_flight_per_partition_max rule it out (module doc)
     enable_idempotence: bool | None = None
