@@ -96,6 +96,8 @@ def test_the_tool_merges_files_in_time_order_and_filters(
     lines = capsys.readouterr().out.splitlines()
     assert [parse_state_change_log_line(x)[1].leader_epoch for x in lines] == [1, 2, 3, 4]
     assert lines[0].startswith("[2026-11-24 10:00:00,010] ")
+    assert main(["state-change-log", "--logs", *files]) == 0  # Kafka's name for the option
+    assert capsys.readouterr().out.splitlines() == lines
 
     def epochs(*filters: str) -> list[int]:
         assert main(["state-change-log", "--files", *files, "--output", "json", *filters]) == 0

@@ -1,8 +1,9 @@
 """``replog state-change-log``: merge the ``state-change.log`` files of several brokers (and
 their controller roles) into one time-ordered history, as Kafka's state-change log merger.
 
-``--files`` names the files (rotated ones such as ``state-change.log.1`` included); lines are
-ordered by their wall-clock stamp (ties keep the order of ``--files`` and of lines in a file) and
+``--logs`` (Kafka's name; ``--files`` is an alias) names the files (rotated ones such as
+``state-change.log.1`` included); lines are
+ordered by their wall-clock stamp (ties keep the order of ``--logs`` and of lines in a file) and
 filtered by ``--start-time`` / ``--end-time`` (inclusive; ``YYYY-MM-DD HH:MM:SS[,mmm]`` UTC, as
 the lines print them, or ISO 8601), ``--topic`` (a regular expression matched against the whole
 topic name) and ``--partitions`` (comma-separated partition numbers). Text output prints the
@@ -56,7 +57,7 @@ def _partitions_arg(text: str) -> frozenset[int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--files`` and the filters (module docstring) plus ``--output``."""
-    parser.add_argument("--files", nargs="+", required=True, metavar="FILE")
+    parser.add_argument("--logs", "--files", dest="files", nargs="+", required=True, metavar="FILE")
     parser.add_argument("--start-time", type=_time_arg, metavar="TIME")
     parser.add_argument("--end-time", type=_time_arg, metavar="TIME")
     parser.add_argument("--topic", type=re.compile, metavar="REGEX")
