@@ -64,7 +64,7 @@ def produce(cluster: replog.Cluster, admin: replog.Admin) -> set[bytes]:
     """Send RECORDS records with acks=all, killing one leader halfway; returns the values the
     cluster acknowledged."""
     acked: set[bytes] = set()
-    with replog.Producer(cluster.bootstrap, acks="all", retries=100, retry_backoff_ms=100) as p:
+    with replog.Producer(cluster.bootstrap, acks="all") as p:
         for start in range(0, RECORDS, CHUNK):
             if start == RECORDS // 2:
                 leader, isr = describe(admin, KILLED_PARTITION)

@@ -235,6 +235,20 @@ class RecordAccumulator:
         for queue in self._queues.values():
             yield from queue
 
+    def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
+        """Take out every queued batch created ``delivery_timeout_ms`` or more before
+        ``now_ms`` (the caller fails and releases them)."""
+        expired: list[ProducerBatch] = []
+        for tp in list(self._queues):
+            queue = self._queues[tp]
+            kept = deque(b for b in queue if now_ms - b.created_ms < delivery_timeout_ms)
+            expired += [b for b in queue if now_ms - b.created_ms >= delivery_timeout_ms]
+            if kept:
+                self._queues[tp] = kept
+            else:
+                del self._queues[tp]
+        return expired
+
     def fail_all(self, error: BaseException) -> None:
         """Fail and drop every queued batch (close without flush)."""
         for batch in list(self.batches()):

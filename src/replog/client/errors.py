@@ -20,6 +20,8 @@ __all__ = [
     "BufferFullError",
     "ClientClosedError",
     "ConnectionLostError",
+    "DeliveryTimeoutError",
+    "FlushTimeoutError",
     "LogTruncationError",
     "NoOffsetForPartitionError",
     "RetriableBrokerResponseError",
@@ -70,6 +72,39 @@ class BufferFullError(ReplogError):
         self.needed_bytes = needed_bytes
         self.buffered_bytes = buffered_bytes
         self.buffer_bytes_max = buffer_bytes_max
+
+
+class DeliveryTimeoutError(ReplogError):
+    """A record was neither acknowledged nor failed for good within the producer's
+    ``delivery_timeout_ms`` of its batch's creation (no leader, retries that kept failing, an
+    answer that never came). It may or may not have been written. ``last_error``: the last
+    attempt's error, if one was sent."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+    def __init__(
+        self, topic: str, partition: int, delivery_timeout_ms: int, last_error: BaseException | None
+    ) -> None:
+        why = f" (last error: {last_error})" if last_error is not None else ""
+        super().__init__(
+            f"{topic}-{partition}: record not delivered within delivery_timeout_ms="
+            f"{delivery_timeout_ms}{why}"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.last_error = last_error
+
+
+class FlushTimeoutError(ReplogError):
+    """``flush(timeout)`` ended with ``pending`` records neither acknowledged nor failed."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+    def __init__(self, pending: int, timeout_ms: int) -> None:
+        super().__init__(f"flush: {pending} records still pending after {timeout_ms} ms")
+        self.pending = pending
+        self.timeout_ms = timeout_ms
 
 
 class NoOffsetForPartitionError(ReplogError):

@@ -10,9 +10,14 @@ Delivery rules:
   "all"/-1 (the whole ISR has it; the broker refuses it while the ISR is under
   min.insync.replicas).
 - Retries happen only for retriable errors (``ErrorCode.retriable``, lost connections, request
-  timeouts), at most ``retries`` times per batch, ``retry_backoff_ms`` apart; NOT_LEADER,
+  timeouts), at most ``retries`` times per batch (Kafka's default: effectively unbounded), the
+  back-off doubling from ``retry_backoff_ms`` up to ``retry_backoff_max_ms``; NOT_LEADER,
   FENCED/UNKNOWN_LEADER_EPOCH and a lost connection first refresh metadata. Anything else fails
   the batch's futures at once.
+- Delivery timeout: a record not acknowledged within ``delivery_timeout_ms`` of its batch's
+  creation (no leader, failing retries, an answer that never comes) fails with
+  ``DeliveryTimeoutError``, so ``flush()`` and ``close()`` always end. It must be at least
+  ``linger_ms + request_timeout_ms``, as in Kafka.
 - **Idempotence** (``enable_idempotence``, on by default as in current Kafka clients): the
   producer gets a producer id from the cluster (InitProducerId) and stamps each batch with it and
   a sequence number; a retry reuses them, so a Produce whose answer was lost (dropped connection,
@@ -56,6 +61,8 @@ from replog.client.errors import (
     BrokerResponseError,
     ClientClosedError,
     ConnectionLostError,
+    DeliveryTimeoutError,
+    FlushTimeoutError,
     error_for_code,
     is_retriable,
 )
@@ -114,8 +121,10 @@ class ProducerConfig:
     linger_ms: int = 5
     batch_bytes_max: int = 16_384
     buffer_bytes_max: int = 32 * 1024 * 1024
-    retries: int = 5
+    retries: int = 2**31 - 1
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    delivery_timeout_ms: int = 120_000
     request_timeout_ms: int = 30_000
     metadata_wait_ms: int = 10_000
     in_flight_per_partition_max: int = 1
@@ -151,6 +160,18 @@ class ProducerConfig:
                 raise InvalidConfigError(f"{name} must be >= 1")
         if self.request_timeout_ms < 1:
             raise InvalidConfigError("request_timeout_ms must be >= 1")
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise InvalidConfigError("retry_backoff_max_ms must be >= retry_backoff_ms")
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise InvalidConfigError(
+                f"delivery_timeout_ms ({self.delivery_timeout_ms}) must be >= linger_ms + "
+                f"request_timeout_ms ({self.linger_ms + self.request_timeout_ms})"
+            )
+
+    def backoff_ms(self, attempts: int) -> int:
+        """The wait before retry number ``attempts + 1``: ``retry_backoff_ms`` doubling per
+        attempt, capped at ``retry_backoff_max_ms``."""
+        return int(min(self.retry_backoff_max_ms, self.retry_backoff_ms * 2 ** min(attempts, 30)))
         conflicts = self._idempotence_conflicts()
         if self.enable_idempotence and conflicts:
             raise InvalidConfigError("enable_idempotence: " + "; ".join(conflicts))
@@ -267,8 +288,9 @@ class AsyncProducer:
         """``send`` and await the acknowledgement."""
         return await (await self.send(topic, value, key, headers, partition))
 
-    async def flush(self) -> None:
-        """Send everything queued now and wait until each record is acknowledged or failed."""
+    async def flush(self, timeout_ms: int | None = None) -> None:
+        """Send everything queued now and wait until each record is acknowledged or failed
+        (at most ``delivery_timeout_ms``); ``FlushTimeoutError`` if ``timeout_ms`` passes first."""
         futures = [r.future for b in self._accumulator.batches() for r in b.records]
         futures += [r.future for b in self._in_flight_batches for r in b.records]
         if not futures:
@@ -276,17 +298,23 @@ class AsyncProducer:
         self._accumulator.flushing = True
         self._wakeup.set()
         try:
-            await asyncio.gather(*futures, return_exceptions=True)
+            _, pending = await asyncio.wait(
+                futures, timeout=None if timeout_ms is None else timeout_ms / 1000
+            )
         finally:
             self._accumulator.flushing = False
+        if pending:
+            raise FlushTimeoutError(len(pending), timeout_ms or 0)
 
-    async def close(self, *, flush: bool = True) -> None:
-        """Flush (unless ``flush=False``: queued records fail with ``ClientClosedError``), stop
-        the sender and close connections. Idempotent."""
+    async def close(self, *, flush: bool = True, timeout_ms: int | None = None) -> None:
+        """Flush (unless ``flush=False``), waiting at most ``timeout_ms``; then records still
+        queued or in flight fail with ``ClientClosedError``; stop the sender and close
+        connections. Idempotent."""
         if self._sender is None:
             return
         if flush and not self._closing:
-            await self.flush()
+            with contextlib.suppress(FlushTimeoutError):
+                await self.flush(timeout_ms)
         self._closing = True
         self._accumulator.fail_all(ClientClosedError("producer closed before sending"))
         sender, self._sender = self._sender, None
@@ -308,7 +336,11 @@ class AsyncProducer:
                 for tp, count in self._in_flight.items()
                 if count >= self.config.in_flight_per_partition_max
             }
+            self._expire(now_ms())
             delay_ms = self._accumulator.next_ready_delay_ms(now_ms(), blocked)
+            expiry_ms = self._next_expiry_ms(now_ms())
+            if expiry_ms is not None:
+                delay_ms = expiry_ms if delay_ms is None else min(delay_ms, expiry_ms)
             self._wakeup.clear()
             if delay_ms is None or delay_ms > 0:
                 with contextlib.suppress(TimeoutError):
@@ -323,6 +355,30 @@ class AsyncProducer:
             except ReplogError as exc:  # InitProducerId refused: nothing can be sent
                 self._fatal = exc
                 self._accumulator.fail_all(exc)
+
+    def _expire(self, now: int) -> None:
+        """Fail the records whose delivery timeout has passed: queued batches leave the
+        accumulator; an in-flight batch's futures fail now, its answer is still awaited."""
+        timeout_ms = self.config.delivery_timeout_ms
+        for batch in self._accumulator.expire(now, timeout_ms):
+            batch.fail(DeliveryTimeoutError(batch.topic, batch.partition, timeout_ms, None))
+            self._accumulator.release(batch)
+            if self._idempotence is not None:
+                self._idempotence.on_failed(batch)
+        for batch in self._in_flight_batches:
+            if now - batch.created_ms >= timeout_ms:
+                batch.fail(DeliveryTimeoutError(batch.topic, batch.partition, timeout_ms, None))
+
+    def _next_expiry_ms(self, now: int) -> int | None:
+        created = [b.created_ms for b in self._accumulator.batches()]
+        created += [
+            b.created_ms
+            for b in self._in_flight_batches
+            if not all(r.future.done() for r in b.records)
+        ]
+        if not created:
+            return None
+        return max(0, min(created) + self.config.delivery_timeout_ms - now)
 
     async def _init_producer_id(self, idempotence: IdempotenceState) -> None:
         """Ask a broker for a producer id and epoch (an idempotent producer, no transactional
@@ -359,8 +415,10 @@ class AsyncProducer:
                 leaderless = True
                 continue
             head = self._accumulator.head(tp)
+            if head is None:
+                continue  # expired while metadata was awaited
             in_flight = self._in_flight.get(tp, 0)
-            if idempotence is not None and (head is None or not idempotence.stamp(head, in_flight)):
+            if idempotence is not None and not idempotence.stamp(head, in_flight):
                 continue  # old-epoch batches of the partition are still unresolved
             batch = self._accumulator.pop(tp)
             self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
@@ -449,8 +507,11 @@ class AsyncProducer:
         elif self._may_retry(batch, error):
             if is_retriable(getattr(error, "error_code", ErrorCode.NETWORK_EXCEPTION)):
                 self._client.metadata.mark_stale()
-            self._accumulator.reenqueue(batch, now_ms() + self.config.retry_backoff_ms)
+            self._accumulator.reenqueue(batch, now_ms() + self.config.backoff_ms(batch.attempts))
         else:
+            timeout_ms = self.config.delivery_timeout_ms
+            if classify(error) and now_ms() - batch.created_ms >= timeout_ms:
+                error = DeliveryTimeoutError(batch.topic, batch.partition, timeout_ms, error)
             batch.fail(error)
             self._accumulator.release(batch)
             if idempotence is not None:
@@ -462,6 +523,8 @@ class AsyncProducer:
         judged by ``IdempotenceState.on_error``, which may bump the epoch)."""
         if batch.attempts >= self.config.retries or self._closing:
             return False
+        if now_ms() - batch.created_ms >= self.config.delivery_timeout_ms:
+            return False
         code = getattr(error, "error_code", None)
         if self._idempotence is not None and batch.has_sequence and code is not None:
             try:
@@ -469,6 +532,10 @@ class AsyncProducer:
             except ValueError:
                 return False
         return classify(error)
+
+
+def _ms(timeout_s: float | None) -> int | None:
+    return None if timeout_s is None else max(0, int(timeout_s * 1000))
 
 
 class Producer:
@@ -529,13 +596,15 @@ class Producer:
         return self._loop.run(self._send(topic, value, key, headers, partition, timestamp_ms))
 
     def flush(self, timeout_s: float | None = None) -> None:
-        """Wait until every record sent so far is acknowledged or failed."""
-        self._loop.run(self._producer.flush(), timeout_s)
+        """Wait until every record sent so far is acknowledged or failed (at most the delivery
+        timeout); ``FlushTimeoutError`` if ``timeout_s`` passes first."""
+        self._loop.run(self._producer.flush(_ms(timeout_s)))
 
     def close(self, timeout_s: float | None = None, *, flush: bool = True) -> None:
-        """Flush (by default), close connections, stop the loop thread. Idempotent."""
+        """Flush (by default, waiting at most ``timeout_s``), fail what is left, close
+        connections, stop the loop thread. Idempotent."""
         try:
             with contextlib.suppress(RuntimeError):
-                self._loop.run(self._producer.close(flush=flush), timeout_s)
+                self._loop.run(self._producer.close(flush=flush, timeout_ms=_ms(timeout_s)))
         finally:
             self._loop.stop()
