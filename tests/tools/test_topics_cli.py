@@ -175,6 +175,9 @@ def test_describe_shows_leader_replicas_and_isr_as_kafka_python_sees_them(
     assert lines[0] == "Topic: shown\tPartitionCount: 2\tReplicationFactor: 2"
     assert lines[1].startswith("\tTopic: shown\tPartition: 0\tLeader: ")
     assert "\tReplicas: 1,2\tIsr: " in lines[1]
+    assert topics(cluster, "--describe", "--output", "json") == 0  # no --topic: every topic
+    every = {t["name"] for t in json.loads(capsys.readouterr().out)["topics"]}
+    assert "shown" in every and every >= set(kafka_admin.list_topics())
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ Exactly one action: ``--create`` (``--partitions`` and ``--replication-factor``,
 other keys keep their values), ``--describe`` (leader, replicas, ISR and offline replicas per
 partition, filtered with one of ``--under-replicated-partitions``, ``--unavailable-partitions``,
 ``--under-min-isr-partitions``, ``--at-min-isr-partitions``) or ``--list``.
+``--describe`` without ``--topic`` describes every topic, as kafka-topics does.
 For every action but ``--create``, ``--topic`` is a regular expression matched against the whole
 topic name (a plain name matches itself). ``--replica-assignment`` is Kafka's format: partitions
 separated by commas, each a colon-separated broker list whose first broker is the preferred
@@ -136,7 +137,7 @@ def parse_configs(options: Iterable[str]) -> dict[str, str]:
 
 def _check_usage(parser_error: Any, args: argparse.Namespace) -> None:
     """Reject combinations kafka-topics rejects (via ``parser_error``, exit status 2)."""
-    if not args.list and not args.topic:
+    if not (args.list or args.describe) and not args.topic:
         parser_error(f"--{_action(args)} needs --topic")
     if args.create:
         if args.replica_assignment is None and (
@@ -182,8 +183,8 @@ def run(args: argparse.Namespace) -> int:
                 return _create(admin, args, configs, assignment)
             if args.list:
                 return _list(admin, args)
-            names = _matching(admin, args.topic)
-            if not names and not args.if_exists:
+            names = _matching(admin, ".*" if args.topic is None else args.topic)
+            if not names and not args.if_exists and args.topic is not None:
                 return fail(COMMAND, f"no topic matches {args.topic!r}")
             if args.delete:
                 return _delete(admin, args, names)
