@@ -9,6 +9,7 @@ from replog.election.controller import ControllerConfig, TopicPolicy
 from replog.errors import InvalidConfigError
 from replog.log import LogConfig
 from replog.topic_config import (
+    SUPPORTED_KEYS,
     parse_throttled_replicas,
     parse_topic_configs,
     stored_throttled_replicas,
@@ -47,6 +48,8 @@ def test_honoured_settings_are_parsed() -> None:
         ({"min.compaction.lag.ms": "9", "max.compaction.lag.ms": "8"}, "must be <= max.compaction"),
         ({"segment.bytes": "10"}, "segment.bytes must be >= 14"),
         ({"retention.ms": "-7"}, "retention.ms must be -1"),
+        ({"flush.ms": "-1"}, "flush.ms must be >= 0"),
+        ({"flush.messages": "often"}, "flush.messages must be an integer"),
     ],
 )
 def test_anything_replog_would_not_honour_is_refused(configs: dict[str, str], message: str) -> None:
@@ -121,3 +124,9 @@ def test_stored_throttled_replicas_are_read_by_key() -> None:
     followers = stored_throttled_replicas(stored, "follower.replication.throttled.replicas")
     assert followers.replicas == {(0, 3)}
     assert stored_throttled_replicas((), "leader.replication.throttled.replicas").is_empty
+
+
+def test_kafkas_flush_settings_are_accepted_and_change_no_log_setting() -> None:
+    settings = parse_topic_configs({"flush.ms": "1000", "flush.messages": "9223372036854775807"})
+    assert settings.log_overrides == {}
+    assert {"flush.ms", "flush.messages"} <= set(SUPPORTED_KEYS)

@@ -35,6 +35,7 @@ import attrs
 from replog.coord.types import ConfigChange, ConfigOperation
 from replog.errors import InvalidConfigError
 from replog.topic_config import (
+    FLUSH_KEYS,
     LIST_KEYS,
     SUPPORTED_KEYS,
     THROTTLED_REPLICAS_KEYS,
@@ -183,6 +184,8 @@ def describe_topic(layers: ConfigLayers) -> list[EffectiveConfig]:
     for key in SUPPORTED_KEYS:
         if key in THROTTLED_REPLICAS_KEYS:  # topic-only: the default is the empty list
             synonyms = [Synonym(key, "", ConfigSource.DEFAULT)]
+        elif key in FLUSH_KEYS:  # stored, not acted on: Kafka's default, Long.MAX_VALUE
+            synonyms = [Synonym(key, str(2**63 - 1), ConfigSource.DEFAULT)]
         else:
             synonyms = _broker_synonyms(layers, BROKER_SYNONYMS[key])
         if key in layers.topic:

@@ -21,6 +21,12 @@ same values. Honoured:
   leader or as follower: ``*`` (every replica of the topic) or a list
   ``partition:broker,...`` (``ThrottledReplicas``; ``replog.broker.replication_throttle``).
 
+Accepted and stored but not acted on: ``flush.messages`` and ``flush.ms`` (Kafka's forced
+fsync after so many messages or milliseconds; non-negative integers). replog's log has no
+per-topic flush policy: when data reaches the disk is decided by the broker's durability mode
+and, as in Kafka's recommended setup, durability comes from replication. They are accepted so
+that tools and clients that set them keep working.
+
 Configs can change after creation (AlterConfigs / IncrementalAlterConfigs): the new set is
 checked here and stored, and every broker and the controller apply it live. The broker-level
 layers a topic setting falls back on (dynamic broker configs, the cluster-wide default, the
@@ -44,6 +50,7 @@ from replog.log.config import LogConfig, normalize_cleanup_policy
 
 __all__ = [
     "COMPRESSION_TYPES",
+    "FLUSH_KEYS",
     "FOLLOWER_THROTTLED_REPLICAS",
     "LEADER_THROTTLED_REPLICAS",
     "LIST_KEYS",
@@ -77,13 +84,15 @@ _TEXT_LOG_KEYS = {
     "cleanup.policy": "cleanup_policy",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
+#: accepted, validated and stored, not acted on (module doc)
+FLUSH_KEYS = ("flush.messages", "flush.ms")
 _OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", "compression.type")
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 #: the replication-quota keys (KIP-73): topic-only, no broker-level synonym
 THROTTLED_REPLICAS_KEYS = (FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS)
 SUPPORTED_KEYS = tuple(
-    sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS, *THROTTLED_REPLICAS_KEYS))
+    sorted((*_LOG_KEYS, *_TEXT_LOG_KEYS, *_OTHER_KEYS, *FLUSH_KEYS, *THROTTLED_REPLICAS_KEYS))
 )
 #: ``compression.type`` values (Kafka's): ``producer`` keeps the producer's codec
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -190,6 +199,9 @@ def parse_topic_configs(
                 raise InvalidConfigError(
                     f"{key} must be one of {', '.join(COMPRESSION_TYPES)}, got {value!r}"
                 )
+        elif key in FLUSH_KEYS:
+            if _int(key, value) < 0:
+                raise InvalidConfigError(f"{key} must be >= 0, got {value!r}")
         elif key in THROTTLED_REPLICAS_KEYS:
             parse_throttled_replicas(key, value)  # the brokers read it (stored_throttled_...)
         elif key == "cleanup.policy":
