@@ -330,7 +330,10 @@ class AsyncProducer:
     # -- the sender ---------------------------------------------------------------------------
 
     async def _run_sender(self) -> None:
-        while True:
+        # ends on ``_closing`` as well as on cancellation: asyncio.wait_for (Python 3.11) can
+        # swallow a cancel that arrives as the wakeup fires, and the wait may now be long (the
+        # next delivery timeout)
+        while not self._closing:
             blocked = {
                 tp
                 for tp, count in self._in_flight.items()
