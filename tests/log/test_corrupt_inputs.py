@@ -646,3 +646,27 @@ def test_a_malformed_clean_shutdown_marker_counts_as_unclean(
     assert not os.path.exists(f"{log_dir}/{CLEAN_SHUTDOWN_FILE}")
     assert log is not None and not log.recovery_report.had_clean_shutdown
     assert log.log_end_offset == 1
+
+
+@pytest.mark.parametrize("risen_epoch", [4, 7, 2**20], ids=["3_to_4", "3_to_7", "high_bit"])
+def test_a_rising_leader_epoch_the_epoch_cache_does_not_know_is_never_served(
+    fs: FaultInjectingFileSystem, risen_epoch: int
+) -> None:
+    """Regression (crash-fuzz, issue 23 §3): a flipped bit that raises a batch's partition
+    leader epoch (outside the CRC) was served as good data below the recovery point. The
+    leader-epoch cache is fsynced before the data it describes, so an epoch it does not give
+    for that offset is damage."""
+    log = Log.open(f"{fs.root}/topic-0", CONFIG, fs=fs, clock=ManualClock())
+    for epoch in (3, 3, 3):
+        log.append_as_leader(_batch([b"a", b"b"]), epoch)
+    log.flush()
+    log.close()
+    path = _path(log, 0, ".log")
+    _patch(path, _positions(path)[1] + 12, risen_epoch.to_bytes(4, "big"))
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    assert reopened.read(0, 1 << 20)  # the batch before it is served
+    with pytest.raises(CorruptRecordError, match="epoch") as excinfo:
+        reopened.read(2, 1)
+    assert excinfo.value.first_offset == 2

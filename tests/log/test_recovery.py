@@ -452,3 +452,46 @@ def test_crash_with_a_torn_write_keeps_a_dense_prefix(tmp_path: Path, seed: int)
     assert _offsets(recovered) == list(range(recovered.log_end_offset))
     index: OffsetIndex = recovered.active_segment.offset_index
     assert index.entries == 0 or index.last_offset < recovered.log_end_offset
+
+
+def test_a_rising_leader_epoch_the_epoch_cache_does_not_know_ends_the_recovered_log(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """Regression (crash-fuzz, issue 23 §3): recovery took a batch whose epoch a flipped bit
+    raised (1 -> 5) as a new epoch and wrote it into the leader-epoch cache. The cache is
+    fsynced before the data, so an epoch it does not give for the offset ends the log there."""
+    log = _open(fs)
+    _append(log, 2, epoch=1)
+    _append(log, 3, epoch=3)
+    log.flush()
+    log.close()
+    path = _segment_file(log, 0)
+    size = os.path.getsize(path)
+    victim, victim_offset, _ = _batch_positions(path)[1]
+    _set_epoch(path, victim, 5)
+
+    recovered = _open(fs, recovery_point=0)
+
+    report = recovered.recovery_report
+    assert (report.truncated_segment, report.bytes_truncated) == (0, size - victim)
+    assert "epoch" in (report.truncation_reason or "")
+    assert recovered.log_end_offset == victim_offset
+    assert recovered.epoch_cache.entries == [EpochEntry(1, 0)]
+
+
+def test_a_lost_epoch_checkpoint_is_rebuilt_from_the_batches(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """Without a leader-epoch checkpoint there is nothing to check epochs against: recovery
+    rebuilds the cache from the batches, rising epochs included."""
+    log = _open(fs)
+    _append(log, 2, epoch=1)
+    _append(log, 3, epoch=3)
+    log.flush()
+    log.close()
+    os.remove(f"{log.dir_path}/leader-epoch-checkpoint")
+
+    recovered = _open(fs, recovery_point=0)
+
+    assert recovered.log_end_offset == 10
+    assert recovered.epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(3, 4)]

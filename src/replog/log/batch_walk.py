@@ -13,7 +13,10 @@ Two ways to go through a ``.log`` file from a byte position:
   later than that, never earlier -- its last offset goes past the end of
   the segment's offset range, or its partition leader epoch is below the previous batch's (a
   leader epoch never falls along a log; the field is outside the CRC; -1, "no epoch", after an
-  epoch >= 0 is a fall too, while -1 before any epoch is fine). The walk keeps its position,
+  epoch >= 0 is a fall too, while -1 before any epoch is fine), or, when the walk is given the
+  leader-epoch cache as the log was opened (`EpochStarts`), its epoch is not the one the cache
+  says wrote its base offset (the cache is written and fsynced before the data it describes,
+  so a batch whose epoch rose past it is damage, not news). The walk keeps its position,
   next offset and last epoch, so a caller can resume it later to check a segment lazily,
   prefix by prefix.
 
@@ -23,14 +26,16 @@ a `BatchWalk` per segment to check, lazily and once, the bytes reads may not tru
 
 from __future__ import annotations
 
+import bisect
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 import attrs
 import crc32c
 
 from replog.errors import CorruptRecordError, unreachable
+from replog.log.epoch_cache import EpochEntry
 from replog.log.fs import FileHandle
 from replog.log.records import (
     CRC_START,
@@ -43,7 +48,15 @@ from replog.log.records import (
     RECORD_BATCH_OVERHEAD,
 )
 
-__all__ = ["BatchPosition", "BatchWalk", "PrefixCheck", "ValidBatch", "WalkStop", "scan_headers"]
+__all__ = [
+    "BatchPosition",
+    "BatchWalk",
+    "EpochStarts",
+    "PrefixCheck",
+    "ValidBatch",
+    "WalkStop",
+    "scan_headers",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -89,6 +102,28 @@ def scan_headers(
         position += cursor
 
 
+@attrs.frozen
+class EpochStarts:
+    """The leader-epoch cache's entries as they were when a log was opened: which epoch wrote
+    an offset. A walk checks the batches found on disk against it (`BatchWalk`)."""
+
+    epochs: tuple[int, ...]
+    start_offsets: tuple[int, ...]
+
+    @classmethod
+    def of(cls, entries: Iterable[EpochEntry]) -> EpochStarts | None:
+        """The entries, or None when there are none (a lost checkpoint: nothing to check)."""
+        pairs = [(entry.epoch, entry.start_offset) for entry in entries]
+        if not pairs:
+            return None
+        return cls(tuple(e for e, _ in pairs), tuple(o for _, o in pairs))
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The epoch that wrote ``offset`` (None: before the first entry)."""
+        index = bisect.bisect_right(self.start_offsets, offset) - 1
+        return self.epochs[index] if index >= 0 else None
+
+
 class ValidBatch(NamedTuple):
     """A batch `BatchWalk` checked: where it is and the header fields callers index by."""
 
@@ -120,7 +155,8 @@ class BatchWalk:
     ``end_offset`` (exclusive) bounds the offsets the batches may hold: the next segment's base
     offset, or the largest offset a relative index entry can reach. A batch whose base offset
     is at most ``gaps_below`` may start after the offset the previous batch ended at (offsets a
-    log cleaner removed)."""
+    log cleaner removed). ``epoch_starts``, if given, is the leader-epoch cache to check each
+    batch's epoch against."""
 
     handle: FileHandle
     position: int
@@ -130,6 +166,7 @@ class BatchWalk:
     end_offset: int
     stop: WalkStop | None = None
     gaps_below: int = 0
+    epoch_starts: EpochStarts | None = None
 
     def __iter__(self) -> Iterator[ValidBatch]:
         return self._batches(_WALK_CHUNK_BYTES)
@@ -209,6 +246,8 @@ class BatchWalk:
             reason = f"last offset {last} outside [{base}, {self.end_offset})"
         elif epoch < self.last_epoch:
             reason = f"partition leader epoch {epoch} falls below {self.last_epoch}"
+        elif (known := self._cached_epoch(base, epoch)) is not None:
+            reason = f"partition leader epoch {epoch}, the leader-epoch cache has {known} there"
         else:
             batch = ValidBatch(self.position, size, base, last, epoch, max_timestamp)
             self.position += size
@@ -217,6 +256,14 @@ class BatchWalk:
             return batch
         self._stop(reason)
         return None
+
+    def _cached_epoch(self, base: int, epoch: int) -> int | None:
+        """The epoch the leader-epoch cache gives ``base`` when it differs from ``epoch``."""
+        starts = self.epoch_starts
+        if starts is None or epoch < 0:
+            return None
+        known = starts.epoch_at(base)
+        return None if known is None or known == epoch else known
 
     def _stop(self, reason: str, *, torn: bool = False) -> None:
         self.stop = WalkStop(self.position, self.next_offset, reason, torn)
@@ -240,6 +287,8 @@ class PrefixCheck:
     _reported_position: int = -1
     #: offsets below this may be missing (compacted data): see `BatchWalk`
     _gaps_below: int = 0
+    #: the leader-epoch cache as the log was opened: see `BatchWalk`
+    epoch_starts: EpochStarts | None = None
 
     @property
     def gaps_below(self) -> int:
@@ -275,6 +324,7 @@ class PrefixCheck:
                 last_epoch=NO_PARTITION_LEADER_EPOCH,
                 end_offset=end_offset,
                 gaps_below=self._gaps_below,
+                epoch_starts=self.epoch_starts,
             )
         if walk.stop is None:
             walk.advance(min(end, self.unchecked_end))

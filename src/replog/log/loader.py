@@ -32,7 +32,7 @@ from sortedcontainers import SortedDict
 
 from replog.clock import Clock
 from replog.errors import CorruptIndexError, InvalidOffsetError
-from replog.log.batch_walk import scan_headers
+from replog.log.batch_walk import EpochStarts, scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
@@ -133,7 +133,9 @@ def load_segments(
     stray = _delete_stray_files(fs, dir_path)
     completed = complete_interrupted_swaps(fs, dir_path, stray)
     segments, needs_recovery = _open_segments(fs, dir_path, config, clock, stray)
+    epoch_starts = EpochStarts.of(epoch_cache.entries)
     for segment in segments.values():
+        segment.epoch_starts = epoch_starts
         segment.indexes_expected_valid = had_clean_shutdown
         segment.gaps_below = gaps_below
     _link_segments(segments)

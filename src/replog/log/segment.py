@@ -27,7 +27,13 @@ import attrs
 
 from replog.clock import Clock
 from replog.errors import CorruptRecordError, InvariantError
-from replog.log.batch_walk import BatchPosition, BatchWalk, PrefixCheck, scan_headers
+from replog.log.batch_walk import (
+    BatchPosition,
+    BatchWalk,
+    EpochStarts,
+    PrefixCheck,
+    scan_headers,
+)
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileHandle, FileSlice, FileSystem
@@ -123,6 +129,7 @@ class LogSegment:
     #: offsets below this may be missing between batches (the log's clean offset: compacted
     #: data), see `BatchWalk`; set by `Log` and the loader
     _gaps_below: int = 0
+    _epoch_starts: EpochStarts | None = None
     #: appended to every file name: ``.cleaned`` while the log cleaner writes a segment
     file_suffix: str = ""
     #: where the batch after each recently appended one starts: offset -> file position. A
@@ -185,6 +192,17 @@ class LogSegment:
     def gaps_below(self, offset: int) -> None:
         self._gaps_below = offset
         self._prefix_check.gaps_below = offset
+
+    @property
+    def epoch_starts(self) -> EpochStarts | None:
+        """The leader-epoch cache as the log was opened, which walks over bytes found on disk
+        check batch epochs against (see `BatchWalk`)."""
+        return self._epoch_starts
+
+    @epoch_starts.setter
+    def epoch_starts(self, starts: EpochStarts | None) -> None:
+        self._epoch_starts = starts
+        self._prefix_check.epoch_starts = starts
 
     def mark_checked(self) -> None:
         """Every byte of the file may be served unchecked: this process wrote it from batches
@@ -572,6 +590,7 @@ class LogSegment:
             last_epoch=last_epoch,
             end_offset=self._end_offset_bound(),
             gaps_below=self._gaps_below,
+            epoch_starts=self._epoch_starts,
         )
         interval = self.config.index_interval_bytes
         found = index_batches(walk, self.offset_index, self.time_index, interval, epoch_cache)
