@@ -27,13 +27,7 @@ import attrs
 
 from replog.clock import Clock
 from replog.errors import CorruptRecordError, InvariantError
-from replog.log.batch_walk import (
-    BatchPosition,
-    BatchWalk,
-    EpochStarts,
-    PrefixCheck,
-    scan_headers,
-)
+from replog.log.batch_walk import BatchPosition, BatchWalk, EpochStarts, PrefixCheck, scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileHandle, FileSlice, FileSystem
@@ -195,8 +189,7 @@ class LogSegment:
 
     @property
     def epoch_starts(self) -> EpochStarts | None:
-        """The leader-epoch cache as the log was opened, which walks over bytes found on disk
-        check batch epochs against (see `BatchWalk`)."""
+        """The leader-epoch cache as the log was opened, for walks to check (`BatchWalk`)."""
         return self._epoch_starts
 
     @epoch_starts.setter
