@@ -54,6 +54,7 @@ from replog.coord.types import (
 
 if TYPE_CHECKING:
     from replog.broker.driver import BrokerDriver
+    from replog.coord.contract import Coordinator
 
 __all__ = ["AdminCallback", "MetadataChannel"]
 
@@ -63,6 +64,8 @@ AdminCallback = Callable[[AdminRequestChanged | None, str], None]
 _log = logging.getLogger(__name__)
 
 EARLY_COMPLETIONS_MAX = 1024
+SUBMITS_PER_CALL_MAX = 64
+"""The most admin submissions one coordinator call carries (see ``MetadataChannel.submit``)."""
 REGISTER_RETRY_MS = 50
 IMAGE_RETRY_MS_MIN = 100
 """The wait before the first retry of a failed image read (doubling at each failure)."""
@@ -100,6 +103,8 @@ class MetadataChannel:
         self.image_read_failures = 0
         self._waiters: dict[int, tuple[int, AdminCallback]] = {}
         self._early: collections.OrderedDict[int, AdminRequestChanged] = collections.OrderedDict()
+        self._submits: list[tuple[AdminPayload, int, AdminCallback]] = []
+        self._submit_busy = False
 
     # ------------------------------------------------------------------ registration
 
@@ -335,22 +340,53 @@ class MetadataChannel:
     # ------------------------------------------------------------------ admin requests
 
     def submit(self, payload: AdminPayload, deadline_ms: int, then: AdminCallback) -> None:
-        """Queue ``payload`` for the controller; ``then`` gets its completion (or None)."""
-        driver = self._driver
+        """Queue ``payload`` for the controller; ``then`` gets its completion (or None).
 
-        def queued(request: Any, error: BaseException | None) -> None:
-            if error is not None or not isinstance(request, AdminRequest):
-                then(None, f"could not queue the request: {error}")
-                return
-            early = self._early.pop(request.request_id, None)
-            if early is not None:
-                then(early, early.message)
-            else:
-                self._waiters[request.request_id] = (deadline_ms, then)
+        Submissions go out in order, one coordinator call at a time carrying every submission
+        waiting then (at most ``SUBMITS_PER_CALL_MAX``): after a fault a broker leading many
+        partitions proposes an ISR change for each at once, and a call apiece would fill the
+        shell's threads, so its heartbeats and feed reads would queue behind them (a session
+        lost, a committed change seen seconds late) and the submissions would contend with
+        each other for the store's writes."""
+        self._submits.append((payload, deadline_ms, then))
+        self._send_submits()
 
-        driver.outbox.call(
-            "submit", lambda c: c.submit_admin_request(CONTROLLER_TARGET, payload), queued
-        )
+    def _send_submits(self) -> None:
+        if self._submit_busy or not self._submits:
+            return
+        batch = self._submits[:SUBMITS_PER_CALL_MAX]
+        del self._submits[:SUBMITS_PER_CALL_MAX]
+        payloads = [payload for payload, _, _ in batch]
+        self._submit_busy = True
+
+        def submit_all(c: Coordinator) -> list[AdminRequest | BaseException]:
+            out: list[AdminRequest | BaseException] = []
+            for payload in payloads:
+                try:
+                    out.append(c.submit_admin_request(CONTROLLER_TARGET, payload))
+                except Exception as e:  # each submission fails alone, as it did alone
+                    out.append(e)
+            return out
+
+        def queued(results: Any, error: BaseException | None) -> None:
+            self._submit_busy = False
+            if error is not None or not isinstance(results, list):
+                results = [error] * len(batch)
+            for (_, deadline_ms, then), request in zip(batch, results, strict=True):
+                self._queued(request, deadline_ms, then)
+            self._send_submits()
+
+        self._driver.outbox.call("submit", submit_all, queued)
+
+    def _queued(self, request: object, deadline_ms: int, then: AdminCallback) -> None:
+        if not isinstance(request, AdminRequest):
+            then(None, f"could not queue the request: {request}")
+            return
+        early = self._early.pop(request.request_id, None)
+        if early is not None:
+            then(early, early.message)
+        else:
+            self._waiters[request.request_id] = (deadline_ms, then)
 
     def _completed(self, change: AdminRequestChanged) -> None:
         waiter = self._waiters.pop(change.request.request_id, None)
@@ -408,3 +444,5 @@ class MetadataChannel:
         self._image_retry = None
         self._waiters.clear()
         self._early.clear()
+        self._submits.clear()
+        self._submit_busy = False
