@@ -4,6 +4,7 @@ ineligible members (scenarios 16, 17) and the response the leader reads back."""
 from __future__ import annotations
 
 from replog.controller import ControllerService, submit_alter_partition
+from replog.controller.service import REQUESTS_PER_POLL_MAX
 from replog.coord.contract import Coordinator
 from replog.coord.types import AdminRequestChanged, AlterPartition, CreateTopic, IsrMember
 from replog.errors import ErrorCode
@@ -105,3 +106,58 @@ def test_unknown_partition(coordinator: Coordinator) -> None:
                                             partition_epoch=0, new_isr=[(1, -1)]))  # fmt: skip
     cluster.poll(controller)
     assert cluster.response(request).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_proposal_for_a_partition_below_min_isr_is_handled_first(
+    coordinator: Coordinator,
+) -> None:
+    """Issue 23 §1: after a fault every leader proposes at once; the expansion that gives a
+    partition back its min ISR (so acks=all writes go on) is decided before the older,
+    unrelated proposals and admin requests queued ahead of it."""
+    cluster, controller = _cluster(coordinator)
+    cluster.submit(CreateTopic(topic="busy", partition_count=6, replication_factor=3,
+                               replica_assignment=[[1, 2, 3]] * 6))  # fmt: skip
+    cluster.submit(CreateTopic(topic="acks", partition_count=1, replication_factor=3,
+                               replica_assignment=[[1, 2, 3]],
+                               configs={"min.insync.replicas": "2"}))  # fmt: skip
+    cluster.poll(controller)
+    cluster.propose_isr("acks", 0, [1])  # now below its min ISR
+    cluster.poll(controller)
+    assert list(cluster.state("acks").isr) == [1]
+    older = [cluster.propose_isr("busy", p, [1, 2]) for p in range(6)]
+    older.append(cluster.submit(CreateTopic(topic="other", partition_count=1,
+                                            replication_factor=3)))  # fmt: skip
+    expansion = cluster.propose_isr("acks", 0, [1, 2, 3])
+    cluster.poll(controller)
+    completed = [
+        c.request.request_id
+        for c in cluster.feed()
+        if isinstance(c, AdminRequestChanged) and c.reason.value == "completed"
+    ]
+    order = [completed.index(r.request_id) for r in [expansion, *older]]
+    assert order == sorted(order), "the expansion waited behind older requests"
+    assert set(cluster.state("acks").isr) == {1, 2, 3}
+    assert all(cluster.outcome(r) is ErrorCode.NONE for r in older)
+
+
+def test_a_round_handles_a_bounded_number_of_requests_and_never_starves_the_oldest(
+    coordinator: Coordinator,
+) -> None:
+    """A request that arrives while the controller works through a backlog waits for one
+    bounded round, not the whole backlog; the oldest request is handled in every round."""
+    cluster, controller = _cluster(coordinator)
+    cluster.submit(CreateTopic(topic="busy", partition_count=20, replication_factor=3,
+                               replica_assignment=[[1, 2, 3]] * 20))  # fmt: skip
+    cluster.poll(controller)
+    oldest = cluster.submit(CreateTopic(topic="first", partition_count=1, replication_factor=3))
+    proposals = [cluster.propose_isr("busy", p, [1, 2]) for p in range(20)]
+    cluster.poll(controller)
+    done = {
+        c.request.request_id
+        for c in cluster.feed()
+        if isinstance(c, AdminRequestChanged) and c.reason.value == "completed"
+    }
+    assert oldest.request_id in done
+    assert sum(r.request_id in done for r in proposals) == REQUESTS_PER_POLL_MAX
+    cluster.settle(controller)
+    assert all(cluster.outcome(r) is ErrorCode.NONE for r in [oldest, *proposals])

@@ -52,6 +52,7 @@ from replog.coord.errors import (
 )
 from replog.coord.types import CONTROLLER_TARGET, CasStatus
 from replog.election.controller import ControllerConfig, ControllerMachine
+from replog.election.controller_requests import handling_order
 from replog.election.controller_writes import (
     AddPartitionsWrite,
     AdmitBrokerWrite,
@@ -78,6 +79,11 @@ CONFLICT_RETRIES_MAX = 3
 
 FEED_BATCHES_PER_POLL_MAX = 100
 """A bound on the feed batches one poll reads (the rest waits for the next poll)."""
+
+REQUESTS_PER_POLL_MAX = 16
+"""A bound on the admin requests one poll handles (``handling_order`` picks them): a request
+that arrives while a poll works is considered within about this many handlings, not after a
+whole backlog."""
 
 _STRUCTURAL_ERRORS = (
     TopicExistsError,
@@ -260,7 +266,7 @@ class ControllerService:
         pending = self.coordinator.pending_admin_requests(
             CONTROLLER_TARGET, timeout_ms=self.timeout_ms
         )
-        for request in pending:
+        for request in handling_order(self._machine(), pending, REQUESTS_PER_POLL_MAX):
             if not self.is_active:
                 return
             self._apply(self._machine().on_admin_request(request, now_ms), now_ms, records)

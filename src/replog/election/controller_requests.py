@@ -15,7 +15,7 @@ broker that is down meanwhile finds it queued when it returns (the seeds' persis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from replog.coord import types as ct
@@ -49,7 +49,37 @@ from replog.topics import collision_key
 if TYPE_CHECKING:
     from replog.election.controller import ControllerMachine
 
-__all__ = ["alter_partition", "handle", "reject", "start_reassignment"]
+__all__ = ["alter_partition", "handle", "handling_order", "reject", "start_reassignment"]
+
+
+def handling_order(
+    machine: ControllerMachine, pending: Sequence[ct.AdminRequest], limit: int
+) -> list[ct.AdminRequest]:
+    """Which of ``pending`` (the queue, oldest first) to handle in this round, in order: ISR
+    proposals for partitions below their min ISR first (acks=all writes to them wait on it),
+    then the other ISR proposals, then everything else; oldest first within each; at most
+    ``limit``, plus the oldest request if it did not make the cut (so nothing starves).
+
+    After a fault every leader proposes at once (``__consumer_offsets`` alone has 50
+    partitions); handled oldest first and all in one round, a proposal that unblocked writes
+    waited behind a hundred others, and one that arrived meanwhile behind the whole round
+    (issue 23 §1). The order changes nothing else: each request is checked against the state
+    as it is when handled, and the proposals for one partition keep their order (one rank)."""
+
+    def rank(request: ct.AdminRequest) -> int:
+        payload = request.payload
+        if not isinstance(payload, ct.AlterPartition):
+            return 2
+        tp = payload.topic_partition
+        current = machine.partitions.get(tp)
+        if current is not None and len(current.isr) < machine.policy(tp).min_isr:
+            return 0
+        return 1
+
+    chosen = sorted(pending, key=rank)[:limit]  # stable: oldest first within a rank
+    if pending and pending[0] not in chosen:
+        chosen.append(pending[0])
+    return chosen
 
 
 def _topic_record(
