@@ -77,6 +77,47 @@ def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> 
     assert leader.pending_isr_change is None and leader.isr == {A, B}
 
 
+def test_an_expansion_refused_for_a_newer_partition_epoch_is_proposed_again_at_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 23 §1: an ELR-only change moved the partition epoch under an in-flight expansion;
+    the refusal carries the newer state, which keeps this leader, so the leader commits it and
+    proposes the expansion again on it at once instead of a metadata round trip later."""
+    leader = _leader_with_pending_expand(tmp_path)
+    (request,) = leader.take_ready().alter_partition
+    newer = AlterPartitionResult(
+        ErrorCode.INVALID_UPDATE_VERSION, leader=A, leader_epoch=0, partition_epoch=4, isr=(A,)
+    )
+    assert leader.on_alter_partition_response(request, newer, 2)
+    assert leader.partition_epoch == 4 and leader.isr == {A}
+    (again,) = leader.take_ready().alter_partition
+    assert (again.partition_epoch, set(again.isr_ids)) == (4, {A, B})
+    ok = AlterPartitionResult(ErrorCode.NONE, leader=A, leader_epoch=0, partition_epoch=5,
+                              isr=(A, B))  # fmt: skip
+    assert leader.on_alter_partition_response(again, ok, 3)
+    assert leader.isr == {A, B} and leader.partition_epoch == 5
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION, leader=B, leader_epoch=1,
+                             partition_epoch=4, isr=(B,)),  # another leader
+        AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION, leader=A, leader_epoch=0,
+                             partition_epoch=-1, isr=(A,)),  # not newer
+        AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION, leader=A, leader_epoch=0,
+                             partition_epoch=4, isr=(A, C)),  # outside the assignment
+    ],
+)  # fmt: skip
+def test_a_refusal_whose_state_does_not_keep_this_leader_waits_for_metadata(
+    tmp_path: Path, result: AlterPartitionResult
+) -> None:
+    leader = _leader_with_pending_expand(tmp_path)
+    (request,) = leader.take_ready().alter_partition
+    assert not leader.on_alter_partition_response(request, result, 2)
+    assert leader.pending_isr_change == request and leader.partition_epoch == -1
+
+
 def test_alter_partition_other_error_is_retried_and_late_answers_ignored(tmp_path: Path) -> None:
     leader = _leader_with_pending_expand(tmp_path)
     (request,) = leader.take_ready().alter_partition

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import AlterPartition
+from replog.coord.types import AlterPartition, AlterPartitionResult
 from replog.errors import ErrorCode
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "IsrState",
     "PendingExpandIsr",
     "PendingShrinkIsr",
+    "keeps_leader",
 ]
 
 
@@ -134,3 +135,21 @@ ALTER_STALE = frozenset(
         ErrorCode.NEW_LEADER_ELECTED,
     }
 )
+
+
+def keeps_leader(
+    result: AlterPartitionResult,
+    leader: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    replicas: tuple[int, ...],
+) -> bool:
+    """A refused proposal's ``result`` is a newer state of the partition (a higher partition
+    epoch, at the same leader epoch) that keeps ``leader`` leading: it can be committed as
+    metadata would bring it, and the proposal made again on it at once."""
+    isr = frozenset(result.isr)
+    return (
+        (result.leader, result.leader_epoch) == (leader, leader_epoch)
+        and result.partition_epoch > partition_epoch
+        and {leader} <= isr <= set(replicas)
+    )

@@ -15,9 +15,8 @@ mode the leader's own contribution is its flushed offset. ISR changes are condit
 the partition epoch; one at a time.
 
 As **follower** it delegates to ``FollowerFetcher``: fetch from the LEO with the last fetched
-epoch, truncate on ``diverging_epoch``, never to the local HW.
-
-Every role change, ISR change and truncation is reported to the state-change sink.
+epoch, truncate on ``diverging_epoch``, never to the local HW. Every role change, ISR change
+and truncation is reported to the state-change sink.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from replog.isr.isr_state import (
     IsrState,
     PendingExpandIsr,
     PendingShrinkIsr,
+    keeps_leader,
 )
 from replog.isr.leader_fetch import check_fetch_epoch, read_for_fetch
 from replog.isr.messages import FetchRequest, FetchResponse, ProduceResult, Ready
@@ -449,19 +449,19 @@ class Partition:
 
         Accepted: commit the returned ISR and partition epoch, then maybe advance the HW.
         Rejected (``OPERATION_NOT_ATTEMPTED``, ``INELIGIBLE_REPLICA``): revert to the last
-        committed ISR. Fenced or stale: stay pending until new metadata (``become_leader``).
-        Other errors: the request is queued again. Answers to anything but the change in
-        flight are ignored (late or duplicated responses).
-        """
+        committed ISR. ``INVALID_UPDATE_VERSION`` with a newer state that keeps this leader (an
+        ELR change moved the partition epoch): commit that state and propose again at once.
+        Otherwise fenced or stale: stay pending until new metadata (``become_leader``). Other
+        errors: the request is queued again. Answers to anything but the change in flight are
+        ignored (late or duplicated responses)."""
         now_ms = self._observe(now_ms)
         state = self.isr_state
         if not self.is_leader or isinstance(state, CommittedIsr) or state.request != request:
             return False
         code = result.error
         if code is ErrorCode.NONE:
-            if (
-                result.leader_epoch != self.leader_epoch
-                or result.partition_epoch < self.partition_epoch
+            if result.leader_epoch != self.leader_epoch or self._is_stale(
+                result.leader_epoch, result.partition_epoch
             ):
                 return False
             committed_isr = frozenset(result.isr)
@@ -469,10 +469,7 @@ class Partition:
                 committed_isr <= set(self.assignment.replicas),
                 f"committed ISR {set(committed_isr)} not within AR {self.assigned}",
             )
-            self.isr_state = CommittedIsr(committed_isr)
-            self.partition_epoch = result.partition_epoch
-            self._record(Kind.ALTER_PARTITION, f"isr={sorted(committed_isr)}", leader=True)
-            self.maybe_increment_leader_hw(now_ms)
+            self._commit(committed_isr, result.partition_epoch, "", now_ms)
             return True
         if code in ALTER_REJECTED:
             self.isr_state = state.last_committed
@@ -480,11 +477,26 @@ class Partition:
                 Kind.ALTER_PARTITION, f"reverted: isr={sorted(self.isr)}", error=code, leader=True
             )
             self.maybe_increment_leader_hw(now_ms)
+        elif code is ErrorCode.INVALID_UPDATE_VERSION and keeps_leader(
+            result, self.broker_id, self.leader_epoch, self.partition_epoch, self.assigned
+        ):
+            # another change (ELR) moved the partition epoch: take that state, propose again
+            self._commit(frozenset(result.isr), result.partition_epoch, "newer epoch: ", now_ms)
+            if isinstance(state, PendingExpandIsr):
+                self.maybe_expand_isr(state.joining, now_ms)
+            else:
+                self.maybe_shrink_isr(now_ms)
+            return True
         elif code in ALTER_STALE:
             self._record(Kind.ALTER_PARTITION, "waiting for metadata", error=code, leader=True)
         else:
             self._out_alter.append(request)
         return False
+
+    def _commit(self, isr: frozenset[int], partition_epoch: int, note: str, now_ms: int) -> None:
+        self.isr_state, self.partition_epoch = CommittedIsr(isr), partition_epoch
+        self._record(Kind.ALTER_PARTITION, f"{note}isr={sorted(isr)}", leader=True)
+        self.maybe_increment_leader_hw(now_ms)
 
     def _alter_partition_request(self, new_isr: frozenset[int]) -> AlterPartition:
         members = [b for b in self.assignment.replicas if b in new_isr]
@@ -498,10 +510,9 @@ class Partition:
         )
 
     def _member_broker_epoch(self, broker_id: int) -> int:
-        if broker_id == self.broker_id:
-            return self.broker_epoch
         replica = self._replicas.get(broker_id)
-        return -1 if replica is None else replica.broker_epoch
+        own = broker_id == self.broker_id
+        return self.broker_epoch if own else -1 if replica is None else replica.broker_epoch
 
     def _is_isr_eligible(self, replica: ReplicaState) -> bool:
         """Not fenced or shutting down, and fetching with the registered broker epoch."""
@@ -642,13 +653,9 @@ class Partition:
         return self.clock_ms
 
     def _is_stale(self, leader_epoch: int, partition_epoch: int | None) -> bool:
-        if leader_epoch < self.leader_epoch:
-            return True
-        return (
-            leader_epoch == self.leader_epoch
-            and partition_epoch is not None
-            and partition_epoch < self.partition_epoch
-        )
+        if partition_epoch is None:
+            return leader_epoch < self.leader_epoch
+        return (leader_epoch, partition_epoch) < (self.leader_epoch, self.partition_epoch)
 
     def _keeps_pending_change(self, partition_epoch: int | None) -> bool:
         """Metadata at the partition epoch a pending change was proposed against says nothing
@@ -676,22 +683,15 @@ class Partition:
     ) -> None:
         """A state change this replica completed (or refused: ``error``) -- as the partition's
         ``leader`` answering its own proposal, else as the broker acting on metadata."""
-        where = PartitionAt(
-            TopicPartition(self.topic, self.partition),
-            self.broker_id,
-            self.leader_epoch if epoch is None else epoch,
-            self.partition_epoch,
-            self.clock_ms,
+        self.state_change_sink(
+            acted_on(self._at(epoch), kind, detail, error=error, as_leader=leader)
         )
-        self.state_change_sink(acted_on(where, kind, detail, error=error, as_leader=leader))
 
     def _proposed(self, detail: str) -> None:
         """An ISR change this leader proposed to the controller (REQUESTED)."""
-        where = PartitionAt(
-            TopicPartition(self.topic, self.partition),
-            self.broker_id,
-            self.leader_epoch,
-            self.partition_epoch,
-            self.clock_ms,
-        )
-        self.state_change_sink(proposed(where, detail))
+        self.state_change_sink(proposed(self._at(None), detail))
+
+    def _at(self, epoch: int | None) -> PartitionAt:
+        tp = TopicPartition(self.topic, self.partition)
+        epoch = self.leader_epoch if epoch is None else epoch
+        return PartitionAt(tp, self.broker_id, epoch, self.partition_epoch, self.clock_ms)
