@@ -21,6 +21,8 @@ from replog.broker.driver import BrokerDriver
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.supervision import Retries, run_fatal, supervised
 from replog.coord.types import ChangeBatch
+from replog.errors import ErrorCode
+from replog.groups import core as groups_core
 from replog.protocol import messages as m
 from tests.broker.support import VERSIONS, Client, metadata
 from tests.broker.test_cluster import wait_for
@@ -166,3 +168,70 @@ def test_a_broker_process_whose_ticks_keep_failing_exits_3(
     assert status == 3
     out, err = capsys.readouterr()
     assert '"event": "failed"' in out and "a fault that does not heal" in err
+
+
+# -- the wire fuzzer's case, end to end ---------------------------------------------------------
+
+
+def _commit(offset: int) -> m.OffsetCommitRequest:
+    partition = m.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=offset, committed_metadata=""
+    )
+    return m.OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=-1,
+        topics=[m.OffsetCommitRequestTopic(name="t", partitions=[partition])],
+    )
+
+
+def _commit_error(client: Client, offset: int) -> int:
+    response = client.call(_commit(offset))
+    assert isinstance(response, m.OffsetCommitResponse)
+    return response.topics[0].partitions[0].error_code
+
+
+def test_a_commit_that_raises_partway_fails_alone_and_topics_still_come_and_go(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fuzzer's sequence: a commit failing inside the coordinator, then more commits, then
+    DeleteTopics (which tombstones the group's offsets of the deleted topic)."""
+    for api, version in (
+        (m.CREATE_TOPICS, 5),
+        (m.DELETE_TOPICS, 4),
+        (m.FIND_COORDINATOR, 2),
+        (m.OFFSET_COMMIT, 4),
+    ):
+        monkeypatch.setitem(VERSIONS, api.api_key, version)
+    cluster = Cluster.local(
+        1,
+        base_dir=str(tmp_path),
+        offsets_topic_replication_factor=1,
+        groups={"offsets_topic_partitions": 1},
+    )
+    try:
+        broker = cluster.brokers[1]
+        client = Client(broker.address)
+        topic = m.CreatableTopic(name="t", num_partitions=1, replication_factor=1)
+        created = client.call(m.CreateTopicsRequest(topics=[topic], timeout_ms=10_000))
+        assert created.topics[0].error_code == 0  # type: ignore[attr-defined]
+
+        def coordinator_found() -> bool:
+            found = client.call(m.FindCoordinatorRequest(key="g", key_type=0))
+            return found.error_code == 0  # type: ignore[attr-defined]
+
+        wait_for(coordinator_found)
+        wait_for(lambda: _commit_error(client, 1) == 0)  # the offsets partition is loaded
+        monkeypatch.setattr(groups_core, "encode_record", _raise_once(groups_core.encode_record))
+        assert _commit_error(client, 2) == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert _commit_error(client, 3) == 0  # before: the shard's write ordering was broken
+        deleted = client.call(m.DeleteTopicsRequest(topic_names=["t"], timeout_ms=10_000))
+        assert deleted.responses[0].error_code == 0  # type: ignore[attr-defined]
+        again = m.CreatableTopic(name="u", num_partitions=1, replication_factor=1)
+        created = client.call(m.CreateTopicsRequest(topics=[again], timeout_ms=10_000))
+        assert created.topics[0].error_code == 0  # type: ignore[attr-defined]
+        assert broker.failure is None and broker.state is BrokerState.ONLINE
+        client.close()
+    finally:
+        cluster.close()
