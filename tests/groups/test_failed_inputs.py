@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from replog.errors import ErrorCode
-from replog.groups import core, rebalance
+from replog.groups import administration, core, rebalance
 from replog.groups.config import GroupConfig
 from replog.groups.coordinator import GroupCoordinator
 from replog.groups.core import InputFailed
@@ -21,6 +21,8 @@ from replog.groups.effects import Effects
 from replog.groups.group import GroupState
 from replog.groups.rebalance import Rebalance
 from replog.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     JoinGroupRequest,
     JoinGroupRequestProtocol,
     JoinGroupResponse,
@@ -238,3 +240,23 @@ def test_a_timer_that_raises_is_logged_and_the_next_tick_runs_it(
     owner.absorb(owner.coordinator.on_tick(max(later, deadline)))
     joined = [r for r in owner.replies.values() if isinstance(r, JoinGroupResponse)]
     assert joined[-1].error_code == ErrorCode.NONE and joined[-1].generation_id == 1
+
+
+def test_a_delete_groups_part_that_raises_answers_its_groups_unknown_server_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    owner = _Owner()
+    owner.send(_commit(1), 8)
+    owner.complete_writes()
+    flaky = _raise_once(administration.Administration.delete_groups)
+    monkeypatch.setattr(administration.Administration, "delete_groups", flaky)
+    failed = owner.replies[owner.send(DeleteGroupsRequest(groups_names=["g"]), 2)]
+    assert isinstance(failed, DeleteGroupsResponse)
+    assert [(r.group_id, r.error_code) for r in failed.results] == [
+        ("g", ErrorCode.UNKNOWN_SERVER_ERROR)
+    ]
+    deleted = owner.send(DeleteGroupsRequest(groups_names=["g"]), 2)
+    owner.complete_writes()
+    response = owner.replies[deleted]
+    assert isinstance(response, DeleteGroupsResponse)
+    assert [r.error_code for r in response.results] == [ErrorCode.NONE]

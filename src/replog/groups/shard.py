@@ -285,7 +285,7 @@ class GroupCoordinatorShard:
         latest time already seen, if later), so a late tick runs a chain of timers (the
         initial rebalance's extensions, say) as it would have run on time."""
         self._check_loaded()
-        self._in_doubt = set()  # each timer's group, as it fires
+        self._in_doubt = set()  # each timer's group, while it fires (``_fire``)
         return self._run(None, now_ms, lambda: self._tick(now_ms))
 
     def _tick(self, now_ms: int) -> None:
@@ -294,6 +294,7 @@ class GroupCoordinatorShard:
             self._fire(due, self._seen_ms)
         self._seen_ms = max(self._seen_ms, now_ms)
         if self._next_expiry_ms <= now_ms:
+            self._in_doubt = set()  # expiry only writes tombstones
             self._timers_changed.update(self._core.groups)
             self._offsets.expire(now_ms)
             self._next_expiry_ms = now_ms + self._core.config.offsets_retention_check_interval_ms
@@ -421,7 +422,7 @@ class GroupCoordinatorShard:
         _, kind, group_id, member_id = due
         group = self._core.groups[group_id]
         self._timers_changed.add(group_id)
-        self._in_doubt.add(group_id)
+        self._in_doubt = {group_id}  # the earlier timers' groups ran through
         if kind == _JOIN:
             self._rebalance.on_join_timer(group, now_ms)
         elif kind == _SYNC:
