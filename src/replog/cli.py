@@ -6,7 +6,8 @@ Commands so far:
   valid, 1 when a batch failed its CRC or a tail did not frame, 2 on usage errors.
 - ``broker --config FILE`` runs one broker until SIGTERM/SIGINT, as ``python -m replog.broker``
   (see ``replog.broker.__main__``). Exit status: 0 after a stop, 1 when it could not start, 2
-  on a bad config file.
+  on a bad config file, 3 when it failed while running (a step that must not fail raised: the
+  broker logged it CRITICAL and stopped itself rather than run on half alive).
 - ``controller --node-id N --voters 1@host:port,... --data-dir D`` runs one voter of the
   built-in metadata quorum (``replog.quorum.main``; brokers use ``raft://...``).
 - the operator tools of ``replog.tools``, which manage a running cluster through the Kafka

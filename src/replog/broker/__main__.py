@@ -30,8 +30,12 @@ then flush, checkpoints, clean-shutdown marker); a second SIGTERM/SIGINT during 
 once without moving leadership (still flushing and checkpointing). A last JSON line
 ``{"event": "stopped", ...}`` follows. SIGKILL is a crash, as for any process.
 
+A broker whose own work fails in a way it cannot skip (``replog.broker.supervision``: a
+metadata application that raised, say) logs it CRITICAL, stops itself as a crash would (clients
+fail over) and the process ends with ``{"event": "failed", ...}``.
+
 Exit status: 0 after a stop, 1 when the broker could not start (the reason on stderr), 2 on a
-bad config file.
+bad config file, 3 when the broker failed while running (the reason on stderr).
 """
 
 from __future__ import annotations
@@ -151,7 +155,19 @@ async def _serve_broker(
             _emit("serving", broker)
         if on_serving is not None:
             on_serving(broker)
-        first = await stop_requests.get()
+        signalled = asyncio.ensure_future(stop_requests.get())
+        failed = asyncio.ensure_future(broker.wait_failed())
+        await asyncio.wait({signalled, failed}, return_when=asyncio.FIRST_COMPLETED)
+        if failed.done():  # the broker stopped itself: a step that must not fail raised
+            signalled.cancel()
+            print(
+                f"replog broker {config.broker_id}: failed and stopped: {failed.result()!r}",
+                file=sys.stderr,
+            )
+            _emit("failed", broker, error=repr(failed.result()))
+            return 3
+        failed.cancel()
+        first = signalled.result()
         _log.info("broker %s: %s, controlled shutdown", config.broker_id, first.name)
         controlled = asyncio.ensure_future(broker.stop(controlled=True))
         second = asyncio.ensure_future(stop_requests.get())

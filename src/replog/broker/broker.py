@@ -18,6 +18,14 @@ running fsync, and closes the logs (flush, checkpoints, clean-shutdown marker) b
 unregistering. ``kill`` is a crash for tests: sockets closed, nothing flushed or checkpointed,
 the session left to expire. Teardown is bounded: every task this shell spawned is cancelled and
 awaited, repeatedly, since a task may spawn another while it ends.
+
+Failures (``replog.broker.supervision``). A tick that raises is logged and the next tick runs;
+``TICK_FAILURES_MAX`` in a row are fatal. Any other step that feeds the driver (a coordinator
+call's completion -- metadata application --, a broker's answer, a flush, checkpoint or cleaning
+report, a listener's event) is fatal when it raises: skipping it would leave driver state
+behind (a feed never read again). A fatal failure is logged CRITICAL and the broker is killed
+(listener and links closed, clients fail over, nothing checkpointed: the state it had is in
+doubt); ``failure`` says why and ``wait_failed`` returns it, so the process exits non-zero.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import attrs
@@ -48,6 +56,7 @@ from replog.broker.links import BrokerLink
 from replog.broker.metrics import BrokerMetrics, gauge_values, live_topics
 from replog.broker.replica_manager import TP, ReplicaManager
 from replog.broker.server import PARKED, CloseConnection, Parked, Response, Server
+from replog.broker.supervision import Retries, run_fatal, supervised
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from replog.coord import connect
 from replog.coord.contract import Coordinator
@@ -64,6 +73,8 @@ __all__ = ["Broker", "BrokerState"]
 
 _log = logging.getLogger(__name__)
 STATE_POLL_S = 0.01
+TICK_FAILURES_MAX = 100
+"""Ticks that may raise in a row before the fault counts as one that does not heal."""
 
 
 def _run_flushes(pending: tuple[tuple[TP, PendingFlush], ...]) -> list[tuple[TP, str]]:
@@ -134,6 +145,10 @@ class Broker:
         self._metrics: BrokerMetrics | None = None
         #: the bound Prometheus port (None: metrics off or not started)
         self.metrics_port: int | None = None
+        #: why the broker stopped itself (a fatal step raised), and when that is known
+        self.failure: BaseException | None = None
+        self._failed = asyncio.Event()
+        self._dying: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ accessors
 
@@ -202,6 +217,8 @@ class Broker:
             raise RuntimeError(f"broker {self.broker_id} is {self.state.value}")
         self._loop = asyncio.get_running_loop()
         self._halting = False
+        self.failure = None
+        self._failed.clear()
         config = self.config
         log_manager = LogManager.open(list(config.log_dirs), config=config.log, clock=self.clock)
         self._state_change_log = StateChangeLog.open(
@@ -227,10 +244,12 @@ class Broker:
             await self._server.start(config.host, config.port, serving=False)
             driver.start(self.now_ms(), self._server.port)
             self._carry_out()
-            self._spawn(self._tick_loop())
+            self._spawn(self._tick_loop(), "the tick loop")
             while driver.state is not BrokerState.ONLINE:
                 if driver.start_error is not None:
                     raise driver.start_error
+                if self.failure is not None:
+                    raise RuntimeError(f"broker {self.broker_id} failed") from self.failure
                 await asyncio.sleep(STATE_POLL_S)
             await self._server.start_serving()
         except BaseException:
@@ -285,6 +304,28 @@ class Broker:
         driver.abandon()
         await self._halt()
 
+    async def wait_failed(self) -> BaseException:
+        """Wait until the broker stopped itself because a fatal step raised; returns why."""
+        await self._failed.wait()
+        failure = self.failure
+        if failure is None:
+            raise RuntimeError("failed without a failure")
+        return failure
+
+    def _died(self, name: str, exc: BaseException) -> None:
+        """A fatal step raised (``supervision``, already logged): kill the broker, once."""
+        del name  # supervision logged it, with the traceback
+        if self.failure is not None or self._halting or self._loop is None:
+            return
+        self.failure = exc
+        self._dying = self._loop.create_task(self._die())  # outside _tasks: _halt cancels those
+
+    async def _die(self) -> None:
+        try:
+            await self.kill()
+        finally:
+            self._failed.set()
+
     async def _halt(self) -> None:
         """End every input (listeners, links, clients), then every task this shell spawned."""
         self._halting = True
@@ -311,8 +352,10 @@ class Broker:
 
     # ------------------------------------------------------------------ carrying out effects
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run ``coro`` as a task the teardown ends; if it raises, the broker dies."""
+        work = supervised(f"broker {self.broker_id}: {name}", coro, self._died)
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._forget_task)
 
@@ -340,22 +383,22 @@ class Broker:
         if isinstance(effect, (Respond, CloseClient)):
             self._answer(effect)
         elif isinstance(effect, CoordCall):
-            self._spawn(self._coord_call(effect))
+            self._spawn(self._coord_call(effect), f"completing the coordinator call {effect.what}")
         elif isinstance(effect, SendToBroker):
             if not self._send_now(effect):
-                self._spawn(self._send_to_broker(effect))
+                self._spawn(self._send_to_broker(effect), f"a request to {effect.broker_id}")
         elif isinstance(effect, RunFlushes):
-            self._spawn(self._flush(effect))
+            self._spawn(self._flush(effect), "a group commit")
         elif isinstance(effect, RunCleaning):
-            self._spawn(self._clean(effect))
+            self._spawn(self._clean(effect), "a log cleaning")
         elif isinstance(effect, RunCheckpoints):
-            self._spawn(self._write_checkpoints(effect))
+            self._spawn(self._write_checkpoints(effect), "a checkpoint round")
         elif isinstance(effect, ResetLink):
             link = self._links.pop(effect.broker_id, None)
             if link is not None:
                 link.close()
         elif isinstance(effect, Subscribe):
-            self._spawn(self._subscribe(effect))
+            self._spawn(self._subscribe(effect), "subscribing to the coordinator")
 
     async def _coord_call(self, effect: CoordCall) -> None:
         try:
@@ -380,11 +423,12 @@ class Broker:
         def answered(response: Message | None, error: BaseException | None) -> None:
             if self._halting:
                 return
-            try:
+
+            def apply() -> None:
                 driver.on_broker_response(effect.token, response, error, self.now_ms())
                 self._carry_out()
-            except Exception:
-                _log.exception("broker %s: applying a broker's answer failed", self.broker_id)
+
+            run_fatal(f"broker {self.broker_id}: applying a broker's answer", apply, self._died)
 
         return link.send_now(effect.api_key, effect.api_version, effect.body, timeout_s, answered)
 
@@ -448,31 +492,56 @@ class Broker:
             loop.call_soon_threadsafe(self._session_event, event)
 
         coordinator = self.coordinator
-        self._subscriptions.append(await asyncio.to_thread(coordinator.subscribe, on_batch))
-        self._subscriptions.append(
-            await asyncio.to_thread(coordinator.add_session_listener, effect.broker_id, on_session)
-        )
+        try:
+            self._subscriptions.append(await asyncio.to_thread(coordinator.subscribe, on_batch))
+            self._subscriptions.append(
+                await asyncio.to_thread(
+                    coordinator.add_session_listener, effect.broker_id, on_session
+                )
+            )
+        except Exception as exc:  # the feed is still polled every metadata_poll_interval_ms
+            _log.error("broker %s: cannot subscribe to the coordinator: %s", self.broker_id, exc)
 
     # ------------------------------------------------------------------ inputs
 
     def _feed_notified(self) -> None:
-        if self.driver is not None and not self._halting:
-            self.driver.on_feed_notified(self.now_ms())
-            self._carry_out()
+        driver = self.driver
+        if driver is not None and not self._halting:
+            self._run_fatal("a feed notification", lambda: driver.on_feed_notified(self.now_ms()))
 
     def _session_event(self, event: SessionEvent) -> None:
-        if self.driver is not None and not self._halting:
-            self.driver.on_session_event(event, self.now_ms())
+        driver = self.driver
+        if driver is not None and not self._halting:
+            now_ms = self.now_ms()
+            self._run_fatal("a session event", lambda: driver.on_session_event(event, now_ms))
+
+    def _run_fatal(self, name: str, step: Callable[[], None]) -> None:
+        """``step`` then the effects it queued, under the fatal policy (module docstring)."""
+
+        def run() -> None:
+            step()
             self._carry_out()
 
+        run_fatal(f"broker {self.broker_id}: {name}", run, self._died)
+
     async def _tick_loop(self) -> None:
+        """``on_tick`` every ``tick_interval_ms``; a tick that raises is retried by the next
+        (``TICK_FAILURES_MAX`` in a row end the loop, which kills the broker)."""
         interval_s = self.config.tick_interval_ms / 1000
+        retries = Retries(f"broker {self.broker_id}: a tick", TICK_FAILURES_MAX)
         while True:
             await asyncio.sleep(interval_s)
             driver = self.driver
-            if driver is not None and not self._halting:
+            if driver is None or self._halting:
+                continue
+            try:
                 driver.on_tick(self.now_ms())
                 self._carry_out()
+            except Exception as exc:
+                if not retries.failed(exc):
+                    raise
+            else:
+                retries.succeeded()
 
     async def _handle(
         self, conn_id: int, header: RequestHeader, body: Message

@@ -8,6 +8,9 @@ any group API at its version and returns replies shaped for that version (``wire
 naming groups of several partitions (DeleteGroups, DescribeGroups, OffsetFetch v8) are split
 and answered once every part is.
 
+A shard input that raises partway (a bug) is logged and abandoned (``core``): the request it
+handled is answered UNKNOWN_SERVER_ERROR, every other request and the shard go on.
+
 The owner's duties are those of ``effects``; in addition request ids must be >= 0 (negative
 ids name the parts of split requests), and ``Write.partition`` says which shard a write
 outcome goes back to. FindCoordinator needs cluster metadata and is answered by
@@ -16,6 +19,8 @@ outcome goes back to. FindCoordinator needs cluster metadata and is answered by
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,6 +28,7 @@ import attrs
 
 from replog.errors import ErrorCode, invariant, unreachable
 from replog.groups.config import GroupConfig
+from replog.groups.core import InputFailed
 from replog.groups.effects import Effects, Reply, RequestId
 from replog.groups.group import SubscriptionReader
 from replog.groups.loading import LoadSummary, ShardLoader
@@ -74,6 +80,8 @@ from replog.protocol.messages import (
 from replog.protocol.schema import Message
 
 __all__ = ["GROUP_OPERATIONS_ALLOWED", "GroupCoordinator"]
+
+_log = logging.getLogger(__name__)
 
 #: DescribeGroups ``authorized_operations`` without an authorizer: the operations a group
 #: supports, as Kafka's AclOperation bits (READ 3, DELETE 6, DESCRIBE 8).
@@ -328,9 +336,20 @@ class GroupCoordinator:
         split.parts = set(parts)
         self._splits[c.request_id] = split
         for part_id, partition in parts.items():
-            shard = self._shards[partition]
-            effects += shard.on_delete_groups(part_id, by_partition[partition], now_ms=c.now_ms)
-        return self._route_effects(effects) + self._maybe_finish_split(split)
+            group_ids = by_partition[partition]
+            call = functools.partial(
+                self._shards[partition].on_delete_groups, part_id, group_ids, now_ms=c.now_ms
+            )
+
+            def failed(_: RequestId, group_ids: list[str] = group_ids) -> Message:
+                results = [
+                    DeletableGroupResult(group_id=g, error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+                    for g in group_ids
+                ]
+                return DeleteGroupsResponse(results=results)
+
+            effects += self._shard_input(call, failed)
+        return effects + self._maybe_finish_split(split)
 
     # -- writes and time ------------------------------------------------------------------------
 
@@ -341,7 +360,9 @@ class GroupCoordinator:
         shard = self._shards.get(partition)
         if shard is None:
             return Effects()
-        return self._route_effects(shard.on_write_complete(write_id, error, now_ms=now_ms))
+        return self._shard_input(
+            functools.partial(shard.on_write_complete, write_id, error, now_ms=now_ms)
+        )
 
     def on_partitions_deleted(
         self, partitions: Iterable[tuple[str, int]], *, now_ms: int
@@ -350,8 +371,11 @@ class GroupCoordinator:
         effects = Effects()
         deleted = list(partitions)
         for partition in sorted(self._shards):
-            effects += self._shards[partition].on_partitions_deleted(deleted, now_ms=now_ms)
-        return self._route_effects(effects)
+            shard = self._shards[partition]
+            effects += self._shard_input(
+                functools.partial(shard.on_partitions_deleted, deleted, now_ms=now_ms)
+            )
+        return effects
 
     def next_deadline_ms(self) -> int | None:
         """When ``on_tick`` next has something to do."""
@@ -362,8 +386,8 @@ class GroupCoordinator:
         """Let every shard run its due timers."""
         effects = Effects()
         for partition in sorted(self._shards):
-            effects += self._shards[partition].on_tick(now_ms)
-        return self._route_effects(effects)
+            effects += self._shard_input(functools.partial(self._shards[partition].on_tick, now_ms))
+        return effects
 
     # -- routing --------------------------------------------------------------------------------
 
@@ -391,7 +415,30 @@ class GroupCoordinator:
         if error is not None:
             return Effects(replies=(Reply(c.request_id, _shape(routed, unavailable(error))),))
         self._routed[c.request_id] = routed
-        return self._route_effects(call(self._shards[partition]))
+        shard = self._shards[partition]
+        return self._shard_input(
+            functools.partial(call, shard), lambda _: unavailable(ErrorCode.UNKNOWN_SERVER_ERROR)
+        )
+
+    def _shard_input(
+        self,
+        call: Callable[[], Effects],
+        failure_response: Callable[[RequestId], Message] | None = None,
+    ) -> Effects:
+        """The routed effects of one shard input. An input that raised (``InputFailed``: the
+        shard resolved what it started and goes on) is logged with its cause, and the request
+        it left unanswered gets ``failure_response``: that request alone fails."""
+        try:
+            effects = call()
+        except InputFailed as failed:
+            _log.error("group coordinator: %s", failed, exc_info=failed.__cause__)
+            effects = failed.effects
+            if failed.unanswered is not None:
+                if failure_response is None:
+                    unreachable("only an input handling a request leaves one unanswered")
+                response = failure_response(failed.unanswered)
+                effects += Effects(replies=(Reply(failed.unanswered, response),))
+        return self._route_effects(effects)
 
     def _route_effects(self, effects: Effects) -> Effects:
         replies: list[Reply] = []

@@ -9,6 +9,11 @@ reports them written).
 - Every request handed in is *open* until replied to; at the end of an input each open request
   must be parked with a way to build its error response, which is what ``unload`` sends
   (NOT_COORDINATOR) when the shard is unloaded with requests still waiting.
+- An input that raises partway is *abandoned* (``abandon_input``): the writes it asked for were
+  never handed out, so they are reported failed, oldest first, and their continuations answer
+  their requests; the request that raised is forgotten (its owner answers it), and no member
+  keeps waiting on a request that is no longer open. What the input changed before it raised
+  stays, but the write bookkeeping is again exactly what the handed-out writes carry.
 """
 
 from __future__ import annotations
@@ -30,11 +35,27 @@ from replog.groups.records import (
 from replog.protocol.schema import Message
 from replog.topics import TopicPartitionLike
 
-__all__ = ["OffsetAndMetadata", "OffsetStore", "ShardCore", "TopicPartitionLike"]
+__all__ = ["InputFailed", "OffsetAndMetadata", "OffsetStore", "ShardCore", "TopicPartitionLike"]
 
 WriteDone = Callable[[ErrorCode, int], None]
 """Runs when a write's outcome is reported: (error, now_ms)."""
 ErrorResponse = Callable[[ErrorCode], Message]
+ABANDON_ROUNDS_MAX = 8
+"""Rounds of failing an abandoned input's writes (a continuation may write, and raise, again)."""
+
+
+class InputFailed(Exception):
+    """An input of a shard raised partway and was abandoned (``ShardCore.abandon_input``); the
+    shard stays usable. Raised from the original exception (``__cause__``).
+
+    ``effects`` is what the input still asks for and the owner must carry out: replies made
+    before it failed and the failure replies of its abandoned writes. ``unanswered`` is the
+    request that raised when it got no reply: the owner answers it (UNKNOWN_SERVER_ERROR)."""
+
+    def __init__(self, effects: Effects, unanswered: RequestId | None, why: str) -> None:
+        super().__init__(why)
+        self.effects = effects
+        self.unanswered = unanswered
 
 
 @attrs.frozen
@@ -190,6 +211,64 @@ class ShardCore:
         """Whether ``request_id`` still awaits its reply."""
         return request_id in self._open
 
+    # -- abandoning an input ------------------------------------------------------------------
+
+    @property
+    def next_write_id(self) -> int:
+        """The id the next write gets: an input's writes are the ones from here on."""
+        return self._next_write_id
+
+    def abandon_input(
+        self, first_write_id: int, request_id: RequestId | None, now_ms: int
+    ) -> tuple[RequestId | None, int]:
+        """Resolve what an input that raised had started (module docstring). Its writes
+        (``first_write_id`` on) were never handed out: they leave the output and are reported
+        failed, oldest first. Returns the request that raised if it is still unanswered (now
+        forgotten), and how many continuations raised in turn (their writes are resolved
+        all the same)."""
+        self._out.clear()
+        continuations_failed = self.fail_unsent_writes(first_write_id, now_ms)
+        unanswered = None
+        if request_id is not None and request_id in self._open:
+            self._open.discard(request_id)
+            self._parked.pop(request_id, None)
+            unanswered = request_id
+        self.drop_dangling_waits()
+        return unanswered, continuations_failed
+
+    def fail_unsent_writes(self, first_write_id: int, now_ms: int) -> int:
+        """Report failed every pending write from ``first_write_id`` on that is not in the
+        output, oldest first; returns how many continuations raised."""
+        continuations_failed = 0
+        for _ in range(ABANDON_ROUNDS_MAX):  # a continuation may write again, and fail again
+            unsent = self._unsent_writes(first_write_id)
+            if not unsent:
+                break
+            for write_id in unsent:
+                try:
+                    self.complete_write(write_id, ErrorCode.UNKNOWN_SERVER_ERROR, now_ms)
+                except Exception:  # the write is resolved before its continuation runs
+                    continuations_failed += 1
+        invariant(
+            not self._unsent_writes(first_write_id),
+            "an abandoned input left a write that is neither handed out nor resolved",
+        )
+        return continuations_failed
+
+    def drop_dangling_waits(self) -> None:
+        """No member waits on a request that is no longer open."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.awaiting_join is not None and member.awaiting_join not in self._open:
+                    member.awaiting_join = None
+                if member.awaiting_sync is not None and member.awaiting_sync not in self._open:
+                    member.awaiting_sync = None
+
+    def _unsent_writes(self, first_write_id: int) -> list[int]:
+        """Pending writes from ``first_write_id`` on that are not in the output."""
+        handed_out = {write.write_id for write in self._out}
+        return sorted(w for w in self._writes if w >= first_write_id and w not in handed_out)
+
     # -- writes ---------------------------------------------------------------------------------
 
     def write(self, records: list[CoordinatorRecord], on_done: WriteDone) -> int:
@@ -210,17 +289,22 @@ class ShardCore:
         pending = self._writes.get(write_id)
         return set() if pending is None else {r.group_id for r in pending.records}
 
-    def complete_write(self, write_id: int, error: ErrorCode, now_ms: int) -> None:
-        """The owner reports ``write_id`` written (NONE) or failed; successes come in order."""
-        pending = self._writes.pop(write_id, None)
-        if pending is None:
+    def check_outcome(self, write_id: int, error: ErrorCode) -> None:
+        """Raise, changing nothing, if reporting ``write_id`` breaks the owner's contract: it
+        is not pending, or it succeeded before an earlier write was reported."""
+        if write_id not in self._writes:
             unreachable(f"write {write_id} is not pending")
         if error is ErrorCode.NONE:
             # Ids grow and the dict keeps insertion order: the first key is the oldest.
             invariant(
-                not self._writes or write_id < next(iter(self._writes)),
+                write_id == next(iter(self._writes)),
                 f"write {write_id} reported written before an earlier write",
             )
+
+    def complete_write(self, write_id: int, error: ErrorCode, now_ms: int) -> None:
+        """The owner reports ``write_id`` written (NONE) or failed; successes come in order."""
+        self.check_outcome(write_id, error)
+        pending = self._writes.pop(write_id)
         for group_id, tps in _offsets_touched(pending.records).items():
             self.offsets.mark(group_id, tps, -1)
         if error is ErrorCode.NONE:

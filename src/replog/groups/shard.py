@@ -15,6 +15,10 @@ Inputs (each returns ``Effects``; ``request_id`` is the owner's name for the req
     on_tick(now_ms)                                                    time passed
     unload()                                                           leadership lost
 
+An input that raises partway (a bug) raises ``InputFailed`` instead, carrying the effects the
+owner must still carry out; the shard has resolved what the input started (``core``) and goes on
+serving. The owner answers the failed request, if it is still unanswered, itself.
+
 Reads answered at once (no effects): ``fetch_offsets``, ``list_groups``, ``describe_groups``.
 Timers: ``next_deadline_ms()`` is the earliest time ``on_tick`` has something to do (session
 deadlines, join and sync phases, pending member ids, the offsets retention check).
@@ -23,11 +27,12 @@ deadlines, join and sync phases, pending member ids, the offsets retention check
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import NoReturn
 
 from replog.errors import ErrorCode, invariant
 from replog.groups.administration import Administration
 from replog.groups.config import GroupConfig
-from replog.groups.core import OffsetAndMetadata, ShardCore, TopicPartitionLike
+from replog.groups.core import InputFailed, OffsetAndMetadata, ShardCore, TopicPartitionLike
 from replog.groups.effects import Effects, RequestId
 from replog.groups.group import ClassicGroup, GroupState, SubscriptionReader
 from replog.groups.loading import LoadSummary, ShardLoader
@@ -79,6 +84,8 @@ class GroupCoordinatorShard:
         self._seen_ms = now_ms  # the latest time an input carried
         self._earliest_by_group: dict[str, _Due] = {}
         self._timers_changed: set[str] = set()
+        #: the groups the running input works on: rebalanced if it raises (``_abandon``)
+        self._in_doubt: set[str] = set()
         self._unloaded = False
 
     @classmethod
@@ -152,39 +159,52 @@ class GroupCoordinatorShard:
     ) -> Effects:
         """A JoinGroup at ``api_version`` from ``client_id`` at ``client_host``."""
         self._accept(request_id, now_ms, request.group_id)
-        self._membership.join_group(
+        return self._run(
             request_id,
-            request,
-            api_version=api_version,
-            client_id=client_id,
-            client_host=client_host,
-            now_ms=now_ms,
+            now_ms,
+            lambda: self._membership.join_group(
+                request_id,
+                request,
+                api_version=api_version,
+                client_id=client_id,
+                client_host=client_host,
+                now_ms=now_ms,
+            ),
         )
-        return self._core.take_effects()
 
     def on_sync_group(
         self, request_id: RequestId, request: SyncGroupRequest, *, api_version: int, now_ms: int
     ) -> Effects:
         """A SyncGroup at ``api_version``."""
         self._accept(request_id, now_ms, request.group_id)
-        self._membership.sync_group(request_id, request, api_version=api_version, now_ms=now_ms)
-        return self._core.take_effects()
+        return self._run(
+            request_id,
+            now_ms,
+            lambda: self._membership.sync_group(
+                request_id, request, api_version=api_version, now_ms=now_ms
+            ),
+        )
 
     def on_heartbeat(
         self, request_id: RequestId, request: HeartbeatRequest, *, now_ms: int
     ) -> Effects:
         """A Heartbeat."""
         self._accept(request_id, now_ms, request.group_id)
-        self._membership.heartbeat(request_id, request, now_ms=now_ms)
-        return self._core.take_effects()
+        membership = self._membership
+        return self._run(
+            request_id, now_ms, lambda: membership.heartbeat(request_id, request, now_ms=now_ms)
+        )
 
     def on_leave_group(
         self, request_id: RequestId, group_id: str, members: list[MemberIdentity], *, now_ms: int
     ) -> Effects:
         """A LeaveGroup of ``members`` (a v0-v2 request is one ``MemberIdentity``)."""
         self._accept(request_id, now_ms, group_id)
-        self._membership.leave_group(request_id, group_id, members, now_ms=now_ms)
-        return self._core.take_effects()
+        return self._run(
+            request_id,
+            now_ms,
+            lambda: self._membership.leave_group(request_id, group_id, members, now_ms=now_ms),
+        )
 
     # -- offsets and groups ---------------------------------------------------------------------
 
@@ -193,24 +213,25 @@ class GroupCoordinatorShard:
     ) -> Effects:
         """An OffsetCommit (any version: absent fields hold their defaults)."""
         self._accept(request_id, now_ms, request.group_id)
-        self._offsets.commit(request_id, request, now_ms=now_ms)
-        return self._core.take_effects()
+        return self._run(
+            request_id, now_ms, lambda: self._offsets.commit(request_id, request, now_ms=now_ms)
+        )
 
     def on_offset_delete(
         self, request_id: RequestId, request: OffsetDeleteRequest, *, now_ms: int
     ) -> Effects:
         """An OffsetDelete."""
         self._accept(request_id, now_ms, request.group_id)
-        self._offsets.delete(request_id, request)
-        return self._core.take_effects()
+        return self._run(request_id, now_ms, lambda: self._offsets.delete(request_id, request))
 
     def on_delete_groups(
         self, request_id: RequestId, group_ids: list[str], *, now_ms: int
     ) -> Effects:
         """A DeleteGroups for the ``group_ids`` this shard hosts (answered in that order)."""
         self._accept(request_id, now_ms, *group_ids)
-        self._admin.delete_groups(request_id, group_ids, now_ms)
-        return self._core.take_effects()
+        return self._run(
+            request_id, now_ms, lambda: self._admin.delete_groups(request_id, group_ids, now_ms)
+        )
 
     def on_partitions_deleted(
         self, partitions: Iterable[tuple[str, int]], *, now_ms: int
@@ -218,8 +239,9 @@ class GroupCoordinatorShard:
         """Topic partitions were deleted: tombstone every group's offsets for them."""
         self._check_loaded()
         self._seen_ms = max(self._seen_ms, now_ms)
-        self._offsets.delete_partitions(set(partitions))
-        return self._core.take_effects()
+        deleted = set(partitions)
+        self._in_doubt = set()  # only offsets change
+        return self._run(None, now_ms, lambda: self._offsets.delete_partitions(deleted))
 
     def fetch_offsets(
         self, request: OffsetFetchRequestGroup, *, require_stable: bool
@@ -245,9 +267,10 @@ class GroupCoordinatorShard:
         self._check_loaded()
         self._seen_ms = max(self._seen_ms, now_ms)
         # A write's continuation changes only the groups its records name.
-        self._timers_changed.update(self._core.groups_of_write(write_id))
-        self._core.complete_write(write_id, error, now_ms)
-        return self._core.take_effects()
+        self._in_doubt = self._core.groups_of_write(write_id)
+        self._timers_changed.update(self._in_doubt)
+        self._core.check_outcome(write_id, error)  # the owner's mistake is not the input's
+        return self._run(None, now_ms, lambda: self._core.complete_write(write_id, error, now_ms))
 
     def next_deadline_ms(self) -> int | None:
         """When ``on_tick`` next has something to do."""
@@ -262,15 +285,19 @@ class GroupCoordinatorShard:
         latest time already seen, if later), so a late tick runs a chain of timers (the
         initial rebalance's extensions, say) as it would have run on time."""
         self._check_loaded()
+        self._in_doubt = set()  # each timer's group, while it fires (``_fire``)
+        return self._run(None, now_ms, lambda: self._tick(now_ms))
+
+    def _tick(self, now_ms: int) -> None:
         while (due := self._earliest_due()) is not None and due[0] <= now_ms:
             self._seen_ms = max(self._seen_ms, due[0])
             self._fire(due, self._seen_ms)
         self._seen_ms = max(self._seen_ms, now_ms)
         if self._next_expiry_ms <= now_ms:
+            self._in_doubt = set()  # expiry only writes tombstones
             self._timers_changed.update(self._core.groups)
             self._offsets.expire(now_ms)
             self._next_expiry_ms = now_ms + self._core.config.offsets_retention_check_interval_ms
-        return self._core.take_effects()
 
     def unload(self) -> Effects:
         """Leadership moved: answer every waiting request NOT_COORDINATOR and stop. Writes in
@@ -337,7 +364,43 @@ class GroupCoordinatorShard:
         self._check_loaded()
         self._seen_ms = max(self._seen_ms, now_ms)
         self._timers_changed.update(group_ids)
+        self._in_doubt = set(group_ids)
         self._core.accept(request_id)
+
+    def _run(self, request_id: RequestId | None, now_ms: int, step: Callable[[], None]) -> Effects:
+        """Run one input's ``step`` (``request_id``: the request it handles, if any) and take its
+        effects; if it raises, abandon it (``InputFailed``)."""
+        first_write_id = self._core.next_write_id
+        try:
+            step()
+        except Exception as exc:
+            self._abandon(first_write_id, request_id, now_ms, exc)
+        return self._core.take_effects()
+
+    def _abandon(
+        self, first_write_id: int, request_id: RequestId | None, now_ms: int, exc: Exception
+    ) -> NoReturn:
+        """Resolve what the failed input started (``ShardCore.abandon_input``), rebalance the
+        groups it worked on, and raise ``InputFailed`` with what it still asks for.
+
+        The input may have changed a group halfway (a member added to an Empty group, say):
+        a rebalance is the classic protocol's remedy for a group in doubt -- every member
+        rejoins, the ones that do not are dropped, and the next generation is consistent."""
+        unanswered, failures = self._core.abandon_input(first_write_id, request_id, now_ms)
+        for group_id in sorted(self._in_doubt):
+            group = self._core.groups.get(group_id)
+            if group is None or not group.members or not group.can_rebalance():
+                continue
+            try:
+                self._rebalance.prepare_rebalance(group, now_ms)
+            except Exception:  # resolve what the rebalance left; the group waits for a timer
+                failures += 1 + self._core.fail_unsent_writes(first_write_id, now_ms)
+                self._core.drop_dangling_waits()
+        self._timers_changed.update(self._core.groups)  # any group may have changed
+        why = f"shard {self.partition}: an input raised {exc!r}"
+        if failures:
+            why += f" ({failures} continuations or recovering rebalances raised too)"
+        raise InputFailed(self._core.take_effects(), unanswered, why) from exc
 
     def _check_loaded(self) -> None:
         invariant(not self._unloaded, f"shard {self.partition} was unloaded")
@@ -359,6 +422,7 @@ class GroupCoordinatorShard:
         _, kind, group_id, member_id = due
         group = self._core.groups[group_id]
         self._timers_changed.add(group_id)
+        self._in_doubt = {group_id}  # the earlier timers' groups ran through
         if kind == _JOIN:
             self._rebalance.on_join_timer(group, now_ms)
         elif kind == _SYNC:
