@@ -135,7 +135,8 @@ class Log:
         had_clean_shutdown: bool = False,
     ) -> Log:
         """Open (creating if needed) and recover the log in ``dir_path``. ``clock`` gives the
-        wall time segment ages and time retention are measured with."""
+        wall time segment ages and time retention are measured with. `CorruptRecordError` when
+        a batch the producer state is rebuilt from is damaged (see ``log_opening``)."""
         return open_log(
             cls,
             dir_path,
