@@ -143,3 +143,32 @@ def test_an_undamaged_log_without_snapshots_rebuilds_its_producer_state(
     entry = reopened.producer_state.last_entry(PID)
     assert entry is not None and entry.last_sequence == 2 * BATCHES - 1
     assert reopened.append_as_leader(_idem(2 * BATCHES - 2), 0).duplicate
+
+
+@pytest.mark.parametrize("mask", [0x01, 0x02, 0x04])
+def test_a_clean_open_recovers_an_active_segment_whose_last_base_offset_flipped(
+    fs: FaultInjectingFileSystem, mask: int
+) -> None:
+    """Regression: after a clean shutdown the log end is read from the active segment's last
+    index entry on, by the headers alone, so a flipped base offset there (18 read as 19, 16 or
+    22) gave a wrong log end offset: the clean-shutdown snapshot went (above it), the state was
+    replayed from the roll snapshot, and the batches overlapped (InvariantError), or the log
+    ended past what it holds. The batches from the last index entry on are now checked too:
+    the damaged one ends the log, as a damaged length there already did."""
+    log = _written_log(fs, batches=10)
+    bases = list(log.segments)
+    assert bases == [0, 14]
+    path, victim = _batches(log)[-1]  # offsets 18-19, the active segment's last batch
+    size = os.path.getsize(path)
+    _flip_base_offset(path, victim, mask)
+
+    reopened = _open(fs, had_clean_shutdown=True)
+
+    report = reopened.recovery_report
+    assert (report.truncated_segment, report.bytes_truncated) == (14, size - victim)
+    assert report.truncation_reason is not None and "base offset" in report.truncation_reason
+    assert reopened.log_end_offset == 18 and os.path.getsize(path) == victim
+    entry = reopened.producer_state.last_entry(PID)
+    assert entry is not None and entry.last_sequence == 17
+    assert reopened.append_as_leader(_idem(16), 0).duplicate
+    assert reopened.append_as_leader(_idem(18), 0).first_offset == 18

@@ -2,7 +2,9 @@
 
 Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
 that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
-only the active segment's end is read. Otherwise every segment from the one holding the
+only the active segment's end is read: its batches from the last index entry on, checked as
+recovery checks them (the log end offset is taken from them), and the segment is recovered if
+one is bad. Otherwise every segment from the one holding the
 recovery point onwards is re-validated batch by batch (size, magic, CRC-32C, dense offsets, a
 partition leader epoch that does not fall; see `BatchWalk`); the first invalid or partial batch
 ends the log: its segment is cut there and every later segment is deleted. So does a segment
@@ -32,11 +34,11 @@ from sortedcontainers import SortedDict
 
 from replog.clock import Clock
 from replog.errors import CorruptIndexError, InvalidOffsetError
-from replog.log.batch_walk import EpochStarts, scan_headers
+from replog.log.batch_walk import BatchWalk, EpochStarts, scan_headers
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
-from replog.log.records import NO_PARTITION_LEADER_EPOCH
+from replog.log.records import HEADER, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.segment import LogSegment, Recovered, offset_from_file_name
 
 __all__ = [
@@ -54,6 +56,8 @@ _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 _STRAY_SUFFIXES = (".deleted", ".tmp")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+#: the offsets a segment may hold: relative offsets are int32
+_RELATIVE_OFFSET_END = 2**31
 
 
 @attrs.frozen
@@ -275,10 +279,13 @@ def _settle_end(
     Returns the log end offset and whether the log was restarted."""
     active: LogSegment = segments.peekitem(-1)[1]
     next_offset, end_position = _read_end(active, progress.rebuilt)
-    if active.base_offset not in progress.recovered and end_position != active.size_bytes:
+    if active.base_offset not in progress.recovered and (
+        end_position != active.size_bytes or _tail_damaged(active)
+    ):
         # After a clean shutdown the active segment's end is read from its last index entry
-        # on; batches that do not frame up to the end of the file (a damaged length) would
-        # give a wrong log end offset and bury the next appends behind junk: recover it.
+        # on, by the batch headers; batches that do not frame up to the end of the file (a
+        # damaged length) or are damaged (a flipped base offset: outside the CRC) would give
+        # a wrong log end offset and bury the next appends behind junk: recover it.
         outcome = active.recover(epoch_cache, _epoch_before(epoch_cache, active.base_offset))
         progress.recovered.append(active.base_offset)
         progress.truncated(active.base_offset, outcome)
@@ -292,6 +299,34 @@ def _settle_end(
     segments[log_start_offset] = new_start_segment()
     epoch_cache.clear_and_flush()
     return log_start_offset, True
+
+
+def _tail_damaged(active: LogSegment) -> bool:
+    """Whether a batch from the active segment's last index entry on (what `_read_end` read
+    the log end from) fails the checks recovery makes (`BatchWalk`). The entry names the last
+    offset of the batch at its position, so that batch must start at the entry's offset less
+    its last offset delta (inside the CRC); with no entry, the first batch at the segment's
+    base. A few KiB (``index.interval.bytes``) are read, not the segment."""
+    entry = active.offset_index.last_entry
+    next_offset = active.base_offset
+    if entry.position > 0:
+        header = active.log_file.pread(entry.position, RECORD_BATCH_OVERHEAD)
+        if len(header) < RECORD_BATCH_OVERHEAD:
+            return True
+        next_offset = entry.offset - HEADER.last_offset_delta.read(header)
+    walk = BatchWalk(
+        active.log_file,
+        entry.position,
+        active.size_bytes,
+        next_offset=next_offset,
+        last_epoch=NO_PARTITION_LEADER_EPOCH,
+        end_offset=active.base_offset + _RELATIVE_OFFSET_END,
+        gaps_below=active.gaps_below,
+        epoch_starts=active.epoch_starts,
+    )
+    for _ in walk:
+        pass
+    return walk.stop is not None
 
 
 def _recover_segment(
