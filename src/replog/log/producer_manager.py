@@ -9,8 +9,9 @@ of the log has a counterpart here (`Log` calls them):
   above the recovery point is trusted, so snapshots above it go too. The newest snapshot left
   is read (a corrupt one is deleted and the next older tried, down to none: the state starts
   empty at the first segment), producers past ``producer.id.expiration.ms`` are skipped, and
-  the batches from the snapshot's offset to the log end are replayed. A snapshot of the result
-  is written when it covers more than the newest file.
+  the batches from the snapshot's offset to the log end are replayed, each checked first (a
+  damaged one fails the load with ``CorruptRecordError``: see `read_producer_batches`). A
+  snapshot of the result is written when it covers more than the newest file.
 - **append**: the leader checks a producer's batches first (``ProducerState.check_append``);
   every appended batch, a leader's or a follower's, is applied after the write.
 - **roll**: a snapshot at the new segment's base offset (the state of everything before it).
