@@ -10,7 +10,7 @@ from replog.broker import BrokerConfig, ReplicaManager
 from replog.clock import ManualClock
 from replog.coord.types import PartitionState
 from replog.errors import ErrorCode
-from replog.log import LogConfig, LogManager, encode_batch, iter_batches
+from replog.log import LogManager, encode_batch, iter_batches
 
 WALL_MS = 1_700_000_000_000
 STATE = PartitionState.initial((1,))
@@ -19,9 +19,7 @@ STATE = PartitionState.initial((1,))
 def _manager(tmp_path: object) -> ReplicaManager:
     config = BrokerConfig(broker_id=1, log_dirs=(f"{tmp_path}/b1",))
     clock = ManualClock(0, wall_offset_ms=WALL_MS)
-    # index entries every batch or so: the damage below is not among the batches after the
-    # last one (which a clean open checks, recovering the segment if one is bad)
-    logs = LogManager.open(list(config.log_dirs), LogConfig(index_interval_bytes=50), clock=clock)
+    logs = LogManager.open(list(config.log_dirs), clock=clock)
     return ReplicaManager(1, logs, config.partition_config(), broker_epoch=1)
 
 

@@ -35,9 +35,9 @@ def _idem(seq: int) -> bytes:
     )
 
 
-def _open(fs: FaultInjectingFileSystem, **kwargs: int) -> Log:
+def _open(fs: FaultInjectingFileSystem, config: LogConfig = CONFIG, **kwargs: int) -> Log:
     clock = ManualClock(0, wall_offset_ms=WALL_MS)
-    return Log.open(f"{fs.root}/t-0", CONFIG, fs=fs, clock=clock, **kwargs)
+    return Log.open(f"{fs.root}/t-0", config, fs=fs, clock=clock, **kwargs)
 
 
 @pytest.fixture
@@ -45,10 +45,12 @@ def fs(tmp_path: Path) -> FaultInjectingFileSystem:
     return FaultInjectingFileSystem(str(tmp_path), seed=3)
 
 
-def _written_log(fs: FaultInjectingFileSystem, batches: int = BATCHES) -> Log:
+def _written_log(
+    fs: FaultInjectingFileSystem, batches: int = BATCHES, config: LogConfig = CONFIG
+) -> Log:
     """A cleanly closed log of ``batches`` two-record batches of one idempotent producer
     (offsets 0..15 by default, two segments of 7 and 1 batches), all fsynced."""
-    log = _open(fs)
+    log = _open(fs, config)
     for seq in range(0, 2 * batches, 2):
         log.append_as_leader(_idem(seq), 0)
     log.flush()
@@ -153,8 +155,9 @@ def test_a_clean_open_recovers_an_active_segment_whose_last_base_offset_flipped(
     index entry on, by the headers alone, so a flipped base offset there (18 read as 19, 16 or
     22) gave a wrong log end offset: the clean-shutdown snapshot went (above it), the state was
     replayed from the roll snapshot, and the batches overlapped (InvariantError), or the log
-    ended past what it holds. The batches from the last index entry on are now checked too:
-    the damaged one ends the log, as a damaged length there already did."""
+    ended past what it holds. The last batch's base offset is now checked against the offset
+    deltas counted from the last index entry: a wrong one gets the active segment recovered
+    (the log ends before it), as a damaged length there already did."""
     log = _written_log(fs, batches=10)
     bases = list(log.segments)
     assert bases == [0, 14]
@@ -172,3 +175,24 @@ def test_a_clean_open_recovers_an_active_segment_whose_last_base_offset_flipped(
     assert entry is not None and entry.last_sequence == 17
     assert reopened.append_as_leader(_idem(16), 0).duplicate
     assert reopened.append_as_leader(_idem(18), 0).first_offset == 18
+
+
+def test_a_clean_open_keeps_a_flipped_base_offset_the_log_end_does_not_depend_on(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """Only the last batch's base offset gives the log end: one flipped further back in the
+    batches after the last index entry is not cut at open (fsynced data is not thrown away);
+    reads find it (as anywhere below the recovery point) and the cluster repairs it."""
+    config = LogConfig(segment_bytes=600, segment_index_bytes=4096, index_interval_bytes=4096)
+    log = _written_log(fs, batches=10, config=config)
+    path, victim = _batches(log)[-2]  # offsets 16-17; no index entry in the segment
+    size = os.path.getsize(path)
+    _flip_base_offset(path, victim, 0x01)
+
+    reopened = _open(fs, config, had_clean_shutdown=True)
+
+    assert not reopened.recovery_report.cut_anything and os.path.getsize(path) == size
+    assert reopened.log_end_offset == 20
+    with pytest.raises(CorruptRecordError) as raised:
+        reopened.read(16, 1 << 20)
+    assert (raised.value.position, raised.value.first_offset) == (victim, 16)
