@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from replog.clock import ManualClock
-from replog.errors import CorruptRecordError
+from replog.errors import CorruptRecordError, StorageError
 from replog.log import FaultInjectingFileSystem, Log, LogConfig, encode_batch, iter_batches
 from replog.log.producer_snapshot import snapshot_file_name
 
@@ -196,3 +196,26 @@ def test_a_clean_open_keeps_a_flipped_base_offset_the_log_end_does_not_depend_on
     with pytest.raises(CorruptRecordError) as raised:
         reopened.read(16, 1 << 20)
     assert (raised.value.position, raised.value.first_offset) == (victim, 16)
+
+
+def test_a_truncation_whose_producer_replay_meets_damage_takes_the_log_offline(
+    fs: FaultInjectingFileSystem,
+) -> None:
+    """A truncation reloads the producer state from the newest snapshot at or below its
+    offset; with the roll snapshot gone it replays from the first segment, and a damaged batch
+    there (which the open, loading the clean-shutdown snapshot, never read) raised
+    InvariantError out of `Log.truncate_to`, the log half truncated. Now the log goes offline
+    (StorageError, as for a failed write): its state no longer matches its files."""
+    log = _written_log(fs, batches=10)
+    bases = list(log.segments)
+    os.remove(f"{log.dir_path}/{snapshot_file_name(bases[-1])}")
+    path, victim = _batches(log)[1]  # offsets 2-3, in the first segment
+    _flip_base_offset(path, victim, 0x01)
+    reopened = _open(fs, had_clean_shutdown=True)
+    assert reopened.producers.replayed_batches == 0
+
+    with pytest.raises(StorageError) as raised:
+        reopened.truncate_to(16)
+
+    assert isinstance(raised.value.__cause__, CorruptRecordError)
+    assert reopened.is_offline
