@@ -351,6 +351,11 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 self.log_manager.set_topic_id(key, topic_id)
         except StorageError:
             return None  # the dir is offline: this replica is not served
+        except CorruptRecordError as exc:  # a batch its producer state is rebuilt from is bad:
+            # only this replica is out of service (not its dir); the controller is told
+            _log.error("broker %s: cannot open the log of %s: %s", self.broker_id, key, exc)
+            self.note_damage(tp, exc.first_offset or 0)
+            return None
         if log.is_offline:
             return None  # a write or fsync failed on it: not served until a restart
         config = self._partition_config(settings)

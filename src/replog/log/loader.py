@@ -2,15 +2,17 @@
 
 Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
 that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
-only the active segment's end is read. Otherwise every segment from the one holding the
-recovery point onwards is re-validated batch by batch (size, magic, CRC-32C, dense offsets, a
-partition leader epoch that does not fall; see `BatchWalk`); the first invalid or partial batch
-ends the log: its segment is cut there and every later segment is deleted. So does a segment
-that ends before the next one begins (a crash loses the unsynced tail of every rolled segment,
-not just the last one's), so offsets stay dense -- except below the log's clean offset
-(``gaps_below``), where the log cleaner removed records and offsets may be missing, between
-batches and at a segment's end. Data below the recovery point was fsynced and is not scanned
-again here (reads check it, see `LogSegment`).
+only the active segment's end is read, from its last index entry on: the segment is recovered if
+those batches do not frame up to the end of the file or the last one's base offset does not
+follow from their offset deltas (the log end offset is taken from it). Otherwise every segment
+from the one holding the recovery point onwards is re-validated batch by batch (size, magic,
+CRC-32C, dense offsets, a partition leader epoch that does not fall; see `BatchWalk`); the first
+invalid or partial batch ends the log: its segment is cut there and every later segment is
+deleted. So does a segment that ends before the next one begins (a crash loses the unsynced tail
+of every rolled segment, not just the last one's), so offsets stay dense -- except below the
+log's clean offset (``gaps_below``), where the log cleaner removed records and offsets may be
+missing, between batches and at a segment's end. Data below the recovery point was fsynced and
+is not scanned again here (reads check it, see `LogSegment`).
 
 Before any of that, the leftovers of an interrupted cleaning are settled as Kafka does
 (LogLoader): ``.cleaned`` files (a cleaning that never started its swap) are deleted, and so is
@@ -54,6 +56,8 @@ _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 _STRAY_SUFFIXES = (".deleted", ".tmp")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+#: the first read of `_log_end_misread` (the batches after the last index entry)
+_TAIL_READ = 8 * 1024
 
 
 @attrs.frozen
@@ -275,10 +279,14 @@ def _settle_end(
     Returns the log end offset and whether the log was restarted."""
     active: LogSegment = segments.peekitem(-1)[1]
     next_offset, end_position = _read_end(active, progress.rebuilt)
-    if active.base_offset not in progress.recovered and end_position != active.size_bytes:
+    if active.base_offset not in progress.recovered and (
+        end_position != active.size_bytes or _log_end_misread(active)
+    ):
         # After a clean shutdown the active segment's end is read from its last index entry
-        # on; batches that do not frame up to the end of the file (a damaged length) would
-        # give a wrong log end offset and bury the next appends behind junk: recover it.
+        # on, by the batch headers; batches that do not frame up to the end of the file (a
+        # damaged length), or a last batch whose base offset does not follow from the deltas
+        # (flipped: it is outside the CRC), would give a wrong log end offset and bury the
+        # next appends behind junk: recover it.
         outcome = active.recover(epoch_cache, _epoch_before(epoch_cache, active.base_offset))
         progress.recovered.append(active.base_offset)
         progress.truncated(active.base_offset, outcome)
@@ -292,6 +300,31 @@ def _settle_end(
     segments[log_start_offset] = new_start_segment()
     epoch_cache.clear_and_flush()
     return log_start_offset, True
+
+
+def _log_end_misread(active: LogSegment) -> bool:
+    """Whether the log end offset `_read_end` took from the last batch's header (its base
+    offset plus its last offset delta) disagrees with the one its batches' deltas give,
+    counted from the active segment's last index entry (which names the last offset of the
+    batch at its position; the segment's base with no entry). A base offset is outside the
+    CRC: a flipped one in the last batch gives a wrong log end, while one further back
+    changes nothing here (reads find it, as anywhere below the recovery point). Below the
+    clean offset a batch may start later (offsets the cleaner removed). Only the headers from
+    the last entry on are read: about ``index.interval.bytes``."""
+    entry = active.offset_index.last_entry
+    next_offset = None if entry.position > 0 else active.base_offset
+    header_end = None
+    for found in scan_headers(active.log_file, entry.position, active.size_bytes, _TAIL_READ):
+        delta = found.last_offset - found.base_offset
+        if delta < 0:
+            return True
+        if next_offset is None:  # the batch the entry names: it ends at the entry's offset
+            next_offset = entry.offset - delta
+        elif next_offset < found.base_offset <= active.gaps_below:
+            next_offset = found.base_offset
+        next_offset += delta + 1
+        header_end = found.last_offset + 1
+    return header_end is not None and header_end != next_offset
 
 
 def _recover_segment(

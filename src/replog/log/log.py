@@ -43,6 +43,7 @@ from sortedcontainers import SortedDict
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import (
+    CorruptRecordError,
     FencedLeaderEpochError,
     InvalidOffsetError,
     StorageError,
@@ -135,7 +136,8 @@ class Log:
         had_clean_shutdown: bool = False,
     ) -> Log:
         """Open (creating if needed) and recover the log in ``dir_path``. ``clock`` gives the
-        wall time segment ages and time retention are measured with."""
+        wall time segment ages and time retention are measured with. `CorruptRecordError` when
+        a batch the producer state is rebuilt from is damaged (see ``log_opening``)."""
         return open_log(
             cls,
             dir_path,
@@ -216,7 +218,7 @@ class Log:
                 f"log {self.dir_path} is offline: {self._offline_reason}", self.dir_path
             )
 
-    def _fail(self, action: str, exc: OSError | StorageError) -> NoReturn:
+    def _fail(self, action: str, exc: OSError | StorageError | CorruptRecordError) -> NoReturn:
         self._offline_reason = f"{action} failed: {exc}"
         raise StorageError(f"log {self.dir_path}: {action} failed: {exc}", self.dir_path) from exc
 
@@ -528,7 +530,8 @@ class Log:
     # -- truncation -------------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
-        """Remove everything at or after ``offset``. Returns whether data was removed."""
+        """Remove everything at or after ``offset``. Returns whether data was removed. A
+        damaged batch met replaying the producer state takes the log offline (`StorageError`)."""
         self._check_online()
         if offset < 0:
             raise InvalidOffsetError(f"cannot truncate to negative offset {offset}")
@@ -556,6 +559,8 @@ class Log:
                 self.set_clean_offset(self._next_offset)  # what is appended next is dense
         except _IO_ERRORS as exc:
             self._fail("truncate", exc)
+        except CorruptRecordError as exc:  # the producer state's replay met a damaged batch:
+            self._fail("truncate", exc)  # the state no longer matches the files
         self.log_start_offset = min(self.log_start_offset, self._next_offset)
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.high_watermark = min(self.high_watermark, self._next_offset)

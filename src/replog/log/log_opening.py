@@ -1,13 +1,15 @@
 """Opening a partition log: read its checkpoints (leader epochs, the clean offset), load and
 recover its segments (``replog.log.loader``), rebuild its producer state, and build the
-``Log`` (``Log.open`` is the public entry)."""
+``Log`` (``Log.open`` is the public entry). A damaged batch the producer state would be rebuilt
+from (`read_producer_batches`) fails the open with `CorruptRecordError`: the partition's caller
+keeps it out of service (``replog.broker.replica_manager``); the files are left as they are."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from replog.clock import Clock
-from replog.errors import StorageError
+from replog.errors import CorruptRecordError, StorageError
 from replog.log.checkpoints import LeaderEpochCheckpointFile, clean_checkpoint_of
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
@@ -53,15 +55,22 @@ def open_log(
             had_clean_shutdown=had_clean_shutdown,
             gaps_below=clean_offset,
         )
-        producers = ProducerStateManager.load(
-            fs,
-            dir_path,
-            loaded.segments,
-            log_end_offset=loaded.log_end_offset,
-            trusted_offset=loaded.recovery_point,
-            now_ms=clock.wall_ms(),
-            expiration_ms=config.producer_id_expiration_ms,
-        )
+        try:
+            producers = ProducerStateManager.load(
+                fs,
+                dir_path,
+                loaded.segments,
+                log_end_offset=loaded.log_end_offset,
+                trusted_offset=loaded.recovery_point,
+                now_ms=clock.wall_ms(),
+                expiration_ms=config.producer_id_expiration_ms,
+            )
+        except CorruptRecordError:
+            # A batch the producer state must be rebuilt from is damaged (below the recovery
+            # point nothing was checked at load): the log cannot open; nothing was cut.
+            for segment in loaded.segments.values():
+                segment.close_without_trim()
+            raise
     except OSError as exc:
         raise StorageError(f"cannot open log {dir_path}: {exc}", dir_path) from exc
     hw = min(max(high_watermark, loaded.log_start_offset), loaded.log_end_offset)

@@ -9,8 +9,9 @@ of the log has a counterpart here (`Log` calls them):
   above the recovery point is trusted, so snapshots above it go too. The newest snapshot left
   is read (a corrupt one is deleted and the next older tried, down to none: the state starts
   empty at the first segment), producers past ``producer.id.expiration.ms`` are skipped, and
-  the batches from the snapshot's offset to the log end are replayed. A snapshot of the result
-  is written when it covers more than the newest file.
+  the batches from the snapshot's offset to the log end are replayed, each checked first (a
+  damaged one fails the load with ``CorruptRecordError``: see `read_producer_batches`). A
+  snapshot of the result is written when it covers more than the newest file.
 - **append**: the leader checks a producer's batches first (``ProducerState.check_append``);
   every appended batch, a leader's or a follower's, is applied after the write.
 - **roll**: a snapshot at the new segment's base offset (the state of everything before it).
@@ -35,7 +36,7 @@ from replog.log.fs import FileSystem
 from replog.log.producer_snapshot import ProducerSnapshots
 from replog.log.producer_state import ProducerBatch, ProducerState
 from replog.log.records import HEADER_STRUCT, NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD
-from replog.log.segment import LogSegment
+from replog.log.segment import BatchPosition, LogSegment
 
 __all__ = ["ProducerStateManager", "read_producer_batches"]
 
@@ -45,35 +46,47 @@ _CONTROL_BIT = 0x20
 
 def read_producer_batches(segments: SortedDict, start: int, end: int) -> Iterator[ProducerBatch]:
     """The batches of ``segments`` from offset ``start`` (batches that begin below it are
-    skipped) up to ``end``, by their headers. Control batches come with no producer id."""
-    if not segments:
+    skipped) up to ``end``, by their headers. Control batches come with no producer id.
+
+    Each batch is checked before its header is believed (`LogSegment.check_batch`: the walk
+    recovery does -- CRC, dense offsets, leader epochs -- done once per segment and kept for
+    reads), and a segment's batches must reach the next segment (`LogSegment.check_complete`):
+    below the recovery point a batch may be damaged, and a header read from it (a flipped base
+    offset) would not fit the state. Damage raises `CorruptRecordError`."""
+    if not segments or start >= end:
         return
     index = max(segments.bisect_right(start) - 1, 0)
     for base in segments.keys()[index:]:
         if base >= end:
             return
         segment: LogSegment = segments[base]
+        segment_end = end if segment.next_base_offset is None else segment.next_base_offset
         for found in segment.batches_from(start):
+            segment.check_batch(found, segment_end)
             if found.base_offset >= end:
                 return
             if found.base_offset < start:
                 continue
-            header = segment.log_file.pread(found.position, RECORD_BATCH_OVERHEAD)
-            if len(header) < RECORD_BATCH_OVERHEAD:
-                return
-            fields = HEADER_STRUCT.unpack_from(header)
-            attributes, max_timestamp = fields[5], fields[8]
-            producer_id, producer_epoch, base_sequence = fields[9], fields[10], fields[11]
-            if attributes & _CONTROL_BIT:
-                producer_id = NO_PRODUCER_ID
-            yield ProducerBatch(
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                found.base_offset,
-                found.last_offset,
-                max_timestamp,
-            )
+            yield _producer_batch(segment, found)
+        segment.check_complete(min(segment_end, end))
+
+
+def _producer_batch(segment: LogSegment, found: BatchPosition) -> ProducerBatch:
+    """The producer fields of the (checked) batch ``found``."""
+    header = segment.log_file.pread(found.position, RECORD_BATCH_OVERHEAD)
+    fields = HEADER_STRUCT.unpack_from(header)
+    attributes, max_timestamp = fields[5], fields[8]
+    producer_id, producer_epoch, base_sequence = fields[9], fields[10], fields[11]
+    if attributes & _CONTROL_BIT:
+        producer_id = NO_PRODUCER_ID
+    return ProducerBatch(
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        found.base_offset,
+        found.last_offset,
+        max_timestamp,
+    )
 
 
 @attrs.define
