@@ -13,7 +13,7 @@ JS_DEPS := tests/js/node_modules/.package-lock.json
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: demo test check bench sim sim-coverage raft-sim faults lint clean system-deps
+.PHONY: demo test check bench sim sim-coverage raft-sim faults availability lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -67,6 +67,14 @@ raft-sim: $(STAMP)
 # Only the multi-process fault suite (real broker processes on ZooKeeper; make test runs it too).
 faults: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -m faults tests/faults
+
+# Issue 23's availability report: the faults that time their longest stretch without an
+# acknowledged write, three runs on each coordinator (ZooKeeper, the built-in raft quorum).
+AVAILABILITY_TESTS = tests/faults/test_min_isr_return.py tests/faults/test_replication_faults.py::test_acked_records_survive
+availability: $(STAMP) system-deps
+	for run in 1 2 3; do for coord in zookeeper raft; do \
+	  REPLOG_FAULTS_COORDINATOR=$$coord $(BIN)/python -m pytest -q -p no:xdist $(AVAILABILITY_TESTS) | sed -n '/fault availability/,$$p' | sed "s/^/$$coord run $$run: /"; \
+	done; done
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.storage

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.availability import AVAILABILITY_PROPERTY
 from tests.faults.harness import ProcessCluster, QuorumProcesses
 from tests.faults.workload import FAULT_SETTINGS, TOPIC, create_topic
 from tests.servers import ZkServer, start_zookeeper
@@ -31,6 +32,23 @@ def fault_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkServer]:
         yield server
     finally:
         server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each fault's availability figures (``tests.faults.availability``): recorded by the
+    tests as a ``user_properties`` entry, which xdist brings back from its workers."""
+    lines = [
+        str(value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == AVAILABILITY_PROPERTY
+    ]
+    if lines:
+        terminalreporter.section("fault availability")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

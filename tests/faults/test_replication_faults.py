@@ -9,9 +9,12 @@ is consumed at its acknowledged offset, in order per partition.
 from __future__ import annotations
 
 import signal
+import time
+from collections.abc import Callable
 
 import pytest
 
+from tests.faults.availability import AVAILABILITY_PROPERTY, FaultReport, longest_gap_s
 from tests.faults.harness import ProcessCluster
 from tests.faults.workload import (
     PARTITIONS,
@@ -63,11 +66,17 @@ def _wait_role_moved(cluster: ProcessCluster, role: str, old: int) -> None:
         "hard_bounce",
     ],
 )
-def test_acked_records_survive(cluster: ProcessCluster, role: str, fault: str) -> None:
+def test_acked_records_survive(
+    cluster: ProcessCluster,
+    role: str,
+    fault: str,
+    record_property: Callable[[str, object], None],
+) -> None:
     wait_until("a full ISR", lambda: _isr_complete(cluster), cluster)
     producer = BackgroundProducer(cluster.bootstrap).start()
     try:
         producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        start = time.monotonic()
         target = _target(cluster, role)
         broker = cluster.brokers[target]
         if fault.startswith("clean"):
@@ -80,6 +89,9 @@ def test_acked_records_survive(cluster: ProcessCluster, role: str, fault: str) -
             broker.start()
             wait_until(f"broker {target} in every ISR", lambda: _isr_complete(cluster), cluster)
             producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
+        gap = longest_gap_s(producer.ack_times, start, time.monotonic())
+        report = FaultReport("acked_records_survive", f"{fault} of the {role}", gap)
+        record_property(AVAILABILITY_PROPERTY, report.line())
     finally:
         producer.stop()
     check_acked_records_consumed(cluster, producer)

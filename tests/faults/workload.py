@@ -100,6 +100,8 @@ class BackgroundProducer:
     bootstrap: str
     window: int = 20
     acked: list[tuple[int, int, bytes]] = attrs.Factory(list)  # (partition, offset, value)
+    #: when each acknowledgement was taken (monotonic), for the availability report
+    ack_times: list[float] = attrs.Factory(list)
     failed: int = 0
     sent: int = 0
     _stop: threading.Event = attrs.Factory(threading.Event)
@@ -143,6 +145,7 @@ class BackgroundProducer:
                 self.failed += 1
                 continue
             self.acked.append((meta.partition, meta.offset, value))
+            self.ack_times.append(time.monotonic())
 
     def acked_count(self) -> int:
         return len(self.acked)
