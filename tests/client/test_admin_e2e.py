@@ -54,6 +54,7 @@ TESTED = {
     "describe_topics",
     "describe_cluster",
     "describe_configs",
+    "describe_broker_configs",
     "alter_configs",
     "delete_records",
     "list_offsets",
@@ -300,10 +301,65 @@ def test_alter_configs_is_what_kafka_python_describes(
     assert error.value.code == 40  # INVALID_CONFIG
 
 
-def kafka_broker_configs(kafka_admin: KafkaAdminClient, broker_id: int) -> dict[str, Any]:
+def kafka_broker_configs(
+    kafka_admin: KafkaAdminClient, broker_id: int, *, synonyms: bool = False
+) -> dict[str, Any]:
     resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
-    result = kafka_admin.describe_configs([resource], config_filter="all")
+    result = kafka_admin.describe_configs(
+        [resource], config_filter="all", include_synonyms=synonyms
+    )
     return dict(result["broker"][str(broker_id)])
+
+
+def test_describe_broker_configs_matches_kafka_python(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    """Each broker's configs as kafka-python describes them (it asks each broker about itself),
+    with a per-broker and a cluster-wide dynamic config set; the cluster-wide default (None),
+    which kafka-python cannot ask for, is the DYNAMIC_DEFAULT_BROKER_CONFIG synonyms it shows."""
+    retention = "7200000" if mode == "sync" else "10800000"
+    rate, rate_value = "follower.replication.throttled.rate", "1000000000"
+    admin.alter_broker_configs(3, {"log.retention.ms": retention})
+    admin.alter_broker_configs(None, {rate: rate_value})
+
+    def applied(broker_id: int, configs: dict[str, Any]) -> bool:
+        own = broker_id != 3 or configs["log.retention.ms"]["value"] == retention
+        return bool(own and configs[rate]["value"] == rate_value)
+
+    try:
+        theirs = {
+            b: wait_for(
+                lambda b=b: kafka_broker_configs(kafka_admin, b, synonyms=True),
+                lambda c, b=b: applied(b, c),
+            )
+            for b in (1, 2, 3)
+        }
+        ours = admin.describe_broker_configs([1, 2, 3, None])
+    finally:
+        admin.alter_broker_configs(3, delete_configs=["log.retention.ms"])
+        admin.alter_broker_configs(None, delete_configs=[rate])
+    assert sorted(ours, key=str) == [1, 2, 3, None]
+    for broker_id in (1, 2, 3):
+        assert ours[broker_id] == {
+            key: entry["value"]
+            for key, entry in theirs[broker_id].items()
+            if entry["value"] is not None
+        }
+        assert ours[broker_id]["broker.id"] == str(broker_id)
+    assert ours[3]["log.retention.ms"] == retention
+    assert theirs[3]["log.retention.ms"]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    assert theirs[1]["log.retention.ms"]["config_source"] != "DYNAMIC_BROKER_CONFIG"
+    assert theirs[1][rate]["config_source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    assert ours[None] == {
+        key: synonym["value"]
+        for key, entry in theirs[1].items()
+        for synonym in entry["synonyms"]
+        if synonym["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    }
+    assert ours[None] == {rate: rate_value}
+    with pytest.raises(BrokerResponseError) as error:
+        admin.describe_broker_configs([99])
+    assert error.value.code == ErrorCode.BROKER_NOT_AVAILABLE
 
 
 def test_alter_broker_configs_is_what_kafka_python_describes(

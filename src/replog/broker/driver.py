@@ -302,9 +302,10 @@ class BrokerDriver:
 
     def halt(self) -> None:
         """Stop every activity (the shell has stopped serving): parked requests dropped,
-        fetch sessions ended, the controller role resigned. Effects still in flight report to
-        nobody."""
+        group shards unloaded for good (a load would read closing logs), fetch sessions
+        ended, the controller role resigned. Effects still in flight report to nobody."""
         self.requests.fail_all("broker stopping")
+        self.groups.stop(self.now_ms)
         self.fetches.stop()
         self.controller.resign()
         self.metadata.abandon()

@@ -26,6 +26,10 @@ the ``Effects`` it returns:
   from the log manager's (injected) clock: commit timestamps and offset expiry are compared
   across brokers and restarts, so they must be wall time; the offset keeps them monotonic.
   ``on_tick`` runs the coordinator's timers once ``next_deadline_ms`` has come.
+- **Stopping** (``stop``, when the broker halts, before its logs close): every shard is
+  unloaded and none loads again, whatever leadership the metadata still reports: a load started
+  later would read logs that are closing (a coordinator call in flight at the halt may still
+  deliver a new leader epoch).
 - **The topic** (``ensure_offsets_topic``): the first FindCoordinator creates
   ``__consumer_offsets`` through the controller (``offsets_topic_partitions`` partitions;
   replication factor and min ISR capped by the live brokers), one request at a time.
@@ -119,6 +123,7 @@ class GroupHost:
         self._writes: dict[int, collections.deque[_PendingWrite]] = {}
         self._produces: dict[tuple[TP, int], tuple[int, _PendingWrite]] = {}
         self._creating = False
+        self._stopped = False
         self._topic_partitions: dict[str, int] | None = None  # topics seen, for deletions
 
     # ------------------------------------------------------------------ views
@@ -196,7 +201,7 @@ class GroupHost:
         """Load the ``__consumer_offsets`` partitions this broker leads, unload the others
         (see the module docstring); tell the coordinator of deleted topics."""
         rm = self._driver.rm_or_none
-        if rm is None:
+        if rm is None or self._stopped:
             return
         self._note_deleted_topics(now_ms)
         assignment = rm.topics.get(OFFSETS_TOPIC)
@@ -292,7 +297,9 @@ class GroupHost:
     # ------------------------------------------------------------------ time and writes
 
     def on_tick(self, now_ms: int) -> None:
-        """Leadership, loads, and the coordinator's timers once due."""
+        """Leadership, loads, and the coordinator's timers once due (none once stopped)."""
+        if self._stopped:
+            return
         self.reconcile(now_ms)
         deadline = self.coordinator.next_deadline_ms()
         if deadline is not None and deadline <= self.group_ms(now_ms):
@@ -311,7 +318,9 @@ class GroupHost:
             self._report(partition, now_ms)
 
     def stop(self, now_ms: int) -> None:
-        """The broker halts: every shard is unloaded (its waiting requests answered)."""
+        """The broker halts, its logs about to close: every shard is unloaded (its waiting
+        requests answered, its writes in flight forgotten) and none loads again."""
+        self._stopped = True
         for partition in list(self._epochs):
             self._unload(partition, now_ms)
 

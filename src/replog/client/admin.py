@@ -34,7 +34,6 @@ from replog.errors import ErrorCode, InvalidConfigError, RequestTimeoutError
 from replog.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    RESOURCE_TOPIC,
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
@@ -46,9 +45,6 @@ from replog.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DeleteTopicState,
-    DescribeConfigsRequest,
-    DescribeConfigsResource,
-    DescribeConfigsResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -308,27 +304,20 @@ class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin, AsyncReplicaReads):
     async def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Every supported config of each topic with the value that applies to it (the topic's
         own setting, else the broker's default). An unknown topic raises the error for
-        UNKNOWN_TOPIC_OR_PARTITION (``RetriableBrokerResponseError``)."""
-        names = list(topics)
-        request = DescribeConfigsRequest(
-            resources=[
-                DescribeConfigsResource(
-                    resource_type=RESOURCE_TOPIC, resource_name=name, configuration_keys=None
-                )
-                for name in names
-            ]
-        )
-        response: DescribeConfigsResponse = await self._client.send_any(
-            request, DescribeConfigsResponse
-        )
-        out: dict[str, dict[str, str]] = {}
-        for result in response.results:
-            if result.error_code != ErrorCode.NONE:
-                raise error_for_code(result.error_code, result.error_message or "")
-            out[result.resource_name] = {
-                c.name: c.value for c in result.configs if c.value is not None
-            }
-        return out
+        UNKNOWN_TOPIC_OR_PARTITION (``RetriableBrokerResponseError``). Brokers' own configs:
+        ``describe_broker_configs``."""
+        return await admin_ops.describe_topic_configs(self._client, list(topics))
+
+    async def describe_broker_configs(
+        self, broker_ids: Iterable[int | None]
+    ) -> dict[int | None, dict[str, str]]:
+        """Every broker config of each broker (by id) with the value that applies to it (its
+        dynamic config, else the cluster-wide default, its config file, the built-in default),
+        as Kafka's ``describeConfigs`` of a BROKER resource gives it; each broker is asked about
+        itself. ``None`` is the cluster-wide dynamic default (what ``alter_broker_configs(None,
+        ...)`` sets): only the keys it sets. Unset values (no rack) are left out; a broker the
+        metadata does not list raises the error for BROKER_NOT_AVAILABLE."""
+        return await admin_ops.describe_broker_configs(self._client, list(broker_ids))
 
     async def list_offsets(
         self, partitions: Iterable[TopicPartitionLike], timestamp: int | str = "latest"
@@ -462,6 +451,12 @@ class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"], ReplicaReads
     def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """See ``AsyncAdmin.describe_configs``."""
         return self._loop.run(self._admin.describe_configs(list(topics)))
+
+    def describe_broker_configs(
+        self, broker_ids: Iterable[int | None]
+    ) -> dict[int | None, dict[str, str]]:
+        """See ``AsyncAdmin.describe_broker_configs``."""
+        return self._loop.run(self._admin.describe_broker_configs(list(broker_ids)))
 
     def list_offsets(
         self, partitions: Iterable[TopicPartitionLike], timestamp: int | str = "latest"

@@ -1,12 +1,14 @@
 """The admin client's requests for the admin APIs added with dynamic configs: a topic's or a
-broker's configs changed (IncrementalAlterConfigs, so keys not named keep their values) and records
-deleted (DeleteRecords, sent to each partition's leader). ``AsyncAdmin`` calls these; they
-take its ``ClusterClient`` and raise the error of the first resource or partition that failed.
+broker's configs described (DescribeConfigs; a broker's asked of that broker, since a Kafka
+broker describes only itself) and changed (IncrementalAlterConfigs, so keys not named keep
+their values) and records deleted (DeleteRecords, sent to each partition's leader).
+``AsyncAdmin`` calls these; they take its ``ClusterClient`` and raise the error of the first
+resource or partition that failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from replog.client.connection import ClusterClient
 from replog.client.errors import BrokerResponseError, error_for_code
@@ -18,6 +20,10 @@ from replog.protocol.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteRecordsTopic,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
     IncrementalAlterableConfig,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
@@ -25,9 +31,80 @@ from replog.protocol.messages import (
 )
 from replog.topics import TopicPartitionLike
 
-__all__ = ["alter_broker_configs", "alter_topic_configs", "delete_records"]
+__all__ = [
+    "alter_broker_configs",
+    "alter_topic_configs",
+    "delete_records",
+    "describe_broker_configs",
+    "describe_topic_configs",
+]
 
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
+
+
+async def describe_topic_configs(
+    client: ClusterClient, topics: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """Each topic's settings as they apply to it (asked of any broker), unset ones left out."""
+    results = await _describe_configs(client, None, RESOURCE_TOPIC, topics)
+    return {result.resource_name: _values(result) for result in results}
+
+
+async def describe_broker_configs(
+    client: ClusterClient, broker_ids: Iterable[int | None]
+) -> dict[int | None, dict[str, str]]:
+    """Each broker's settings as they apply to it, asked of that broker (a broker describes
+    itself only); None is the cluster-wide dynamic default (resource name ""), asked of any
+    broker, which lists only the keys it sets. Unset values (no rack) are left out."""
+    out: dict[int | None, dict[str, str]] = {}
+    for broker_id in dict.fromkeys(broker_ids):
+        if broker_id is None:
+            (result,) = await _describe_configs(client, None, RESOURCE_BROKER, [""])
+        else:
+            await _known_broker(client, broker_id)
+            name = str(broker_id)
+            (result,) = await _describe_configs(client, broker_id, RESOURCE_BROKER, [name])
+        out[broker_id] = _values(result)
+    return out
+
+
+async def _known_broker(client: ClusterClient, broker_id: int) -> None:
+    """Refresh the metadata when it does not name ``broker_id``; BROKER_NOT_AVAILABLE if the
+    fresh metadata does not either (the broker is not in the cluster, or not running)."""
+    if broker_id in client.metadata.brokers:
+        return
+    await client.refresh_metadata([])
+    if broker_id not in client.metadata.brokers:
+        raise BrokerResponseError(
+            ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in the cluster metadata"
+        )
+
+
+async def _describe_configs(
+    client: ClusterClient, node_id: int | None, resource_type: int, names: Sequence[str]
+) -> list[DescribeConfigsResult]:
+    """DescribeConfigs for ``names`` of one resource type, sent to ``node_id`` (None: any
+    broker); the error of the first resource that failed is raised."""
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsResource(
+                resource_type=resource_type, resource_name=name, configuration_keys=None
+            )
+            for name in names
+        ]
+    )
+    if node_id is None:
+        response = await client.send_any(request, DescribeConfigsResponse)
+    else:
+        response = await client.send(node_id, request, DescribeConfigsResponse)
+    for result in response.results:
+        if result.error_code != ErrorCode.NONE:
+            raise error_for_code(result.error_code, result.error_message or "")
+    return list(response.results)
+
+
+def _values(result: DescribeConfigsResult) -> dict[str, str]:
+    return {c.name: c.value for c in result.configs if c.value is not None}
 
 
 async def alter_topic_configs(
