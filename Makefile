@@ -69,10 +69,11 @@ faults: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -m faults tests/faults
 
 # Issue 23's availability report: the faults that time their longest stretch without an
-# acknowledged write, three runs on each coordinator (ZooKeeper, the built-in raft quorum).
+# acknowledged write, three runs on each coordinator (ZooKeeper, the built-in raft quorum, combined
+# mode).
 AVAILABILITY_TESTS = tests/faults/test_min_isr_return.py tests/faults/test_replication_faults.py::test_acked_records_survive
 availability: $(STAMP) system-deps
-	for run in 1 2 3; do for coord in zookeeper raft; do \
+	for run in 1 2 3; do for coord in zookeeper raft combined; do \
 	  REPLOG_FAULTS_COORDINATOR=$$coord $(BIN)/python -m pytest -q -p no:xdist $(AVAILABILITY_TESTS) | sed -n '/fault availability/,$$p' | sed "s/^/$$coord run $$run: /"; \
 	done; done
 

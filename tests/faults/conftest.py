@@ -1,7 +1,7 @@
 """Fixtures of the fault suite: a fresh 3-broker process cluster per test, on the built-in
 metadata quorum (three ``replog controller`` voters per test, the default) or on ZooKeeper (one
-server per session, each test in its own chroot) with ``REPLOG_FAULTS_COORDINATOR=zookeeper``.
-A failing test gets every broker's (and voter's) log tail in its report."""
+server per session, each test in its own chroot) with ``REPLOG_FAULTS_COORDINATOR=zookeeper``,
+or in combined mode (each broker process runs a voter too) with ``=combined``. A failing test gets every broker's (and voter's) log tail in its report."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.availability import AVAILABILITY_PROPERTY
-from tests.faults.harness import ProcessCluster, QuorumProcesses
+from tests.faults.harness import ProcessCluster, QuorumProcesses, free_port
 from tests.faults.workload import FAULT_SETTINGS, TOPIC, create_topic
 from tests.servers import ZkServer, start_zookeeper
 
@@ -21,6 +21,9 @@ from tests.servers import ZkServer, start_zookeeper
 COORDINATOR = os.environ.get("REPLOG_FAULTS_COORDINATOR", "raft")
 #: quick quorum elections, well inside the brokers' 2 s sessions
 VOTER_ARGS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "1000"]
+#: ``REPLOG_FAULTS_COORDINATOR=combined``: no coordinator process, each broker runs a voter
+COMBINED = "combined://"
+COMBINED_QUORUM = {"election_timeout_ms": 300, "fetch_timeout_ms": 1_000, "request_timeout_ms": 500}
 
 
 @pytest.fixture(scope="session")
@@ -76,8 +79,10 @@ def fault_coordinator(request: pytest.FixtureRequest) -> str:
     if COORDINATOR == "zookeeper":
         zk: ZkServer = request.getfixturevalue("fault_zk")
         return zk.url(f"faults-{uuid.uuid4().hex[:8]}")
+    if COORDINATOR == "combined":
+        return COMBINED
     if COORDINATOR != "raft":
-        raise ValueError(f"REPLOG_FAULTS_COORDINATOR={COORDINATOR!r}: raft or zookeeper")
+        raise ValueError(f"REPLOG_FAULTS_COORDINATOR={COORDINATOR!r}: raft, zookeeper or combined")
     quorum: QuorumProcesses = request.getfixturevalue("fault_quorum")
     return quorum.url
 
@@ -97,14 +102,26 @@ def make_cluster(
     module: str = "replog.broker",
     **overrides: object,
 ) -> Iterator[ProcessCluster]:
-    """Start 3 brokers and the test topic; on failure print the log tails; always stop."""
+    """Start 3 brokers and the test topic; on failure print the log tails; always stop. With
+    ``COMBINED`` each broker process also runs a voter of the metadata quorum."""
+    settings = {**FAULT_SETTINGS, **overrides}
+    if coordinator_url == COMBINED:
+        voters = ",".join(f"{i}@127.0.0.1:{free_port()}" for i in (1, 2, 3))
+        settings |= {
+            "process_roles": ["broker", "controller"],
+            "controller_voters": voters,
+            "quorum": COMBINED_QUORUM,
+        }
     cluster = ProcessCluster.create(
         tmp_path / "cluster",
         coordinator_url,
         3,
-        settings={**FAULT_SETTINGS, **overrides},
+        settings=settings,
         modules={i: module for i in (1, 2, 3)},
     )
+    if coordinator_url == COMBINED:
+        for broker in cluster.brokers.values():
+            del broker.settings["coordinator"]  # derived from controller_voters
     cluster.start()
     try:
         create_topic(cluster)
