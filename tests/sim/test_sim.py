@@ -23,7 +23,7 @@ from replog.clock import ManualClock
 from replog.coord.types import PartitionState
 from replog.isr import PartitionConfig
 from replog.log.manager import LogManager
-from replog.testing.sim import reproduce_command, run_seed
+from replog.testing.sim import SimOptions, Simulation, reproduce_command, run_seed
 
 pytestmark = pytest.mark.sim
 
@@ -63,6 +63,38 @@ def test_same_seed_same_run() -> None:
     assert a.acked > 0
     assert a.group_commits_acked > 0 and a.group_fetches_checked > 0
     assert a.group_commits_acked == b.group_commits_acked
+
+
+def test_a_group_not_settled_within_its_bound_after_the_heal_is_a_violation(
+    tmp_path: object,
+) -> None:
+    """Issue 23 §5: the heal bounds how long groups may take to be stable and committing
+    again (``GroupOptions.settle_bound_ms``: leaders back, a lost request timed out, a session,
+    a rebalance, two commit rounds); a run whose groups miss it fails instead of being noted."""
+    opts = SimOptions.draw(3)
+    sim = Simulation(opts, str(tmp_path))
+    bound = sim.group_opts.settle_bound_ms(opts)
+    assert bound < opts.liveness_ms_max  # the liveness phase outlasts the bound
+    sim.healed_ms = 1_000
+    sim.now_ms = sim.healed_ms + bound
+    assert not sim.groups_settled(1) and not sim.violations  # no member has joined yet
+    sim.now_ms += 1
+    with pytest.raises(Exception) as stopped:  # the run-ending signal
+        sim.groups_settled(1)
+    assert type(stopped.value).__name__ == "_StopRun"
+    assert sim.violations and "group liveness: not settled" in sim.violations[0]
+
+
+def test_the_heal_ends_message_loss_and_member_pauses(tmp_path: object) -> None:
+    """Liveness is judged on a healed network: lost messages stand for broken connections
+    (a fault) and paused members are a fault too, so the heal ends both."""
+    opts = SimOptions.draw(4)  # drop_rate 0.05
+    sim = Simulation(opts, str(tmp_path))
+    assert sim.net.config.drop_rate > 0
+    sim.groups.members[0].paused_until_ms = 10**9
+    sim._heal()
+    assert sim.net.config.drop_rate == 0.0
+    assert sim.groups.members[0].paused_until_ms <= sim.now_ms
 
 
 def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> None:

@@ -38,6 +38,7 @@ from replog.testing.group_checks import CommitAttempt, GroupHistory
 from replog.testing.workload import TOPIC
 
 if TYPE_CHECKING:
+    from replog.testing.options import SimOptions
     from replog.testing.sim import Simulation
 
 __all__ = ["GROUP_NODE", "GROUP_NODES", "GroupClients", "GroupMember", "GroupOptions"]
@@ -95,6 +96,22 @@ class GroupOptions:
             restart_rate=rng.choice((0.0, 0.005, 0.01)),
         )
 
+    def settle_bound_ms(self, opts: SimOptions) -> int:
+        """How long after the heal every group must be stable with a commit of every
+        partition acknowledged: the leaders are back (``leader_bound_ms``, which covers the
+        coordinator's partition and its load), a request lost before the heal has timed out
+        (``client_timeout_ms``), a member gone with the faults is evicted (a session), the
+        rebalance waits for the others to rejoin (its timeout and the initial delay), and two
+        commit rounds go through."""
+        return (
+            opts.leader_bound_ms
+            + opts.client_timeout_ms
+            + self.session_ms
+            + self.rebalance_ms
+            + self.initial_delay_ms
+            + 2 * self.commit_interval_ms
+        )
+
     def group_config(self) -> GroupConfig:
         """The brokers' coordinator settings for this seed."""
         return GroupConfig(
@@ -125,6 +142,11 @@ class GroupClients:
         """Start every member (each at its own moment)."""
         for member in self.members:
             member.start(delay_ms + self.rng.randint(0, 100))
+
+    def resume(self) -> None:
+        """End every member's pause (the heal)."""
+        for member in self.members:
+            member.paused_until_ms = min(member.paused_until_ms, self.sim.now_ms)
 
     def settled(self, since_ms: int, partitions: int) -> bool:
         """Liveness: every group is stable (all its members in one generation) and has had a
