@@ -1,7 +1,8 @@
 """Fixtures of the fault suite: a fresh 3-broker process cluster per test, on the built-in
 metadata quorum (three ``replog controller`` voters per test, the default) or on ZooKeeper (one
 server per session, each test in its own chroot) with ``REPLOG_FAULTS_COORDINATOR=zookeeper``,
-or in combined mode (each broker process runs a voter too) with ``=combined``. A failing test gets every broker's (and voter's) log tail in its report."""
+or in combined mode (each broker process runs a voter too) with ``=combined``. A failing test
+gets every broker's (and voter's) log tail in its report."""
 
 from __future__ import annotations
 
