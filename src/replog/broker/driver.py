@@ -10,28 +10,24 @@ every ``tick_interval_ms`` and which runs every periodic duty that is due (heart
 poll, ISR expiry and checkpoints, retention, log cleaning, controller polls, follower fetches,
 long-poll deadlines, the group coordinator's timers). Outputs are ``effects``
 (``take_effects``): responses, coordinator calls, requests to other brokers, fsyncs, checkpoint
-writes, log cleanings. Storage calls (``replog.log``) are short and synchronous, and run inside
-the inputs.
+writes, log cleanings. Storage calls (``replog.log``) are short, synchronous, in the inputs.
 
-Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads the metadata
-image (a snapshot, or on ``raft://`` the cached image brought up to date from the feed:
-``MetadataChannel.load_image``) deleting stray logs, drains this broker's admin queue and
-serves (ONLINE);
-``begin_stop(controlled=True)`` asks the controller to move leadership away and reports
-``stop_ready`` once this broker leads nothing that could move, or after
-``controlled_shutdown_timeout_ms``; ``close_logs`` then flushes, checkpoints and writes the
-clean-shutdown marker (OFFLINE). ``abandon`` is a crash: nothing flushed, the session left to
-expire.
+Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads the metadata image
+(a snapshot, or on ``raft://`` the cached image brought up to date from the feed:
+``MetadataChannel.load_image``) deleting stray logs, drains this broker's admin queue and serves
+(ONLINE); ``begin_stop(controlled=True)`` asks the controller to move leadership away and
+reports ``stop_ready`` once this broker leads nothing that could move, or after
+``controlled_shutdown_timeout_ms``; ``halt`` ends every activity (answers after it are
+dropped); ``close_logs`` flushes, checkpoints and writes the clean-shutdown marker (OFFLINE).
+``abandon`` is a crash: nothing flushed, the session left to expire.
 
-Consumer groups. ``groups`` (``GroupHost``) hosts the group coordinator of every
-``__consumer_offsets`` partition this broker leads: it follows leadership after metadata
-changes and on ticks, writes group records through the replica manager with acks=all, and
-gets its produce completions from ``after_input``.
+Consumer groups. ``groups`` (``GroupHost``) hosts the group coordinator of every led
+``__consumer_offsets`` partition (following metadata and ticks), writing acks=all through the
+replica manager; its produce completions come from ``after_input``.
 
 Exclusion. A group commit runs its fsyncs off the loop (``RunFlushes``); until it reports, no
-log may be truncated or deleted under it, so inputs that may do that (metadata application,
-truncating fetch answers, retention, the admin queue) go through ``exclusive``, which runs them
-at once when no fsync is in flight and otherwise right after it.
+log may be truncated or deleted under it: inputs that may (metadata, truncating fetch answers,
+retention, the admin queue) go through ``exclusive``, run at once or right after the fsync.
 
 Log cleaning. Every ``log_cleaner_backoff_ms`` while no cleaning runs (at once after one that
 did something), the log manager picks the dirtiest compacted log and plans a cleaning; its heavy
@@ -154,6 +150,7 @@ class BrokerDriver:
         self._next_producer_expiration_ms = 0
         self._next_replicated_flush_ms = 0
         self._cleaning: CleaningTask | None = None
+        self._halted = False  # after ``halt``: coordinator and broker answers are dropped
         self._next_cleaning_ms = 0
         self._stop_deadline_ms: int | None = None
         self._metadata_loaded = False
@@ -304,6 +301,7 @@ class BrokerDriver:
         """Stop every activity (the shell has stopped serving): parked requests dropped,
         group shards unloaded for good (a load would read closing logs), fetch sessions
         ended, the controller role resigned. Effects still in flight report to nobody."""
+        self._halted = True
         self.requests.fail_all("broker stopping")
         self.groups.stop(self.now_ms)
         self.fetches.stop()
@@ -415,8 +413,9 @@ class BrokerDriver:
     ) -> None:
         """The shell ran a ``CoordCall``."""
         self.now_ms = now_ms
-        self.outbox.done(token, result, error)
-        if self._rm is not None:
+        if not self._halted:
+            self.outbox.done(token, result, error)
+        if self._rm is not None and not self._halted:
             self.after_input()
 
     def on_broker_response(
@@ -424,7 +423,8 @@ class BrokerDriver:
     ) -> None:
         """Another broker answered a ``SendToBroker`` (or could not be reached: ``error``)."""
         self.now_ms = now_ms
-        self.outbox.done(token, response, error)
+        if not self._halted:
+            self.outbox.done(token, response, error)
 
     def on_flushes_done(self, token: int, failures: list[tuple[TP, str]], now_ms: int) -> None:
         """The shell ran a ``RunFlushes``; ``failures`` the logs whose fsync failed."""
