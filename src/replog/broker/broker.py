@@ -421,14 +421,11 @@ class Broker:
         timeout_s = (self.config.replica_fetch_wait_ms_max + self.config.request_timeout_ms) / 1000
 
         def answered(response: Message | None, error: BaseException | None) -> None:
-            if self._halting:
-                return
-
-            def apply() -> None:
-                driver.on_broker_response(effect.token, response, error, self.now_ms())
-                self._carry_out()
-
-            run_fatal(f"broker {self.broker_id}: applying a broker's answer", apply, self._died)
+            if not self._halting:
+                self._run_fatal(
+                    "applying a broker's answer",
+                    lambda: driver.on_broker_response(effect.token, response, error, self.now_ms()),
+                )
 
         return link.send_now(effect.api_key, effect.api_version, effect.body, timeout_s, answered)
 
