@@ -32,9 +32,13 @@ class ZkAdminQueues:
         self._main = main
         self._limit = limit
 
-    def _pending(self, target: int, deadline: float) -> list[tuple[AdminRequest, Any]]:
+    def _pending(
+        self, target: int, deadline: float, names: list[str] | None = None
+    ) -> list[tuple[AdminRequest, Any]]:
+        """The queued requests with their stats (``names``: the queue's names, if just read)."""
         qdir = queue_dir(target)
-        names = self._io.children(self._main, qdir, deadline)
+        if names is None:
+            names = self._io.children(self._main, qdir, deadline)
         got = self._io.gets(self._main, [f"{qdir}/{n}" for n in names], deadline)
         return [(_decode(g[0]), g[1]) for g in got if g is not None]
 
@@ -52,8 +56,8 @@ class ZkAdminQueues:
             # Only a full queue needs its requests read (to find the superseded ones): below
             # the limit the names are enough, so a submit costs the same with 1 or 1,000
             # requests queued (after a fault every leader queues one or two at once).
-            full = len(io.children(c, qdir, deadline)) >= self._limit
-            pending = self._pending(target, deadline) if full else []
+            names = io.children(c, qdir, deadline)
+            pending = self._pending(target, deadline, names) if len(names) >= self._limit else []
             dropped = requests_to_drop([r for r, _ in pending], target, self._limit)
             versions = {r.request_id: stat.version for r, stat in pending}
             request = AdminRequest(
