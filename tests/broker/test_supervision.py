@@ -7,7 +7,6 @@ that raised ended the tick loop with the requests waiting on it."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from replog.groups import core as groups_core
 from replog.protocol import messages as m
 from tests.broker.support import VERSIONS, Client, metadata
 from tests.broker.test_cluster import wait_for
+from tests.inject import raise_once
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,17 +87,6 @@ def cluster(tmp_path: object) -> Iterator[Cluster]:
         c.close()
 
 
-def _raise_once(real: Any) -> Any:
-    calls = itertools.count()
-
-    def flaky(*args: Any, **kwargs: Any) -> Any:
-        if next(calls) == 0:
-            raise RuntimeError("injected")
-        return real(*args, **kwargs)
-
-    return flaky
-
-
 def test_a_metadata_application_that_raises_stops_the_broker_loudly(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -139,7 +128,7 @@ def test_a_tick_that_raises_is_logged_and_the_tick_loop_goes_on(
         ticked.append(now_ms)
         real_tick(self, now_ms)
 
-    monkeypatch.setattr(BrokerDriver, "on_tick", _raise_once(counted))
+    monkeypatch.setattr(BrokerDriver, "on_tick", raise_once(counted))
     wait_for(lambda: "a tick failed (1 in a row" in caplog.text)
     wait_for(lambda: len(ticked) > 3)  # the loop went on: later ticks run
     assert broker.failure is None and broker.state is BrokerState.ONLINE
@@ -223,7 +212,7 @@ def test_a_commit_that_raises_partway_fails_alone_and_topics_still_come_and_go(
 
         wait_for(coordinator_found)
         wait_for(lambda: _commit_error(client, 1) == 0)  # the offsets partition is loaded
-        monkeypatch.setattr(groups_core, "encode_record", _raise_once(groups_core.encode_record))
+        monkeypatch.setattr(groups_core, "encode_record", raise_once(groups_core.encode_record))
         assert _commit_error(client, 2) == ErrorCode.UNKNOWN_SERVER_ERROR
         assert _commit_error(client, 3) == 0  # before: the shard's write ordering was broken
         deleted = client.call(m.DeleteTopicsRequest(topic_names=["t"], timeout_ms=10_000))

@@ -7,7 +7,6 @@ written before an earlier write")."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,20 +33,9 @@ from replog.protocol.messages import (
     SyncGroupRequestAssignment,
 )
 from replog.protocol.schema import Message
+from tests.inject import raise_once
 
 from .harness import Harness
-
-
-def _raise_once(real: Callable[..., Any]) -> Callable[..., Any]:
-    """``real``, except that its first call raises."""
-    calls = itertools.count()
-
-    def flaky(*args: Any, **kwargs: Any) -> Any:
-        if next(calls) == 0:
-            raise RuntimeError("injected")
-        return real(*args, **kwargs)
-
-    return flaky
 
 
 def _commit_errors(response: Message | None) -> list[int]:
@@ -60,7 +48,7 @@ def test_a_commit_whose_record_fails_to_encode_fails_alone_and_later_writes_go_o
 ) -> None:
     h = Harness(auto_write=False)
     first = h.commit({("t", 0): 1})  # written later: a write in flight across the failure
-    monkeypatch.setattr(core, "encode_record", _raise_once(core.encode_record))
+    monkeypatch.setattr(core, "encode_record", raise_once(core.encode_record))
     with pytest.raises(InputFailed) as failed:
         h.commit({("t", 0): 2})
     assert isinstance(failed.value.__cause__, RuntimeError)
@@ -172,7 +160,7 @@ def test_a_join_that_raises_is_answered_unknown_server_error_and_the_group_still
     assert isinstance(required, JoinGroupResponse)
     member_id = required.member_id
     # The join parks, then raises on its way to the join phase.
-    flaky = _raise_once(Rebalance.maybe_prepare_rebalance_or_complete_join)
+    flaky = raise_once(Rebalance.maybe_prepare_rebalance_or_complete_join)
     monkeypatch.setattr(rebalance.Rebalance, "maybe_prepare_rebalance_or_complete_join", flaky)
     failed_join = owner.send(_join(member_id), 5)
     response = owner.replies[failed_join]
@@ -211,7 +199,7 @@ def test_a_commit_that_raises_fails_alone_while_earlier_writes_are_in_flight(
 ) -> None:
     owner = _Owner()
     first = owner.send(_commit(1), 8)
-    monkeypatch.setattr(core, "encode_record", _raise_once(core.encode_record))
+    monkeypatch.setattr(core, "encode_record", raise_once(core.encode_record))
     failed = owner.send(_commit(2), 8)
     assert _commit_errors(owner.replies[failed]) == [ErrorCode.UNKNOWN_SERVER_ERROR]
     third = owner.send(_commit(3), 8)
@@ -229,7 +217,7 @@ def test_a_timer_that_raises_is_logged_and_the_next_tick_runs_it(
     owner = _Owner()
     member_id = owner.replies[owner.send(_join(), 5)].member_id  # type: ignore[attr-defined]
     owner.send(_join(member_id), 5)  # parked until the initial rebalance delay ends
-    flaky = _raise_once(Rebalance.on_join_timer)
+    flaky = raise_once(Rebalance.on_join_timer)
     monkeypatch.setattr(rebalance.Rebalance, "on_join_timer", flaky)
     deadline = owner.coordinator.next_deadline_ms()
     assert deadline is not None
@@ -248,7 +236,7 @@ def test_a_delete_groups_part_that_raises_answers_its_groups_unknown_server_erro
     owner = _Owner()
     owner.send(_commit(1), 8)
     owner.complete_writes()
-    flaky = _raise_once(administration.Administration.delete_groups)
+    flaky = raise_once(administration.Administration.delete_groups)
     monkeypatch.setattr(administration.Administration, "delete_groups", flaky)
     failed = owner.replies[owner.send(DeleteGroupsRequest(groups_names=["g"]), 2)]
     assert isinstance(failed, DeleteGroupsResponse)
