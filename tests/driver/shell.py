@@ -105,6 +105,24 @@ class ScriptedShell:
             self.tick(10)
         raise AssertionError(f"the driver did not come online: {self.driver.state}")
 
+    def stop_with_a_feed_read_in_flight(self) -> None:
+        """Tick until a metadata feed read is issued and hold it back, then stop the driver
+        (uncontrolled), halt it and close its logs; ``release`` then completes the read after
+        the logs closed (the shell's race at shutdown)."""
+        self.hold(lambda call: call.what == "feed")
+        for _ in range(30):
+            self.tick(20)
+            if self.held:
+                break
+        assert self.held, "no metadata feed read was issued"
+        driver = self.driver
+        driver.begin_stop(self.now_ms, controlled=False)
+        self.run()
+        assert driver.stop_ready
+        driver.halt()
+        self.run()
+        driver.close_logs()
+
     def tick(self, delta_ms: int = 50) -> None:
         self.clock.advance(delta_ms)
         self.coordinator.check_sessions()

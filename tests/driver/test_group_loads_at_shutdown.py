@@ -78,19 +78,8 @@ def test_a_load_started_after_the_logs_closed_reads_nothing(
 ) -> None:
     shell = _hosting_offsets(tmp_path)
     _new_leader_epoch(shell)
-    shell.hold(lambda call: call.what == "feed")
-    for _ in range(30):
-        shell.tick(20)
-        if shell.held:
-            break
-    assert shell.held, "no metadata feed read was issued"
+    shell.stop_with_a_feed_read_in_flight()
     driver = shell.driver
-    driver.begin_stop(shell.now_ms, controlled=False)
-    shell.run()
-    assert driver.stop_ready
-    driver.halt()
-    shell.run()
-    driver.close_logs()
     with caplog.at_level(logging.INFO, logger="replog"):
         shell.release()  # the feed read in flight completes after the logs closed
         driver.on_coord_done(-1, None, None, shell.now_ms)  # any later input: nothing to do

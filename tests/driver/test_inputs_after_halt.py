@@ -38,19 +38,7 @@ def test_a_feed_read_that_completes_after_the_halt_is_not_applied(
     assert shell.coordinator.compare_and_set_partition_state(
         "t", 0, current.partition_epoch, bumped, controller_epoch=controller.controller_epoch
     ).ok
-    shell.hold(lambda call: call.what == "feed")
-    for _ in range(30):
-        shell.tick(20)
-        if shell.held:
-            break
-    assert shell.held, "no metadata feed read was issued"
-    driver = shell.driver
-    driver.begin_stop(shell.now_ms, controlled=False)
-    shell.run()
-    assert driver.stop_ready
-    driver.halt()
-    shell.run()
-    driver.close_logs()
+    shell.stop_with_a_feed_read_in_flight()
     with caplog.at_level(logging.INFO, logger="replog"):
         shell.release()  # the feed read in flight completes after the logs closed
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
