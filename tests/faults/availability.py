@@ -11,7 +11,6 @@ the faults that report them three times on each coordinator; issue 23's bound (n
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from typing import Any
@@ -22,7 +21,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka import Producer as CkProducer
 
 from replog.client import Admin
-from tests.faults.workload import PARTITIONS, TOPIC
+from tests.faults.workload import PARTITIONS, TOPIC, ProducerThread
 
 __all__ = [
     "AVAILABILITY_PROPERTY",
@@ -30,7 +29,6 @@ __all__ = [
     "GroupConsumer",
     "IsrWatcher",
     "RateProducer",
-    "longest_gap_s",
 ]
 
 
@@ -63,84 +61,43 @@ class FaultReport:
 AVAILABILITY_PROPERTY = "fault_availability"
 
 
-def longest_gap_s(ack_times: list[float], start: float, end: float) -> float:
-    """The longest stretch in [start, end] without a time of ``ack_times`` in it."""
-    edges = [start, *(t for t in ack_times if start <= t <= end), end]
-    return max(b - a for a, b in itertools.pairwise(edges))
-
-
 @attrs.define
-class RateProducer:
+class RateProducer(ProducerThread):
     """Sends numbered records round-robin over the test topic's partitions at ``rate`` records
-    per second from a thread, with librdkafka's idempotent producer (acks=all); each delivery
-    report is noted with the monotonic time it arrived. ``acked`` and ``failed`` have the
-    shape ``workload.check_acked_records_consumed`` reads."""
+    per second, with librdkafka's idempotent producer (acks=all)."""
 
-    bootstrap: str
     rate: int = 300
-    acked: list[tuple[int, int, bytes]] = attrs.Factory(list)  # (partition, offset, value)
-    ack_times: list[float] = attrs.Factory(list)
-    failed: int = 0
-    sent: int = 0
-    _stop: threading.Event = attrs.Factory(threading.Event)
-    _thread: threading.Thread | None = None
-    _error: BaseException | None = None
-
-    def start(self) -> RateProducer:
-        self._thread = threading.Thread(target=self._run, name="rate-producer", daemon=True)
-        self._thread.start()
-        return self
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.failed += 1
-            return
-        self.acked.append((msg.partition(), msg.offset(), msg.value()))
-        self.ack_times.append(time.monotonic())
+        else:
+            self._acked(msg.partition(), msg.offset(), msg.value())
 
-    def _run(self) -> None:
-        try:
-            producer = CkProducer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                    "message.timeout.ms": 60_000,
-                }
-            )
-            interval = 1.0 / self.rate
-            next_send = time.monotonic()
-            while not self._stop.is_set():
-                now = time.monotonic()
-                while next_send <= now:
-                    value = b"r%08d" % self.sent
-                    producer.produce(
-                        TOPIC, value, partition=self.sent % PARTITIONS, on_delivery=self._delivered
-                    )
-                    self.sent += 1
-                    next_send += interval
-                producer.poll(min(interval, 0.05))
-            if producer.flush(60) != 0:
-                raise AssertionError("records still undelivered 60 s after the producer stopped")
-        except BaseException as exc:
-            self._error = exc
-
-    def acked_count(self) -> int:
-        return len(self.acked)
-
-    def longest_gap_s(self, start: float, end: float) -> float:
-        """The longest stretch in [start, end] with no acknowledgement arriving."""
-        return longest_gap_s(self.ack_times, start, end)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(120)
-            if self._thread.is_alive():
-                raise AssertionError("the producer thread did not stop")
-        if self._error is not None:
-            raise AssertionError(f"the producer failed: {self._error!r}") from self._error
+    def _produce(self) -> None:
+        producer = CkProducer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+            }
+        )
+        interval = 1.0 / self.rate
+        next_send = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            while next_send <= now:
+                value = b"r%08d" % self.sent
+                producer.produce(
+                    TOPIC, value, partition=self.sent % PARTITIONS, on_delivery=self._delivered
+                )
+                self.sent += 1
+                next_send += interval
+            producer.poll(min(interval, 0.05))
+        if producer.flush(60) != 0:
+            raise AssertionError("records still undelivered 60 s after the producer stopped")
 
 
 @attrs.define

@@ -87,7 +87,7 @@ def test_kill9_follower_then_leader_returns_to_min_isr(
         producer.stop()
         consumer.stop()
     assert consumer.consumed > 0, consumer.errors
-    check_acked_records_consumed(cluster, producer)  # type: ignore[arg-type]
+    check_acked_records_consumed(cluster, producer)
     by_kafka_python = read_with_kafka_python(cluster.bootstrap, TOPIC, range(PARTITIONS))
     for partition, offset, value in producer.acked:
         assert by_kafka_python[partition].get(offset) == value, (partition, offset)

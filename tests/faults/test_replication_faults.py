@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.faults.availability import AVAILABILITY_PROPERTY, FaultReport, longest_gap_s
+from tests.faults.availability import AVAILABILITY_PROPERTY, FaultReport
 from tests.faults.harness import ProcessCluster
 from tests.faults.workload import (
     PARTITIONS,
@@ -89,7 +89,7 @@ def test_acked_records_survive(
             broker.start()
             wait_until(f"broker {target} in every ISR", lambda: _isr_complete(cluster), cluster)
             producer.wait_for_acks(ACKS_BETWEEN_STEPS, cluster)
-        gap = longest_gap_s(producer.ack_times, start, time.monotonic())
+        gap = producer.longest_gap_s(start, time.monotonic())
         report = FaultReport("acked_records_survive", f"{fault} of the {role}", gap)
         record_property(AVAILABILITY_PROPERTY, report.line())
     finally:

@@ -5,10 +5,11 @@ start and must find each acknowledged record at its acknowledged offset, in offs
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 import attrs
 from kafka import KafkaConsumer, TopicPartition
@@ -23,6 +24,7 @@ __all__ = [
     "PARTITIONS",
     "TOPIC",
     "BackgroundProducer",
+    "ProducerThread",
     "check_acked_records_consumed",
     "controller_id",
     "create_topic",
@@ -92,15 +94,14 @@ def wait_until(
 
 
 @attrs.define
-class BackgroundProducer:
-    """Sends numbered records round-robin over the partitions from a thread, at most
-    ``window`` unacknowledged at a time, and records each acknowledgement. The producer is
-    idempotent (replog's default with acks=all)."""
+class ProducerThread:
+    """A producer that runs in a thread of its own (``_produce``, until ``stop``) and records
+    each acknowledgement with the monotonic time it arrived, for the check of acknowledged
+    records and the availability report."""
 
     bootstrap: str
-    window: int = 20
     acked: list[tuple[int, int, bytes]] = attrs.Factory(list)  # (partition, offset, value)
-    #: when each acknowledgement was taken (monotonic), for the availability report
+    #: when each acknowledgement arrived (monotonic), for the availability report
     ack_times: list[float] = attrs.Factory(list)
     failed: int = 0
     sent: int = 0
@@ -108,44 +109,23 @@ class BackgroundProducer:
     _thread: threading.Thread | None = None
     _error: BaseException | None = None
 
-    def start(self) -> BackgroundProducer:
-        self._thread = threading.Thread(target=self._run, name="fault-producer", daemon=True)
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
         self._thread.start()
         return self
 
     def _run(self) -> None:
         try:
-            with Producer(
-                self.bootstrap,
-                acks="all",
-                linger_ms=2,
-                retries=5,
-                retry_backoff_ms=200,
-                request_timeout_ms=3_000,
-            ) as producer:
-                pending: list[tuple[bytes, Any]] = []
-                while not self._stop.is_set():
-                    value = b"r%08d" % self.sent
-                    pending.append(
-                        (value, producer.send(TOPIC, value, partition=self.sent % PARTITIONS))
-                    )
-                    self.sent += 1
-                    if len(pending) >= self.window:
-                        self._settle(pending)
-                        pending = []
-                self._settle(pending)
+            self._produce()
         except BaseException as exc:
             self._error = exc
 
-    def _settle(self, pending: list[tuple[bytes, Any]]) -> None:
-        for value, future in pending:
-            try:
-                meta = future.result(timeout=30)
-            except Exception:
-                self.failed += 1
-                continue
-            self.acked.append((meta.partition, meta.offset, value))
-            self.ack_times.append(time.monotonic())
+    def _produce(self) -> None:
+        raise NotImplementedError
+
+    def _acked(self, partition: int, offset: int, value: bytes) -> None:
+        self.acked.append((partition, offset, value))
+        self.ack_times.append(time.monotonic())
 
     def acked_count(self) -> int:
         return len(self.acked)
@@ -155,6 +135,11 @@ class BackgroundProducer:
         target = len(self.acked) + more
         wait_until(f"{more} more acks", lambda: len(self.acked) >= target, cluster, timeout_s)
 
+    def longest_gap_s(self, start: float, end: float) -> float:
+        """The longest stretch in [start, end] with no acknowledgement arriving."""
+        edges = [start, *(t for t in self.ack_times if start <= t <= end), end]
+        return max(b - a for a, b in itertools.pairwise(edges))
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -162,7 +147,45 @@ class BackgroundProducer:
             if self._thread.is_alive():
                 raise AssertionError("the producer thread did not stop")
         if self._error is not None:
-            raise AssertionError(f"the producer crashed: {self._error!r}") from self._error
+            raise AssertionError(f"the producer failed: {self._error!r}") from self._error
+
+
+@attrs.define
+class BackgroundProducer(ProducerThread):
+    """Sends numbered records round-robin over the partitions, at most ``window``
+    unacknowledged at a time. The producer is idempotent (replog's default with acks=all)."""
+
+    window: int = 20
+
+    def _produce(self) -> None:
+        with Producer(
+            self.bootstrap,
+            acks="all",
+            linger_ms=2,
+            retries=5,
+            retry_backoff_ms=200,
+            request_timeout_ms=3_000,
+        ) as producer:
+            pending: list[tuple[bytes, Any]] = []
+            while not self._stop.is_set():
+                value = b"r%08d" % self.sent
+                pending.append(
+                    (value, producer.send(TOPIC, value, partition=self.sent % PARTITIONS))
+                )
+                self.sent += 1
+                if len(pending) >= self.window:
+                    self._settle(pending)
+                    pending = []
+            self._settle(pending)
+
+    def _settle(self, pending: list[tuple[bytes, Any]]) -> None:
+        for value, future in pending:
+            try:
+                meta = future.result(timeout=30)
+            except Exception:
+                self.failed += 1
+                continue
+            self._acked(meta.partition, meta.offset, value)
 
 
 def consume_all(
@@ -185,7 +208,7 @@ def consume_all(
     return got
 
 
-def check_acked_records_consumed(cluster: ProcessCluster, producer: BackgroundProducer) -> None:
+def check_acked_records_consumed(cluster: ProcessCluster, producer: ProducerThread) -> None:
     """Every acknowledged record is consumed, in offset order per partition, at the offset its
     acknowledgement named, with its value; and no value is in the log twice (the producer is
     idempotent, replog's default, so a retry after a lost answer is not appended again)."""
