@@ -29,7 +29,7 @@ from replog import Cluster
 from replog.broker.config import BrokerConfig
 from replog.broker.metadata_channel import MetadataChannel
 from replog.clock import SYSTEM_CLOCK
-from replog.coord.types import PartitionState
+from replog.metadata.types import PartitionState
 from replog.quorum.local import LocalQuorum
 
 _QUORUM = {"election_timeout_ms": 300, "fetch_timeout_ms": 1_000, "request_timeout_ms": 5_000}

@@ -56,8 +56,8 @@ from benchmarks.ensembles import EtcdCluster, ZkEnsemble  # noqa: E402
 from replog.coord import connect  # noqa: E402
 from replog.coord.contract import Coordinator  # noqa: E402
 from replog.coord.errors import CoordinatorError  # noqa: E402
-from replog.coord.types import ControllerInfo, PartitionState  # noqa: E402
 from replog.errors import RetriableError  # noqa: E402
+from replog.metadata.types import ControllerInfo, PartitionState  # noqa: E402
 from replog.quorum import commands as rc  # noqa: E402
 from replog.quorum.channel import QuorumChannel  # noqa: E402
 

@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from replog.coord import codec, connect, records, register_backend, rules
+from replog.coord import codec, connect, register_backend, rules
 from replog.coord.admin import requests_to_drop, validate_admin_request
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
@@ -75,7 +75,15 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.types import (
+from replog.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvariantError,
+    RequestTimeoutError,
+    invariant,
+)
+from replog.metadata import records
+from replog.metadata.types import (
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -94,13 +102,6 @@ from replog.coord.types import (
     TopicAssignment,
     TopicConfigs,
     topic_configs,
-)
-from replog.errors import (
-    ErrorCode,
-    InvalidConfigError,
-    InvariantError,
-    RequestTimeoutError,
-    invariant,
 )
 
 __all__ = ["SCHEMA", "SqliteCoordinator", "wall_clock_ms"]

@@ -18,9 +18,9 @@ from replog.config_layers import (
     replication_rate,
     topic_settings,
 )
-from replog.coord.types import ConfigChange, ConfigOperation
 from replog.errors import InvalidConfigError
 from replog.log.config import LogConfig
+from replog.metadata.types import ConfigChange, ConfigOperation
 
 LAYERS = ConfigLayers(
     topic={"retention.ms": "1"},

@@ -32,8 +32,8 @@ from collections.abc import Collection, Iterable, Mapping
 
 import attrs
 
-from replog.coord.types import ConfigChange, ConfigOperation
 from replog.errors import InvalidConfigError
+from replog.metadata.types import ConfigChange, ConfigOperation
 from replog.topic_config import (
     FLUSH_KEYS,
     LIST_KEYS,

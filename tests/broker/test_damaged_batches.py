@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from replog import Admin, Cluster
-from replog.coord.types import AdminRequestChanged, DamagedReplica
+from replog.metadata.types import AdminRequestChanged, DamagedReplica
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.system

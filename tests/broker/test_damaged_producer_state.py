@@ -8,9 +8,9 @@ import os
 
 from replog.broker import BrokerConfig, ReplicaManager
 from replog.clock import ManualClock
-from replog.coord.types import PartitionState
 from replog.errors import ErrorCode
 from replog.log import LogManager, encode_batch, iter_batches
+from replog.metadata.types import PartitionState
 
 WALL_MS = 1_700_000_000_000
 STATE = PartitionState.initial((1,))

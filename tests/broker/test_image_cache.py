@@ -17,7 +17,8 @@ from replog.broker.image_cache import (
     read_image,
     write_image,
 )
-from replog.coord.types import (
+from replog.log.fs import REAL_FS
+from replog.metadata.types import (
     ALL_BROKERS,
     BrokerInfo,
     ControllerInfo,
@@ -25,7 +26,6 @@ from replog.coord.types import (
     PartitionState,
     TopicAssignment,
 )
-from replog.log.fs import REAL_FS
 
 IMAGE = MetadataSnapshot(
     seq=42,

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 from replog.broker.requests.base import RequestContext
 from replog.broker.requests.metadata import handle_metadata
-from replog.coord.types import BrokerInfo, PartitionState, TopicAssignment
 from replog.errors import ErrorCode
+from replog.metadata.types import BrokerInfo, PartitionState, TopicAssignment
 from replog.protocol import RequestHeader
 from replog.protocol import messages as m
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from replog.broker import Cluster
-from replog.coord.types import PRODUCER_ID_BLOCK_SIZE
 from replog.errors import ErrorCode
 from replog.log import encode_batch
+from replog.metadata.types import PRODUCER_ID_BLOCK_SIZE
 from replog.protocol import messages as m
 from tests.broker.support import Client, fetch_values
 from tests.broker.test_cluster import create_topic, wait_for

@@ -6,10 +6,10 @@ import pytest
 
 from replog.broker import BrokerConfig, ReplicaManager
 from replog.clock import ManualClock
-from replog.coord.types import PartitionState
 from replog.errors import ErrorCode, InvalidConfigError
 from replog.isr import DurabilityMode
 from replog.log import LogManager, encode_batch
+from replog.metadata.types import PartitionState
 
 
 def _manager(tmp_path: object, broker_id: int) -> ReplicaManager:
@@ -90,7 +90,12 @@ def test_a_fenced_registration_leads_nothing_until_admitted(tmp_path: object) ->
     """While this incarnation's registration is fenced (or the image still shows an older
     one), a state naming this broker leader is not acted on: the replica follows nobody; once
     the controller admits the incarnation, the current state applies."""
-    from replog.coord.types import BrokerChanged, BrokerChangeReason, BrokerInfo, MetadataSnapshot
+    from replog.metadata.types import (
+        BrokerChanged,
+        BrokerChangeReason,
+        BrokerInfo,
+        MetadataSnapshot,
+    )
 
     rm = _manager(tmp_path, 1)
     fenced = BrokerInfo(broker_id=1, incarnation_epoch=1, host="h", port=1, fenced=True,
@@ -116,7 +121,12 @@ def test_a_registration_gone_from_the_image_leads_nothing(tmp_path: object) -> N
     session expired) fences it: a state naming this broker leader is not acted on, as while it
     was fenced (found by the simulator: a broker that registered unclean and lost its session
     before being admitted led on from a log that had lost its tail)."""
-    from replog.coord.types import BrokerChanged, BrokerChangeReason, BrokerInfo, MetadataSnapshot
+    from replog.metadata.types import (
+        BrokerChanged,
+        BrokerChangeReason,
+        BrokerInfo,
+        MetadataSnapshot,
+    )
 
     rm = _manager(tmp_path, 1)
     fenced = BrokerInfo(broker_id=1, incarnation_epoch=1, host="h", port=1, fenced=True,

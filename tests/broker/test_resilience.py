@@ -14,8 +14,8 @@ import pytest
 
 from replog import Admin, Cluster, Consumer, Producer
 from replog.broker import BrokerConfig
-from replog.coord.types import CasStatus, PartitionState
 from replog.isr import DurabilityMode
+from replog.metadata.types import CasStatus, PartitionState
 from tests.broker.support import Client, metadata, produce
 from tests.broker.test_cluster import wait_for
 

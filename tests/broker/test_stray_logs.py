@@ -8,14 +8,14 @@ import uuid
 
 from replog.broker import BrokerConfig, ReplicaManager
 from replog.clock import ManualClock
-from replog.coord.types import (
+from replog.log import LogManager, encode_batch
+from replog.log.manager import TopicPartition
+from replog.metadata.types import (
     CloseReplica,
     MetadataSnapshot,
     PartitionState,
     TopicAssignment,
 )
-from replog.log import LogManager, encode_batch
-from replog.log.manager import TopicPartition
 
 OLD, NEW = uuid.uuid4().hex, uuid.uuid4().hex
 

@@ -19,9 +19,9 @@ from replog.broker import __main__ as broker_main
 from replog.broker.driver import BrokerDriver
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.supervision import Retries, run_fatal, supervised
-from replog.coord.types import ChangeBatch
 from replog.errors import ErrorCode
 from replog.groups import core as groups_core
+from replog.metadata.types import ChangeBatch
 from replog.protocol import messages as m
 from tests.broker.support import VERSIONS, Client, metadata
 from tests.broker.test_cluster import wait_for

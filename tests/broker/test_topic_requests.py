@@ -10,8 +10,8 @@ import pytest
 
 from replog.broker.requests.base import AdminResult, AwaitAdmin, Reply, RequestContext
 from replog.broker.requests.topics import handle_delete_topics
-from replog.coord.types import DeleteTopic
 from replog.errors import ErrorCode
+from replog.metadata.types import DeleteTopic
 from replog.protocol import RequestHeader
 from replog.protocol import messages as m
 

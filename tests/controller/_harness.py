@@ -17,7 +17,9 @@ from replog.controller import (
 )
 from replog.coord.contract import Coordinator, SessionFaults
 from replog.coord.errors import BrokerIdInUseError
-from replog.coord.types import (
+from replog.election.state_change import StateChange
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     AdminPayload,
     AdminRequest,
@@ -30,8 +32,6 @@ from replog.coord.types import (
     PartitionChanged,
     PartitionState,
 )
-from replog.election.state_change import StateChange
-from replog.errors import ErrorCode
 
 SESSION_TIMEOUT_MS = 30_000
 REREGISTER_WAIT_S = 15.0

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from replog.controller import ControllerService
 from replog.coord.contract import Coordinator
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     ALL_BROKERS,
     NO_LEADER,
     AlterConfigs,
@@ -17,7 +18,6 @@ from replog.coord.types import (
     ElectLeader,
     ReassignPartition,
 )
-from replog.errors import ErrorCode
 
 from ._harness import Cluster
 

@@ -10,8 +10,8 @@ decided)."""
 from __future__ import annotations
 
 from replog.coord.contract import Coordinator
-from replog.coord.types import CONTROLLER_TARGET, AdminRequest, CreateTopic
 from replog.errors import ErrorCode
+from replog.metadata.types import CONTROLLER_TARGET, AdminRequest, CreateTopic
 
 from ._harness import Cluster
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from replog.controller import ControllerService, submit_alter_partition
 from replog.controller.service import REQUESTS_PER_POLL_MAX
 from replog.coord.contract import Coordinator
-from replog.coord.types import AdminRequestChanged, AlterPartition, CreateTopic, IsrMember
 from replog.errors import ErrorCode
+from replog.metadata.types import AdminRequestChanged, AlterPartition, CreateTopic, IsrMember
 
 from ._harness import Cluster
 

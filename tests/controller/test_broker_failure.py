@@ -10,9 +10,9 @@ import pytest
 
 from replog.controller import ControllerConfig, TopicPolicy
 from replog.coord.contract import Coordinator
-from replog.coord.types import NO_LEADER, CreateTopic, LeaderRecoveryState
 from replog.election.state_change import StateChangeKind
 from replog.errors import ErrorCode
+from replog.metadata.types import NO_LEADER, CreateTopic, LeaderRecoveryState
 
 from ._harness import Cluster
 
@@ -243,7 +243,7 @@ def test_unclean_restart_is_handled_once_across_failover(
     dies too, a leader is elected from {2, 3}. With ``crash_before_mark`` the old controller
     dies between removing 3 and recording that it did: its successor finishes the job (3 has
     not rejoined yet, so removing it again loses nothing) and 3 rejoins afterwards."""
-    from replog.coord.types import BrokerChanged
+    from replog.metadata.types import BrokerChanged
 
     policy = TopicPolicy(min_insync_replicas=2)
     cluster = Cluster(coordinator, ControllerConfig(topic_policies={"t": policy}))
@@ -313,7 +313,7 @@ class _NoMark:
 def test_a_damaged_replica_leaves_the_isr_and_leadership_moves(coordinator: Coordinator) -> None:
     """A broker reports a damaged batch in its replica: the controller takes it out of the ISR
     (and ELR) and elects a healthy replica; a report from a stale incarnation is refused."""
-    from replog.coord.types import DamagedReplica
+    from replog.metadata.types import DamagedReplica
 
     cluster = Cluster(coordinator)
     cluster.register(1, 2, 3, CONTROLLER)

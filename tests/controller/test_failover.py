@@ -8,7 +8,8 @@ from typing import Any, cast
 
 from replog.controller import ControllerRole
 from replog.coord.contract import Coordinator
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     AdminRequestChanged,
     AdminRequestChangeReason,
@@ -16,7 +17,6 @@ from replog.coord.types import (
     DeleteTopic,
     PartitionState,
 )
-from replog.errors import ErrorCode
 
 from ._harness import Cluster
 

@@ -4,13 +4,13 @@ writes and state-change records; conflicts and an unclean restart (scenario 15 s
 from __future__ import annotations
 
 from replog.controller import ControllerConfig, ControllerMachine, TopicPolicy
-from replog.coord.types import BrokerInfo, MetadataSnapshot, PartitionState, TopicAssignment
 from replog.election.controller_writes import (
     AdmitBrokerWrite,
     CasPartitionWrite,
 )
 from replog.election.state_change import Phase, Role, StateChangeKind
 from replog.errors import ErrorCode
+from replog.metadata.types import BrokerInfo, MetadataSnapshot, PartitionState, TopicAssignment
 
 
 def _machine(
@@ -83,7 +83,7 @@ def test_unclean_restart_leaves_the_elr() -> None:
 
 
 def test_alter_partition_rejection_record() -> None:
-    from replog.coord.types import AdminRequest, AlterPartition, AlterPartitionResult
+    from replog.metadata.types import AdminRequest, AlterPartition, AlterPartitionResult
 
     machine = _machine()
     payload = AlterPartition(topic="t", partition=0, leader_id=2, leader_epoch=4,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from replog.coord.contract import Coordinator
-from replog.coord.types import CloseReplica, ControllerChanged, CreateTopic, ReassignPartition
 from replog.election.state_change import StateChangeKind
 from replog.errors import ErrorCode
+from replog.metadata.types import CloseReplica, ControllerChanged, CreateTopic, ReassignPartition
 
 from ._harness import Cluster, row
 

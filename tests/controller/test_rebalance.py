@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from replog.controller import ControllerConfig
 from replog.coord.contract import Coordinator
-from replog.coord.types import CreateTopic, PreferredElection
 from replog.errors import ErrorCode
+from replog.metadata.types import CreateTopic, PreferredElection
 
 from ._harness import Cluster
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from replog.coord.contract import Coordinator
-from replog.coord.types import (
+from replog.election.state_change import Phase, StateChangeKind
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     AddPartitions,
     CloseReplica,
     CreateTopic,
@@ -11,8 +13,6 @@ from replog.coord.types import (
     TopicChanged,
     TopicChangeReason,
 )
-from replog.election.state_change import Phase, StateChangeKind
-from replog.errors import ErrorCode
 
 from ._harness import Cluster
 
@@ -130,7 +130,7 @@ def test_a_full_broker_queue_does_not_cost_the_controller_role() -> None:
     broker down its queue fills. AdminQueueFullError once escaped the controller's poll and
     dropped the role; now the clean-up is left to the broker's start-up (stray logs)."""
     from replog.coord.memory import MemoryCoordinator
-    from replog.coord.types import CreateTopic, DeleteTopic
+    from replog.metadata.types import CreateTopic, DeleteTopic
 
     coordinator = MemoryCoordinator(admin_queue_limit=2)
     cluster = Cluster(coordinator)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from replog.coord import codec
-from replog.coord.types import (
+from replog.coord.zk_codec import decode_broker, encode_broker
+from replog.metadata.types import (
     ALL_BROKERS,
     AlterConfigs,
     BrokerConfigsChanged,
@@ -15,7 +16,6 @@ from replog.coord.types import (
     ConfigResourceType,
     ElectLeader,
 )
-from replog.coord.zk_codec import decode_broker, encode_broker
 
 
 def test_broker_info_without_clean_shutdown_decodes_as_clean() -> None:

@@ -20,7 +20,8 @@ import pytest
 from replog.coord import ManualClock, codec, registry
 from replog.coord.contract import SessionFaults
 from replog.coord.testing import CoordinatorFactory, SecondHandleContract
-from replog.coord.types import (
+from replog.errors import InvalidConfigError
+from replog.metadata.types import (
     BrokerChanged,
     ChangeBatch,
     PartitionState,
@@ -28,7 +29,6 @@ from replog.coord.types import (
     SessionState,
     TopicAssignment,
 )
-from replog.errors import InvalidConfigError
 
 pytestmark = pytest.mark.system
 

@@ -18,7 +18,7 @@ import pytest
 
 from replog.coord.errors import FencedControllerError, SessionExpiredError
 from replog.coord.etcd import EtcdCoordinator
-from replog.coord.types import (
+from replog.metadata.types import (
     BrokerChanged,
     BrokerChangeReason,
     CasStatus,

@@ -9,7 +9,8 @@ import pytest
 from replog.coord.errors import AdminQueueFullError, MustResyncError
 from replog.coord.feed import ManualClock
 from replog.coord.memory import MemoryCoordinator
-from replog.coord.types import (
+from replog.errors import ErrorCode, RequestTimeoutError
+from replog.metadata.types import (
     AdminRequestChanged,
     AdminRequestChangeReason,
     BrokerChanged,
@@ -22,7 +23,6 @@ from replog.coord.types import (
     SessionState,
     StartReplica,
 )
-from replog.errors import ErrorCode, RequestTimeoutError
 
 
 def expiries(coord: MemoryCoordinator) -> list[int]:

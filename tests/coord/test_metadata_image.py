@@ -10,9 +10,9 @@ import pytest
 
 from replog.coord import connect
 from replog.coord.contract import Coordinator
-from replog.coord.image import MetadataImage
 from replog.coord.registry import drop_memory_store
-from replog.coord.types import ALL_BROKERS, MetadataSnapshot, PartitionState
+from replog.metadata.image import MetadataImage
+from replog.metadata.types import ALL_BROKERS, MetadataSnapshot, PartitionState
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from replog.coord.errors import (
     CoordinatorUnavailableError,
     SessionExpiredError,
 )
-from replog.coord.types import SessionState
 from replog.errors import ErrorCode
+from replog.metadata.types import SessionState
 from replog.protocol.messages import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,

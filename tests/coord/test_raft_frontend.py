@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replog.coord.errors import SessionExpiredError
-from replog.coord.types import BrokerInfo, ControllerInfo, SessionState
+from replog.metadata.types import BrokerInfo, ControllerInfo, SessionState
 from replog.quorum.commands import (
     CurrentController,
     ElectController,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from replog.clock import SYSTEM_CLOCK
-from replog.coord.types import SessionState
+from replog.metadata.types import SessionState
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
 

@@ -15,7 +15,8 @@ from replog.coord.errors import (
     SessionExpiredError,
     TopicExistsError,
 )
-from replog.coord.types import (
+from replog.errors import CorruptRecordError
+from replog.metadata.types import (
     ALL_BROKERS,
     BrokerChanged,
     BrokerChangeReason,
@@ -28,7 +29,6 @@ from replog.coord.types import (
     SessionState,
     StartReplica,
 )
-from replog.errors import CorruptRecordError
 from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
     AllocateProducerIdsWrite,

@@ -16,7 +16,8 @@ from replog.coord.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from replog.coord.types import (
+from replog.errors import ErrorCode, InvalidTopicError, ProtocolError
+from replog.metadata.types import (
     BrokerInfo,
     CasResult,
     CasStatus,
@@ -28,7 +29,6 @@ from replog.coord.types import (
     SessionState,
     TopicAssignment,
 )
-from replog.errors import ErrorCode, InvalidTopicError, ProtocolError
 from replog.protocol.framing import FrameReader
 from replog.quorum import codec as raft_codec
 from replog.quorum import wire as raft_wire

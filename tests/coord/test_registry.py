@@ -13,8 +13,8 @@ from replog.coord.contract import Coordinator
 from replog.coord.errors import CoordinatorClosedError, UnknownBackendError
 from replog.coord.memory import MemoryCoordinator
 from replog.coord.memory_handle import MemoryHandle
-from replog.coord.types import SessionState
 from replog.errors import InvalidConfigError
+from replog.metadata.types import SessionState
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import pytest
 
 from replog.coord.contract import validate_partition_state, validate_replica_assignment
 from replog.coord.errors import InvalidPartitionStateError, InvalidReplicaAssignmentError
-from replog.coord.types import NO_LEADER, LeaderRecoveryState, PartitionState
 from replog.errors import ErrorCode, InvalidTopicError
+from replog.metadata.types import NO_LEADER, LeaderRecoveryState, PartitionState
 from replog.topics import (
     MAX_TOPIC_NAME_LENGTH,
     collision_key,
@@ -78,7 +78,7 @@ def test_replica_assignment_is_normalised() -> None:
 def test_codec_round_trips_every_admin_payload_including_alter_partition() -> None:
     """Both networked backends store admin payloads through one allow-listed codec."""
     from replog.coord import codec
-    from replog.coord.types import AlterPartition
+    from replog.metadata.types import AlterPartition
 
     payload = AlterPartition(
         topic="t", partition=0, leader_id=1, leader_epoch=0, partition_epoch=0, new_isr=((1, -1),)

@@ -16,7 +16,8 @@ import attrs
 import pytest
 
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.types import (
+from replog.errors import RequestTimeoutError
+from replog.metadata.types import (
     BrokerChanged,
     BrokerChangeReason,
     ControllerChanged,
@@ -24,7 +25,6 @@ from replog.coord.types import (
     SessionEvent,
     SessionState,
 )
-from replog.errors import RequestTimeoutError
 from tests.servers import ZkServer
 from tests.waiting import NeverHappened, eventually
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from replog.broker.driver import BrokerState
-from replog.coord.types import CONTROLLER_TARGET, AdminRequestChanged, DeleteTopic
 from replog.errors import ErrorCode
+from replog.metadata.types import CONTROLLER_TARGET, AdminRequestChanged, DeleteTopic
 
 from .shell import ScriptedShell
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from replog.broker.convert import follower_fetch_request
-from replog.coord.types import PartitionState
 from replog.isr import FetchRequest
 from replog.log import encode_batch
+from replog.metadata.types import PartitionState
 from replog.protocol import RequestHeader
 from replog.protocol import messages as m
 

@@ -17,11 +17,11 @@ from typing import Any
 import attrs
 import pytest
 
-from replog.coord.types import PartitionState
 from replog.groups import OFFSETS_TOPIC
 from replog.groups.records import OffsetCommitValue, OffsetRecord, encode_record
 from replog.isr import Acks
 from replog.log import encode_batch
+from replog.metadata.types import PartitionState
 
 from .shell import ScriptedShell
 

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-from replog.coord.types import PartitionState
+from replog.metadata.types import PartitionState
 
 from .shell import ScriptedShell
 

@@ -14,9 +14,9 @@ from replog.broker.driver_services import DriverServices
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests.base import Reply, RequestContext
 from replog.broker.requests.fetch import handle_fetch
-from replog.coord.types import ALL_BROKERS, PartitionState
 from replog.isr import FetchRequest
 from replog.log import encode_batch
+from replog.metadata.types import ALL_BROKERS, PartitionState
 from replog.protocol import RequestHeader
 from replog.protocol import messages as m
 from replog.protocol.primitives import RecordsRef

@@ -5,7 +5,6 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from replog.coord.types import AlterPartition, IsrMember, LeaderRecoveryState
 from replog.election import (
     BrokerRegistration,
     ClusterView,
@@ -17,6 +16,7 @@ from replog.election import (
 )
 from replog.election.decision import Decision
 from replog.errors import ErrorCode
+from replog.metadata.types import AlterPartition, IsrMember, LeaderRecoveryState
 
 from ._support import TP, applied, registration
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import NO_LEADER, AlterPartition, LeaderRecoveryState
 from replog.election import (
     ClusterView,
     Decision,
@@ -18,6 +17,7 @@ from replog.election import (
     on_controlled_shutdown,
 )
 from replog.errors import ErrorCode
+from replog.metadata.types import NO_LEADER, AlterPartition, LeaderRecoveryState
 
 from ._support import TP, applied, lines, registration
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from replog.coord.types import NO_LEADER, AlterPartition
 from replog.election import (
     BrokerRegistration,
     ClusterView,
@@ -14,6 +13,7 @@ from replog.election import (
     on_broker_unclean_restart,
     on_broker_unfenced,
 )
+from replog.metadata.types import NO_LEADER, AlterPartition
 
 from ._support import TP, applied
 

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from replog.coord.types import NO_LEADER, AlterPartition, IsrMember, LeaderRecoveryState
 from replog.election import (
     BrokerRegistration,
     ClusterView,
@@ -32,6 +31,7 @@ from replog.election import (
     on_broker_unfenced,
     on_controlled_shutdown,
 )
+from replog.metadata.types import NO_LEADER, AlterPartition, IsrMember, LeaderRecoveryState
 
 from ._support import TP
 

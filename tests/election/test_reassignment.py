@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election import (
     ClusterView,
     ElectionPolicy,
@@ -17,6 +16,7 @@ from replog.election import (
     next_reassignment_step,
 )
 from replog.errors import ErrorCode
+from replog.metadata.types import NO_LEADER, LeaderRecoveryState
 
 from ._support import TP, applied
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election import (
     Actor,
     ClusterView,
@@ -17,6 +16,7 @@ from replog.election import (
     partitions_to_rebalance,
 )
 from replog.errors import ErrorCode
+from replog.metadata.types import NO_LEADER, LeaderRecoveryState
 
 from ._support import TP, applied, registration
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import replog.election
-from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election import BrokerRegistration, ClusterView, PartitionRegistration, TopicPartition
 from replog.errors import InvariantError
+from replog.metadata.types import NO_LEADER, LeaderRecoveryState
 
 BANNED_MODULES = {"time", "socket", "threading", "asyncio", "random", "os"}
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import attrs
 
-from replog.coord.types import AlterPartition, AlterPartitionResult
 from replog.errors import ErrorCode
 from replog.isr import (
     Acks,
@@ -29,6 +28,7 @@ from replog.isr import (
     StateChange,
 )
 from replog.log import Log, read_header
+from replog.metadata.types import AlterPartition, AlterPartitionResult
 
 from .support import TOPIC, batch, on_wire, open_log, reopen_after_crash
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import attrs
 
 from replog.clock import ManualClock
-from replog.coord.types import AlterPartition, AlterPartitionResult
 from replog.errors import ErrorCode
 from replog.isr import (
     BytesSlice,
@@ -27,6 +26,7 @@ from replog.log import (
     encode_batch,
     iter_batches,
 )
+from replog.metadata.types import AlterPartition, AlterPartitionResult
 
 TOPIC = "t"
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from replog.coord.types import AlterPartitionResult
 from replog.errors import ErrorCode, InvalidConfigError, InvariantError
 from replog.isr import (
     CONSUMER_REPLICA_ID,
@@ -22,6 +21,7 @@ from replog.isr import (
     StateChange,
 )
 from replog.log.records import iter_batches
+from replog.metadata.types import AlterPartitionResult
 
 from .support import (
     accept_alter_partition,

@@ -20,9 +20,9 @@ import pytest
 
 from replog.broker import ReplicaManager
 from replog.clock import ManualClock
-from replog.coord.types import PartitionState
 from replog.isr import PartitionConfig
 from replog.log.manager import LogManager
+from replog.metadata.types import PartitionState
 from replog.testing.sim import SimOptions, Simulation, reproduce_command, run_seed
 
 pytestmark = pytest.mark.sim

@@ -54,16 +54,15 @@ from replog.broker.effects import (
 )
 from replog.broker.links import BrokerLink
 from replog.broker.metrics import BrokerMetrics, gauge_values, live_topics
-from replog.broker.replica_manager import TP, ReplicaManager
+from replog.broker.replica_manager import ReplicaManager
 from replog.broker.server import PARKED, CloseConnection, Parked, Response, Server
 from replog.broker.supervision import Retries, run_fatal, supervised
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from replog.coord import connect
 from replog.coord.contract import Coordinator
-from replog.coord.types import ChangeBatch, SessionEvent, Subscription
-from replog.errors import StorageError
-from replog.log.log import Log, PendingFlush
+from replog.log.log import Log
 from replog.log.manager import LogManager
+from replog.metadata.types import ChangeBatch, SessionEvent, Subscription
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
 from replog.state_change import StateChange, StateChangeSink
@@ -75,16 +74,6 @@ _log = logging.getLogger(__name__)
 STATE_POLL_S = 0.01
 TICK_FAILURES_MAX = 100
 """Ticks that may raise in a row before the fault counts as one that does not heal."""
-
-
-def _run_flushes(pending: tuple[tuple[TP, PendingFlush], ...]) -> list[tuple[TP, str]]:
-    failures: list[tuple[TP, str]] = []
-    for tp, flush in pending:
-        try:
-            flush.run()
-        except (OSError, StorageError) as exc:
-            failures.append((tp, f"fsync failed: {exc}"))
-    return failures
 
 
 def _fan_out(sinks: list[StateChangeSink]) -> StateChangeSink:
@@ -459,7 +448,7 @@ class Broker:
 
     async def _flush(self, effect: RunFlushes) -> None:
         started_ms = monotonic_ms()
-        failures = await asyncio.to_thread(_run_flushes, effect.pending)
+        failures = await asyncio.to_thread(effect.run)
         if self._metrics is not None:
             self._metrics.on_log_flush(monotonic_ms() - started_ms)
         if self.driver is not None and not self._halting:

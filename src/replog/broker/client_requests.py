@@ -44,15 +44,15 @@ from replog.broker.requests import (
     dispatch,
     failed,
 )
-from replog.coord.types import AdminPayload
 from replog.errors import ErrorCode
 from replog.isr import ProduceResult
+from replog.metadata.types import AdminPayload
 from replog.protocol import RequestHeader, encode_response_parts
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = ["AdminSubmitter", "ClientRequests"]
 
-TP = tuple[str, int]
 AdminSubmitter = Callable[[AdminPayload, int, Callable[[AdminResult], None]], None]
 """``submit(payload, deadline_ms, then)``: queue for the controller; ``then`` gets the result."""
 
@@ -63,10 +63,12 @@ class _Parked:
     ctx: RequestContext
     body: Message
     seq: int
-    produce_waiting: set[tuple[TP, int]] = attrs.Factory(set)
-    produce_results: dict[tuple[TP, int], ProduceResult] = attrs.Factory(dict)
-    produce_finish: Callable[[Mapping[tuple[TP, int], ProduceResult]], Outcome] | None = None
-    data_tps: frozenset[TP] = frozenset()
+    produce_waiting: set[tuple[TopicPartition, int]] = attrs.Factory(set)
+    produce_results: dict[tuple[TopicPartition, int], ProduceResult] = attrs.Factory(dict)
+    produce_finish: (
+        Callable[[Mapping[tuple[TopicPartition, int], ProduceResult]], Outcome] | None
+    ) = None
+    data_tps: frozenset[TopicPartition] = frozenset()
     data_deadline_ms: int = 0
     data_retry: Callable[[int, bool], Outcome] | None = None
     data_on_hw: bool = True
@@ -84,8 +86,8 @@ class ClientRequests:
         self._submit_admin = submit_admin
         self._seq = itertools.count()
         self._by_conn: dict[int, _Parked] = {}
-        self._produce: dict[tuple[TP, int], _Parked] = {}
-        self._data: dict[TP, set[_Parked]] = {}
+        self._produce: dict[tuple[TopicPartition, int], _Parked] = {}
+        self._data: dict[TopicPartition, set[_Parked]] = {}
         self._deadlines: SortedList = SortedList()  # (deadline_ms, seq) of data waits
         self._waiting_data: dict[int, _Parked] = {}  # seq -> a parked long poll
         self._replies: dict[int, _Parked] = {}  # AwaitReply key -> its request
@@ -119,7 +121,9 @@ class ClientRequests:
         if parked is not None:
             self._unpark(parked)
 
-    def on_produce_results(self, results: Iterable[tuple[TP, ProduceResult]], now_ms: int) -> None:
+    def on_produce_results(
+        self, results: Iterable[tuple[TopicPartition, ProduceResult]], now_ms: int
+    ) -> None:
         """acks=all produces completed (by the HW or by timeout)."""
         for tp, result in results:
             parked = self._produce.pop((tp, result.request_id), None)
@@ -133,7 +137,11 @@ class ClientRequests:
                 self._continue(parked, functools.partial(finish, parked.produce_results), now_ms)
 
     def on_data_changed(
-        self, tps: set[TP] | None, now_ms: int, *, hw_only: Iterable[TP] = ()
+        self,
+        tps: set[TopicPartition] | None,
+        now_ms: int,
+        *,
+        hw_only: Iterable[TopicPartition] = (),
     ) -> None:
         """These partitions' data or role changed (None: maybe all), and those of ``hw_only``
         their HW alone: read the parked long polls on them again (on ``hw_only`` partitions,

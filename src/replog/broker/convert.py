@@ -17,9 +17,10 @@ from replog.isr import BytesSlice, EpochEndOffset, FetchRequest, FetchResponse
 from replog.log.log import FetchSlice
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
+from replog.topics import TopicPartition
 
 __all__ = [
-    "TP",
+    "TopicPartition",
     "error_code_of",
     "fetch_partition_request",
     "fetch_partition_requests",
@@ -29,8 +30,6 @@ __all__ = [
     "follower_fetch_responses",
     "records_of",
 ]
-
-TP = tuple[str, int]
 
 
 def error_code_of(value: int) -> ErrorCode:
@@ -44,9 +43,13 @@ def error_code_of(value: int) -> ErrorCode:
 # ---------------------------------------------------------------------- leader side
 
 
-def fetch_partitions(body: m.FetchRequest) -> list[tuple[TP, m.FetchPartition]]:
+def fetch_partitions(body: m.FetchRequest) -> list[tuple[TopicPartition, m.FetchPartition]]:
     """Every partition of a wire Fetch with its topic-partition, in request order."""
-    return [((topic.topic, p.partition), p) for topic in body.topics for p in topic.partitions]
+    return [
+        (TopicPartition(topic.topic, p.partition), p)
+        for topic in body.topics
+        for p in topic.partitions
+    ]
 
 
 def fetch_partition_request(
@@ -67,7 +70,7 @@ def fetch_partition_request(
     )
 
 
-def fetch_partition_requests(body: m.FetchRequest) -> list[tuple[TP, FetchRequest]]:
+def fetch_partition_requests(body: m.FetchRequest) -> list[tuple[TopicPartition, FetchRequest]]:
     """Every partition of a wire Fetch as a machine ``FetchRequest`` (sizes bounded later)."""
     return [(tp, fetch_partition_request(body.replica_id, p)) for tp, p in fetch_partitions(body)]
 
@@ -113,7 +116,7 @@ def fetch_response_partition(
 
 def follower_fetch_request(
     replica_id: int,
-    requests: Sequence[tuple[TP, FetchRequest]],
+    requests: Sequence[tuple[TopicPartition, FetchRequest]],
     *,
     max_wait_ms: int,
     min_bytes: int,
@@ -146,18 +149,20 @@ def follower_fetch_request(
     )
 
 
-def out_of_range_partitions(response: m.FetchResponse) -> list[TP]:
+def out_of_range_partitions(response: m.FetchResponse) -> list[TopicPartition]:
     """The partitions a leader answered OFFSET_OUT_OF_RANGE (the follower asks where its log
     starts and ends before truncating)."""
     return [
-        (t.topic, p.partition_index)
+        TopicPartition(t.topic, p.partition_index)
         for t in response.responses
         for p in t.partitions
         if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     ]
 
 
-def may_truncate(response: m.FetchResponse, leader_offsets: Mapping[TP, object]) -> bool:
+def may_truncate(
+    response: m.FetchResponse, leader_offsets: Mapping[TopicPartition, object]
+) -> bool:
     """Whether applying ``response`` may truncate a log (an error or a diverging epoch)."""
     return bool(leader_offsets) or any(
         p.error_code or (p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0)
@@ -168,16 +173,16 @@ def may_truncate(response: m.FetchResponse, leader_offsets: Mapping[TP, object])
 
 def follower_fetch_responses(
     replica_id: int,
-    requests: Mapping[TP, FetchRequest],
+    requests: Mapping[TopicPartition, FetchRequest],
     response: m.FetchResponse,
-    leader_offsets: Mapping[TP, tuple[int, int]],
-) -> Iterable[tuple[TP, FetchResponse]]:
+    leader_offsets: Mapping[TopicPartition, tuple[int, int]],
+) -> Iterable[tuple[TopicPartition, FetchResponse]]:
     """The machine answers of a wire Fetch response, for the partitions this follower asked
     about (others are ignored). ``leader_offsets``: (log start, LEO) the leader reported for
     the out-of-range ones."""
     for topic in response.responses:
         for p in topic.partitions:
-            tp = (topic.topic, p.partition_index)
+            tp = TopicPartition(topic.topic, p.partition_index)
             request = requests.get(tp)
             if request is None:
                 continue
@@ -208,7 +213,10 @@ def follower_fetch_responses(
 
 
 def replica_list_offsets_request(
-    replica_id: int, tps: Iterable[TP], epochs: Mapping[TP, int], timestamp: int
+    replica_id: int,
+    tps: Iterable[TopicPartition],
+    epochs: Mapping[TopicPartition, int],
+    timestamp: int,
 ) -> m.ListOffsetsRequest:
     """ListOffsets as a replica (replica_id >= 0: latest is the leader's LEO, not its HW)."""
     by_topic: dict[str, list[m.ListOffsetsPartition]] = {}
@@ -216,7 +224,7 @@ def replica_list_offsets_request(
         by_topic.setdefault(topic, []).append(
             m.ListOffsetsPartition(
                 partition_index=partition,
-                current_leader_epoch=epochs.get((topic, partition), -1),
+                current_leader_epoch=epochs.get(TopicPartition(topic, partition), -1),
                 timestamp=timestamp,
             )
         )
@@ -227,10 +235,10 @@ def replica_list_offsets_request(
     )
 
 
-def list_offsets_found(response: m.ListOffsetsResponse) -> dict[TP, int]:
+def list_offsets_found(response: m.ListOffsetsResponse) -> dict[TopicPartition, int]:
     """The offsets a ListOffsets response found (errors and -1 left out)."""
     return {
-        (t.name, p.partition_index): p.offset
+        TopicPartition(t.name, p.partition_index): p.offset
         for t in response.topics
         for p in t.partitions
         if p.error_code == ErrorCode.NONE and p.offset >= 0

@@ -12,14 +12,14 @@ long-poll deadlines, the group coordinator's timers). Outputs are ``effects``
 (``take_effects``): responses, coordinator calls, requests to other brokers, fsyncs, checkpoint
 writes, log cleanings. Storage calls (``replog.log``) are short, synchronous, in the inputs.
 
-Life cycle (seed 002): ``start`` registers a new incarnation (FENCED), loads the metadata image
-(a snapshot, or on ``raft://`` the cached image brought up to date from the feed:
+Life cycle: ``start`` registers a new incarnation (FENCED), loads the metadata image (a
+snapshot, or on ``raft://`` the cached image brought up to date from the feed:
 ``MetadataChannel.load_image``) deleting stray logs, drains this broker's admin queue and serves
 (ONLINE); ``begin_stop(controlled=True)`` asks the controller to move leadership away and
 reports ``stop_ready`` once this broker leads nothing that could move, or after
-``controlled_shutdown_timeout_ms``; ``halt`` ends every activity (answers after it are
-dropped); ``close_logs`` flushes, checkpoints and writes the clean-shutdown marker (OFFLINE).
-``abandon`` is a crash: nothing flushed, the session left to expire.
+``controlled_shutdown_timeout_ms``; ``halt`` ends every activity (answers after it are dropped);
+``close_logs`` flushes, checkpoints and writes the clean-shutdown marker (OFFLINE). ``abandon``
+is a crash: nothing flushed, the session left to expire.
 
 Consumer groups. ``groups`` (``GroupHost``) hosts the group coordinator of every led
 ``__consumer_offsets`` partition (following metadata and ticks), writing acks=all through the
@@ -49,17 +49,23 @@ from replog.broker.client_requests import ClientRequests
 from replog.broker.config import BrokerConfig
 from replog.broker.controller_role import ControllerRole
 from replog.broker.driver_services import DriverServices
-from replog.broker.effects import Effect, Subscribe
+from replog.broker.effects import Effect, FsyncFailures, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
 from replog.broker.group_host import GroupHost
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.producer_ids import ProducerIdManager
-from replog.broker.replica_manager import TP, ReplicaManager
+from replog.broker.replica_manager import ReplicaManager
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import AdminResult
 from replog.controller import alter_partition_result
-from replog.coord.types import (
+from replog.errors import ErrorCode, StorageError
+from replog.isr.config import DurabilityMode
+from replog.log.cleaner import CleaningTask
+from replog.log.log import PendingFlush
+from replog.log.log_cleaner import CleaningResult
+from replog.log.manager import LogManager
+from replog.metadata.types import (
     AdminPayload,
     AdminRequestChanged,
     AllocateProducerIds,
@@ -73,15 +79,10 @@ from replog.coord.types import (
     SessionEvent,
     SessionState,
 )
-from replog.errors import ErrorCode, StorageError
-from replog.isr.config import DurabilityMode
-from replog.log.cleaner import CleaningTask
-from replog.log.log import PendingFlush
-from replog.log.log_cleaner import CleaningResult
-from replog.log.manager import LogManager
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
 from replog.state_change import StateChangeSink, discard_state_change
+from replog.topics import TopicPartition
 
 __all__ = ["BrokerDriver", "BrokerState"]
 
@@ -92,7 +93,7 @@ AFTER_INPUT_ROUNDS_MAX = 16
 
 
 class BrokerState(enum.Enum):
-    """The broker lifecycle of seed 002."""
+    """A broker's lifecycle: registered FENCED, unfenced ONLINE, STOPPING when shut down."""
 
     OFFLINE = "offline"
     FENCED = "fenced"
@@ -109,7 +110,7 @@ class BrokerDriver:
         log_manager: LogManager,
         *,
         placement_start: Callable[[int], tuple[int, int]] | None = None,
-        state_listener: Callable[[TP, PartitionState], None] | None = None,
+        state_listener: Callable[[TopicPartition, PartitionState], None] | None = None,
         state_change_sink: StateChangeSink = discard_state_change,
         member_id_suffix: Callable[[], str] | None = None,
     ) -> None:
@@ -139,11 +140,11 @@ class BrokerDriver:
         self._unclean_unadmitted = False
         self._flush_token: int | None = None
         self._checkpoint_token: int | None = None  # the checkpoints being written (one round)
-        self._pending_flush: list[tuple[TP, PendingFlush]] = []
+        self._pending_flush: list[tuple[TopicPartition, PendingFlush]] = []
         self._after_flush: list[Callable[[], None]] = []
         self._flush_waiters: list[Callable[[int], None]] = []
         self._alter_inflight = 0
-        self._reported_damage: set[TP] = set()
+        self._reported_damage: set[TopicPartition] = set()
         self._next_heartbeat_ms = 0
         self._next_feed_ms = 0
         self._next_retention_ms = 0
@@ -155,8 +156,6 @@ class BrokerDriver:
         self._stop_deadline_ms: int | None = None
         self._metadata_loaded = False
         self._auto_creating: set[str] = set()
-
-    # ------------------------------------------------------------------ accessors
 
     @property
     def rm(self) -> ReplicaManager:
@@ -426,7 +425,7 @@ class BrokerDriver:
         if not self._halted:
             self.outbox.done(token, response, error)
 
-    def on_flushes_done(self, token: int, failures: list[tuple[TP, str]], now_ms: int) -> None:
+    def on_flushes_done(self, token: int, failures: FsyncFailures, now_ms: int) -> None:
         """The shell ran a ``RunFlushes``; ``failures`` the logs whose fsync failed."""
         self.now_ms = now_ms
         self.outbox.done(token, failures, None)
@@ -551,7 +550,7 @@ class BrokerDriver:
         deadline_ms = self.now_ms + self.config.request_timeout_ms
         self.metadata.submit(payload, deadline_ms, completed)
 
-    def _report_damage(self, tp: TP, first_offset: int) -> None:
+    def _report_damage(self, tp: TopicPartition, first_offset: int) -> None:
         _log.error(
             "broker %s: replica %s-%s is damaged from offset %s; asking the controller to take "
             "it out of the ISR", self.broker_id, tp[0], tp[1], first_offset,
@@ -644,7 +643,7 @@ class BrokerDriver:
         self._flush_token = self.outbox.flush(pending, lambda failures, _: self._flushed(failures))
         self._pending_flush = pending
 
-    def _flushed(self, failures: Any) -> None:
+    def _flushed(self, failures: FsyncFailures) -> None:
         pending, self._pending_flush = self._pending_flush, []
         self._flush_token = None
         rm = self._rm

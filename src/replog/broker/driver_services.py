@@ -11,18 +11,9 @@ from typing import TYPE_CHECKING
 from replog.broker.config import BrokerConfig
 from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
 from replog.broker.producer_ids import ProducerIdManager
-from replog.broker.replica_manager import TP
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import GroupServices
 from replog.broker.requests.metadata import CLUSTER_ID as DEFAULT_CLUSTER_ID
-from replog.coord.types import (
-    BrokerInfo,
-    ControllerInfo,
-    CreateTopic,
-    PartitionState,
-    TopicAssignment,
-    TopicConfigs,
-)
 from replog.errors import ErrorCode
 from replog.isr import (
     FetchRequest,
@@ -31,6 +22,15 @@ from replog.isr import (
     ProduceResult,
 )
 from replog.log.log import Log
+from replog.metadata.types import (
+    BrokerInfo,
+    ControllerInfo,
+    CreateTopic,
+    PartitionState,
+    TopicAssignment,
+    TopicConfigs,
+)
+from replog.topics import TopicPartition
 
 if TYPE_CHECKING:
     from replog.broker.driver import BrokerDriver
@@ -69,7 +69,7 @@ class DriverServices:
         return self._driver.rm.topics
 
     @property
-    def states(self) -> Mapping[TP, PartitionState]:
+    def states(self) -> Mapping[TopicPartition, PartitionState]:
         return self._driver.rm.states
 
     @property
@@ -119,5 +119,5 @@ class DriverServices:
     def low_watermark(self, topic: str, partition: int) -> int:
         return self._driver.rm.low_watermark(topic, partition)
 
-    def log_dirs(self, wanted: set[TP] | None) -> list[LogDirDescription]:
+    def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
         return describe_log_dirs(self._driver.log_manager, wanted)

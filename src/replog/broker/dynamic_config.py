@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from replog.broker.config import BrokerConfig
 from replog.config_layers import UNTHROTTLED_RATE, ConfigLayers
-from replog.coord.types import ALL_BROKERS, TopicConfigs
+from replog.metadata.types import ALL_BROKERS, TopicConfigs
 
 __all__ = ["BROKER_CONFIG_TYPES", "BROKER_KEYS", "broker_layers", "broker_values"]
 

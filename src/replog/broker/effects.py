@@ -30,16 +30,19 @@ from typing import Any
 import attrs
 
 from replog.coord.contract import Coordinator
+from replog.errors import StorageError
 from replog.log.checkpoint_round import CheckpointRound
 from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
 from replog.protocol import RecordsRef
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = [
     "CloseClient",
     "CoordCall",
     "Effect",
+    "FsyncFailures",
     "ResetLink",
     "Respond",
     "RunCheckpoints",
@@ -101,7 +104,22 @@ class RunFlushes:
     """fsync each pending flush (a group commit), off the loop; report failures by partition."""
 
     token: int
-    pending: tuple[tuple[tuple[str, int], PendingFlush], ...]
+    pending: tuple[tuple[TopicPartition, PendingFlush], ...]
+
+    def run(self) -> FsyncFailures:
+        """fsync each log in turn (blocking: a shell calls this off its loop); a failed fsync is
+        reported for its partition and the others still run."""
+        failures: FsyncFailures = []
+        for tp, flush in self.pending:
+            try:
+                flush.run()
+            except (OSError, StorageError) as exc:
+                failures.append((tp, f"fsync failed: {exc}"))
+        return failures
+
+
+FsyncFailures = list[tuple[TopicPartition, str]]
+"""The logs of a ``RunFlushes`` whose fsync failed, with the reason."""
 
 
 @attrs.frozen

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from replog.broker.convert import (
-    TP,
     follower_fetch_request,
     follower_fetch_responses,
     list_offsets_found,
@@ -38,6 +37,7 @@ from replog.broker.convert import (
 from replog.broker.effects import ResetLink
 from replog.isr import FetchRequest, FollowerAction
 from replog.protocol import messages as m
+from replog.topics import TopicPartition
 
 if TYPE_CHECKING:
     from replog.broker.driver import BrokerDriver
@@ -124,8 +124,8 @@ class FetchSessions:
         self._send(session, now_ms, requests)
 
     def _unthrottled(
-        self, requests: list[tuple[TP, FetchRequest]], now_ms: int
-    ) -> list[tuple[TP, FetchRequest]]:
+        self, requests: list[tuple[TopicPartition, FetchRequest]], now_ms: int
+    ) -> list[tuple[TopicPartition, FetchRequest]]:
         """``requests`` without the partitions the follower quota holds back."""
         rm = self._driver.rm
         throttle = self._driver.replication_throttle
@@ -143,7 +143,7 @@ class FetchSessions:
         self,
         session: _Session,
         now_ms: int,
-        requests: list[tuple[TP, FetchRequest]] | None = None,
+        requests: list[tuple[TopicPartition, FetchRequest]] | None = None,
     ) -> None:
         """Fetch from the session's leader: ``requests`` as ``_round`` just built them, or
         built again (after a flush the logs may have grown)."""
@@ -174,7 +174,7 @@ class FetchSessions:
     def _on_fetch_answer(
         self,
         session: _Session,
-        asked: dict[TP, FetchRequest],
+        asked: dict[TopicPartition, FetchRequest],
         response: Any,
         error: BaseException | None,
     ) -> None:
@@ -194,9 +194,9 @@ class FetchSessions:
     def _ask_offsets(
         self,
         session: _Session,
-        asked: dict[TP, FetchRequest],
+        asked: dict[TopicPartition, FetchRequest],
         response: m.FetchResponse,
-        tps: list[TP],
+        tps: list[TopicPartition],
     ) -> None:
         """ListOffsets earliest, then latest, as a replica; then apply."""
         driver = self._driver
@@ -205,7 +205,7 @@ class FetchSessions:
             for tp in tps
             if (replica := driver.rm.partition(*tp)) is not None
         }
-        found: dict[int, dict[TP, int]] = {}
+        found: dict[int, dict[TopicPartition, int]] = {}
 
         def ask(timestamp: int) -> None:
             body = replica_list_offsets_request(driver.broker_id, tps, epochs, timestamp)
@@ -239,9 +239,9 @@ class FetchSessions:
     def _apply(
         self,
         session: _Session,
-        asked: dict[TP, FetchRequest],
+        asked: dict[TopicPartition, FetchRequest],
         response: m.FetchResponse,
-        leader_offsets: Mapping[TP, tuple[int, int]],
+        leader_offsets: Mapping[TopicPartition, tuple[int, int]],
     ) -> None:
         driver = self._driver
         session.token = None

@@ -47,8 +47,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from replog.broker.requests import AwaitReply, Outcome, Reply, RequestContext
-from replog.broker.requests.base import TP
-from replog.coord.types import AdminRequestChanged, CreateTopic
 from replog.errors import CorruptRecordError, ErrorCode, StorageError, invariant
 from replog.groups import (
     OFFSETS_TOPIC,
@@ -59,8 +57,10 @@ from replog.groups import (
 )
 from replog.isr import Acks, ProduceResult
 from replog.log import decode_records, encode_batch, iter_batches
+from replog.metadata.types import AdminRequestChanged, CreateTopic
 from replog.protocol.consumer_protocol import subscribed_topics
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 if TYPE_CHECKING:
     from replog.broker.driver import BrokerDriver
@@ -121,7 +121,7 @@ class GroupHost:
         self._epochs: dict[int, int] = {}  # hosted partition -> leader epoch (loading or served)
         self._loading: dict[int, _Loading] = {}
         self._writes: dict[int, collections.deque[_PendingWrite]] = {}
-        self._produces: dict[tuple[TP, int], tuple[int, _PendingWrite]] = {}
+        self._produces: dict[tuple[TopicPartition, int], tuple[int, _PendingWrite]] = {}
         self._creating = False
         self._stopped = False
         self._topic_partitions: dict[str, int] | None = None  # topics seen, for deletions
@@ -208,7 +208,7 @@ class GroupHost:
         count = 0 if assignment is None else assignment.partition_count
         led: dict[int, int] = {}
         for partition in range(count):
-            replica = rm.partitions.get((OFFSETS_TOPIC, partition))
+            replica = rm.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
             if replica is not None and replica.is_leader:
                 led[partition] = replica.leader_epoch
         for partition, epoch in list(self._epochs.items()):
@@ -225,7 +225,7 @@ class GroupHost:
         self._epochs.pop(partition, None)
         self._loading.pop(partition, None)
         for pending in self._writes.pop(partition, ()):
-            self._produces.pop(((OFFSETS_TOPIC, partition), pending.produce_id), None)
+            self._produces.pop((TopicPartition(OFFSETS_TOPIC, partition), pending.produce_id), None)
         _log.info("broker %s: unloading groups of %s-%d", self._driver.broker_id,
                   OFFSETS_TOPIC, partition)  # fmt: skip
         self._carry_out(self.coordinator.unload(partition), now_ms)
@@ -305,7 +305,9 @@ class GroupHost:
         if deadline is not None and deadline <= self.group_ms(now_ms):
             self._carry_out(self.coordinator.on_tick(self.group_ms(now_ms)), now_ms)
 
-    def on_produce_results(self, results: Iterable[tuple[TP, ProduceResult]], now_ms: int) -> None:
+    def on_produce_results(
+        self, results: Iterable[tuple[TopicPartition, ProduceResult]], now_ms: int
+    ) -> None:
         """acks=all produces completed; the ones of coordinator writes are reported."""
         touched: set[int] = set()
         for tp, result in results:
@@ -363,7 +365,10 @@ class GroupHost:
         pending = _PendingWrite(write.write_id, produce_id)
         pending_writes.append(pending)
         if result is None:
-            self._produces[((OFFSETS_TOPIC, partition), produce_id)] = (partition, pending)
+            self._produces[(TopicPartition(OFFSETS_TOPIC, partition), produce_id)] = (
+                partition,
+                pending,
+            )
         else:
             pending.error = result.error_code
 

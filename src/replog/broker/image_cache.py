@@ -46,7 +46,9 @@ from typing import Any
 import crc32c
 
 from replog.coord import codec
-from replog.coord.types import (
+from replog.errors import StorageError
+from replog.log.fs import FileSystem
+from replog.metadata.types import (
     BrokerInfo,
     ControllerInfo,
     LeaderRecoveryState,
@@ -55,8 +57,6 @@ from replog.coord.types import (
     TopicAssignment,
     TopicConfigs,
 )
-from replog.errors import StorageError
-from replog.log.fs import FileSystem
 
 __all__ = [
     "IMAGE_CACHE_FILE",

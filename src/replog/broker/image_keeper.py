@@ -12,7 +12,7 @@ At start, ``resume`` (off the loop) reads the file and, if it parses, asks the s
 cluster id: only a cache of the same store (``Coordinator.cluster_id``; only ``raft://`` has
 one) is followed, from its cursor, to the feed head (``changes_since`` until a batch comes
 back short of ``MAX_CHANGES_PER_BATCH``). The result is the image at that seq, the one a
-``snapshot()`` there shows (``replog.coord.image`` applies records the way the stores do),
+``snapshot()`` there shows (``replog.metadata.image`` applies records the way the stores do),
 and the broker applies it exactly as it applies a snapshot. A missing or damaged file,
 another store's id (a recreated quorum, whose seqs restart at 0), a backend without an id,
 or a cursor the store no longer has (``MustResyncError``: history compacted below a
@@ -30,10 +30,10 @@ import threading
 
 from replog.broker.image_cache import IMAGE_CACHE_FILE, read_image, write_image
 from replog.coord.contract import MAX_CHANGES_PER_BATCH, Coordinator
-from replog.coord.image import MetadataImage
-from replog.coord.types import ChangeBatch, MetadataSnapshot
 from replog.errors import StorageError
 from replog.log.fs import FileSystem
+from replog.metadata.image import MetadataImage
+from replog.metadata.types import ChangeBatch, MetadataSnapshot
 
 __all__ = ["CATCH_UP_READS_MAX", "ImageKeeper", "catch_up"]
 

@@ -39,7 +39,7 @@ from replog.coord.errors import (
     MustResyncError,
     SessionExpiredError,
 )
-from replog.coord.types import (
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     AdminPayload,
     AdminRequest,

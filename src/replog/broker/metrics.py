@@ -57,12 +57,12 @@ from replog.broker.driver import BrokerDriver
 from replog.broker.server import Response
 from replog.broker.topic_meters import BYTES_IN, BYTES_OUT, MESSAGES_IN, TopicMeters, read_on_loop
 from replog.clock import SYSTEM_CLOCK, Clock
-from replog.coord.types import NO_LEADER, PartitionState
 from replog.election.partition_change import UNCLEAN_ELECTION_NOTE
 from replog.errors import CorruptRecordError
 from replog.log.log_values import FetchSlice
 from replog.log.manager import parse_partition_dir
 from replog.log.records import iter_batches
+from replog.metadata.types import NO_LEADER, PartitionState
 from replog.protocol.messages import APIS, FetchRequest, ProduceRequest
 from replog.protocol.primitives import RecordsRef
 from replog.protocol.schema import Message

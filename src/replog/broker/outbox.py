@@ -25,6 +25,7 @@ from replog.log.checkpoint_round import CheckpointRound
 from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = ["Continuation", "Outbox"]
 
@@ -68,7 +69,7 @@ class Outbox:
         self._effects.append(SendToBroker(token, broker_id, api_key, api_version, body))
         return token
 
-    def flush(self, pending: list[tuple[tuple[str, int], PendingFlush]], then: Continuation) -> int:
+    def flush(self, pending: list[tuple[TopicPartition, PendingFlush]], then: Continuation) -> int:
         """A group commit; ``then(failures, None)`` with [(tp, reason)] of the failed ones."""
         token = self._token(then)
         self._effects.append(RunFlushes(token, tuple(pending)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import ProducerIdBlock
+from replog.metadata.types import ProducerIdBlock
 
 __all__ = ["ProducerIdManager"]
 

@@ -13,16 +13,15 @@ from typing import TYPE_CHECKING
 import attrs
 
 from replog.config_layers import ConfigLayers, topic_settings
-from replog.coord.types import ALL_BROKERS, BrokerInfo, TopicAssignment, TopicConfigs
 from replog.errors import ErrorCode, StorageError
 from replog.isr import Partition, PartitionConfig
 from replog.log.log import Log
 from replog.log.manager import LogManager
+from replog.metadata.types import ALL_BROKERS, BrokerInfo, TopicAssignment, TopicConfigs
 from replog.topic_config import TopicSettings
+from replog.topics import TopicPartition
 
 __all__ = ["ReplicaAdmin"]
-
-TP = tuple[str, int]
 
 
 def _as_log(replica: Partition) -> Log | None:
@@ -37,14 +36,14 @@ class ReplicaAdmin:
         broker_id: int
         log_manager: LogManager
         partition_config: PartitionConfig
-        partitions: dict[TP, Partition]
+        partitions: dict[TopicPartition, Partition]
         brokers: dict[int, BrokerInfo]
         topics: dict[str, TopicAssignment]
         broker_configs: dict[int, TopicConfigs]
 
-        def _touch(self, tp: TP) -> None: ...
+        def _touch(self, tp: TopicPartition) -> None: ...
 
-        def _collect(self, tp: TP, replica: Partition) -> None: ...
+        def _collect(self, tp: TopicPartition, replica: Partition) -> None: ...
 
     # ------------------------------------------------------------------ settings
 
@@ -90,7 +89,7 @@ class ReplicaAdmin:
         """Move the leader's log start up to ``offset`` (-1: the HW; past the HW:
         OFFSET_OUT_OF_RANGE) and write the log-start checkpoint; followers follow through
         their fetch answers. Returns (error, the leader's log start offset now)."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         replica = self.partitions.get(tp)
         log = None if replica is None else _as_log(replica)
         if replica is None or log is None:
@@ -111,7 +110,7 @@ class ReplicaAdmin:
     def low_watermark(self, topic: str, partition: int) -> int:
         """The lowest log start offset among the leader and its live followers (Kafka's
         ``lowWatermarkIfLeader``); -1 when not the leader or a live follower's is unknown."""
-        replica = self.partitions.get((topic, partition))
+        replica = self.partitions.get(TopicPartition(topic, partition))
         log = None if replica is None else _as_log(replica)
         if replica is None or log is None or not replica.is_leader:
             return -1

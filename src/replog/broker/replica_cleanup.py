@@ -13,16 +13,15 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from replog.coord.types import AdminPayload, CloseReplica, PartitionState, TopicAssignment
 from replog.errors import InvalidConfigError, StorageError
 from replog.isr import Partition
 from replog.log.manager import LogManager
+from replog.metadata.types import AdminPayload, CloseReplica, PartitionState, TopicAssignment
 from replog.topics import ZERO_TOPIC_ID, TopicPartition, topic_uuid
 
 __all__ = ["ReplicaCleanup", "other_incarnation"]
 
 _log = logging.getLogger("replog.broker.replica_manager")
-TP = tuple[str, int]
 
 
 def other_incarnation(stored_id: str | None, topic_id: str) -> bool:
@@ -39,13 +38,13 @@ class ReplicaCleanup:
     if TYPE_CHECKING:  # the manager's state
         broker_id: int
         log_manager: LogManager
-        partitions: dict[TP, Partition]
+        partitions: dict[TopicPartition, Partition]
         topics: dict[str, TopicAssignment]
-        states: dict[TP, PartitionState]
+        states: dict[TopicPartition, PartitionState]
 
-        def _touch(self, tp: TP) -> None: ...
+        def _touch(self, tp: TopicPartition) -> None: ...
 
-        def _remove_replica(self, tp: TP, *, delete: bool) -> None: ...
+        def _remove_replica(self, tp: TopicPartition, *, delete: bool) -> None: ...
 
     def _drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
         """Forget a deleted topic; with ``delete`` its logs go too (opened or not), except logs
@@ -70,15 +69,15 @@ class ReplicaCleanup:
         except StorageError:
             return False
         if deleted:
-            self._touch((key.topic, key.partition))
+            self._touch(TopicPartition(key.topic, key.partition))
         return deleted
 
-    def _delete_stray_logs(self, states: Mapping[TP, PartitionState]) -> None:
+    def _delete_stray_logs(self, states: Mapping[tuple[str, int], PartitionState]) -> None:
         """Delete the on-disk logs a full snapshot shows are not ours: topic gone, partition
         not assigned here, or another incarnation of the topic (Kafka's stray logs). Hosted
         replicas were brought in line already; this catches logs not opened since start."""
         for key in self.log_manager.partitions():
-            tp = (key.topic, key.partition)
+            tp = key
             if tp in self.partitions:
                 continue
             state = states.get(tp)
@@ -102,7 +101,7 @@ class ReplicaCleanup:
         needs nothing: metadata creates replicas."""
         if not isinstance(payload, CloseReplica):
             return
-        tp = (payload.topic, payload.partition)
+        tp = TopicPartition(payload.topic, payload.partition)
         assignment = self.topics.get(payload.topic)
         state = self.states.get(tp)
         if (

@@ -36,30 +36,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 import attrs
 
 from replog.broker.replica_admin import ReplicaAdmin
 from replog.broker.replica_cleanup import ReplicaCleanup, other_incarnation
-from replog.coord.types import (
-    ALL_BROKERS,
-    AlterPartition,
-    AlterPartitionResult,
-    BrokerChanged,
-    BrokerConfigsChanged,
-    BrokerInfo,
-    ControllerChanged,
-    ControllerInfo,
-    MetadataChange,
-    MetadataSnapshot,
-    PartitionChanged,
-    PartitionState,
-    TopicAssignment,
-    TopicChanged,
-    TopicChangeReason,
-    TopicConfigs,
-)
 from replog.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -83,13 +65,30 @@ from replog.isr import (
 )
 from replog.log.checkpoint_round import CheckpointRound
 from replog.log.log import Log, PendingFlush
-from replog.log.manager import LogManager, TopicPartition
-from replog.topics import ZERO_TOPIC_ID, topic_uuid
+from replog.log.manager import LogManager
+from replog.metadata.types import (
+    ALL_BROKERS,
+    AlterPartition,
+    AlterPartitionResult,
+    BrokerChanged,
+    BrokerConfigsChanged,
+    BrokerInfo,
+    ControllerChanged,
+    ControllerInfo,
+    MetadataChange,
+    MetadataSnapshot,
+    PartitionChanged,
+    PartitionState,
+    TopicAssignment,
+    TopicChanged,
+    TopicChangeReason,
+    TopicConfigs,
+)
+from replog.topics import ZERO_TOPIC_ID, TopicPartition, topic_uuid
 
-__all__ = ["ManagerReady", "ReplicaManager", "TP"]
+__all__ = ["ManagerReady", "ReplicaManager"]
 
 _log = logging.getLogger(__name__)
-TP = tuple[str, int]
 
 
 @attrs.frozen
@@ -98,9 +97,9 @@ class ManagerReady:
     and produce completions (each tagged with its partition)."""
 
     alter_partition: tuple[AlterPartition, ...] = ()
-    produce_results: tuple[tuple[TP, ProduceResult], ...] = ()
+    produce_results: tuple[tuple[TopicPartition, ProduceResult], ...] = ()
     #: replicas found damaged (partition, first damaged offset): report to the controller
-    damaged: tuple[tuple[TP, int], ...] = ()
+    damaged: tuple[tuple[TopicPartition, int], ...] = ()
 
 
 _NOTHING_READY = ManagerReady()
@@ -117,13 +116,13 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     checkpoint_interval_ms: int = 5_000
     state_change_sink: StateChangeSink = discard_state_change
     #: told of every partition state applied (tests and the simulator observe metadata here)
-    state_listener: Callable[[TP, PartitionState], None] | None = None
+    state_listener: Callable[[TopicPartition, PartitionState], None] | None = None
 
-    partitions: dict[TP, Partition] = attrs.field(init=False, factory=dict)
+    partitions: dict[TopicPartition, Partition] = attrs.field(init=False, factory=dict)
     #: the metadata image (what Metadata requests answer from)
     brokers: dict[int, BrokerInfo] = attrs.field(init=False, factory=dict)
     topics: dict[str, TopicAssignment] = attrs.field(init=False, factory=dict)
-    states: dict[TP, PartitionState] = attrs.field(init=False, factory=dict)
+    states: dict[TopicPartition, PartitionState] = attrs.field(init=False, factory=dict)
     controller: ControllerInfo | None = attrs.field(init=False, default=None)
     #: the store's cluster id from the last snapshot that named one (``raft://`` does)
     cluster_id: str | None = attrs.field(init=False, default=None)
@@ -133,26 +132,28 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     #: grows on every append, HW move or role change (long-polling drivers wait on it)
     data_version: int = attrs.field(init=False, default=0)
     #: partitions whose data or role changed since ``take_changed`` (long polls wake on it)
-    _changed: set[TP] = attrs.field(init=False, factory=set)
+    _changed: set[TopicPartition] = attrs.field(init=False, factory=set)
     _changed_all: bool = attrs.field(init=False, default=False)
     #: partitions whose HW (alone) moved since ``take_changed``: consumers' long polls wake on
     #: it, followers' do not (a follower reads up to the LEO)
-    _hw_changed: set[TP] = attrs.field(init=False, factory=set)
-    _acks_all: set[tuple[TP, int]] = attrs.field(init=False, factory=set)
+    _hw_changed: set[TopicPartition] = attrs.field(init=False, factory=set)
+    _acks_all: set[tuple[TopicPartition, int]] = attrs.field(init=False, factory=set)
     #: partitions followed here: the leader's HW minus this replica's LEO after the last fetch
-    follower_lag: dict[TP, int] = attrs.field(init=False, factory=dict)
+    follower_lag: dict[TopicPartition, int] = attrs.field(init=False, factory=dict)
     _next_request_id: int = attrs.field(init=False, default=1)
     _last_shrink_ms: int = attrs.field(init=False, default=0)
     _last_checkpoint_ms: int | None = attrs.field(init=False, default=None)
     _out_alter: list[AlterPartition] = attrs.field(init=False, factory=list)
     #: partitions whose state names this broker leader while its registration is fenced
-    _deferred_leads: set[TP] = attrs.field(init=False, factory=set)
+    _deferred_leads: set[TopicPartition] = attrs.field(init=False, factory=set)
     #: partition -> first damaged offset of a replica a read found damaged (not yet repaired)
-    damaged: dict[TP, int] = attrs.field(init=False, factory=dict)
+    damaged: dict[TopicPartition, int] = attrs.field(init=False, factory=dict)
     #: the image has shown this incarnation's registration (its absence since means expired)
     _registration_seen: bool = attrs.field(init=False, default=False)
-    _out_damaged: list[tuple[TP, int]] = attrs.field(init=False, factory=list)
-    _held_produce: list[tuple[TP, ProduceResult]] = attrs.field(init=False, factory=list)
+    _out_damaged: list[tuple[TopicPartition, int]] = attrs.field(init=False, factory=list)
+    _held_produce: list[tuple[TopicPartition, ProduceResult]] = attrs.field(
+        init=False, factory=list
+    )
 
     # ------------------------------------------------------------------ metadata
 
@@ -215,7 +216,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self, topic: str, partition: int, state: PartitionState, now_ms: int
     ) -> None:
         """Lead, follow or drop this broker's replica of the partition as ``state`` says."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         current = self.states.get(tp)
         if current is not None and current.partition_epoch > state.partition_epoch:
             return  # an older state than the one applied (feed replay after a snapshot)
@@ -237,7 +238,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
             return
         self._touch(tp)
 
-    def note_damage(self, tp: TP, first_offset: int) -> None:
+    def note_damage(self, tp: TopicPartition, first_offset: int) -> None:
         """A read found this replica damaged from ``first_offset``: the controller is told
         (``take_ready().damaged``) so leadership moves to a healthy replica; once this broker
         follows, it truncates to before the damage and fetches the rest again."""
@@ -247,7 +248,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self.damaged[tp] = first_offset
         self._out_damaged.append((tp, first_offset))
 
-    def _repair_if_damaged(self, replica: Partition, tp: TP) -> None:
+    def _repair_if_damaged(self, replica: Partition, tp: TopicPartition) -> None:
         """A damaged replica that now follows: truncate below the damage (the leader has it)."""
         first_offset = self.damaged.pop(tp, None)
         if first_offset is None:
@@ -284,7 +285,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 self._touch(tp)
 
     def _apply_role(self, replica: Partition, state: PartitionState, now_ms: int) -> None:
-        tp = (replica.topic, replica.partition)
+        tp = TopicPartition(replica.topic, replica.partition)
         self._deferred_leads.discard(tp)
         if state.leader == self.broker_id and self.is_fenced_here():
             # Leadership this broker's registration cannot hold yet: the controller moves or
@@ -327,7 +328,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         """The coordinator session is CONNECTED (True) or SUSPENDED/LOST (False)."""
         self.metadata_current = current
 
-    def _get_or_create(self, tp: TP) -> Partition | None:
+    def _get_or_create(self, tp: TopicPartition) -> Partition | None:
         replica = self.partitions.get(tp)
         if replica is not None:
             return replica
@@ -371,7 +372,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self.partitions[tp] = replica
         return replica
 
-    def _remove_replica(self, tp: TP, *, delete: bool) -> None:
+    def _remove_replica(self, tp: TopicPartition, *, delete: bool) -> None:
         replica = self.partitions.pop(tp, None)
         self.follower_lag.pop(tp, None)
         if delete:
@@ -409,14 +410,14 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         """The hosted replica, or None."""
-        return self.partitions.get((topic, partition))
+        return self.partitions.get(TopicPartition(topic, partition))
 
     def log(self, topic: str, partition: int) -> Log | None:
         """The hosted replica's log, or None."""
-        replica = self.partitions.get((topic, partition))
+        replica = self.partitions.get(TopicPartition(topic, partition))
         return None if replica is None else _as_log(replica)
 
-    def leader_partitions(self) -> list[TP]:
+    def leader_partitions(self) -> list[TopicPartition]:
         """Partitions this broker currently leads."""
         return sorted(tp for tp, p in self.partitions.items() if p.is_leader)
 
@@ -448,7 +449,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     ) -> tuple[int, ProduceResult | None]:
         """Append a producer's batch as leader. Returns ``(request_id, result)``; a None result
         (acks=all) completes later through ``take_ready``."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         request_id = self.next_request_id()
         replica = self.partitions.get(tp)
         if replica is None:
@@ -482,7 +483,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     ) -> FetchResponse:
         """Serve one partition of a consumer's or follower's fetch at once (the driver does the
         multi-partition long poll by waiting on ``data_version``)."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         replica = self.partitions.get(tp)
         if replica is None:
             return FetchResponse(
@@ -511,12 +512,12 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     # ------------------------------------------------------------------ fetch (follower side)
 
-    def fetch_requests_for(self, leader_id: int) -> list[tuple[TP, FetchRequest]]:
+    def fetch_requests_for(self, leader_id: int) -> list[tuple[TopicPartition, FetchRequest]]:
         """One fetch per partition this broker follows on ``leader_id`` (one wire request).
         A replica whose log is offline (a failed write or fsync) fetches nothing: its fetch
         offset would report a log end the failed fsync never made durable (FSYNC mode), and
         the leader would count it toward the HW."""
-        requests: list[tuple[TP, FetchRequest]] = []
+        requests: list[tuple[TopicPartition, FetchRequest]] = []
         for tp, replica in sorted(self.partitions.items()):
             if replica.is_leader or replica.leader_id != leader_id:
                 continue
@@ -528,7 +529,9 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 requests.append((tp, request))
         return requests
 
-    def on_fetch_response(self, tp: TP, response: FetchResponse, now_ms: int) -> FollowerOutcome:
+    def on_fetch_response(
+        self, tp: TopicPartition, response: FetchResponse, now_ms: int
+    ) -> FollowerOutcome:
         """Apply the leader's answer for one partition (truncation by epoch, append, HW)."""
         replica = self.partitions.get(tp)
         if replica is None:
@@ -556,7 +559,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self, request: AlterPartition, result: AlterPartitionResult, now_ms: int
     ) -> bool:
         """The controller's answer to an AlterPartition request this manager emitted."""
-        tp = (request.topic, request.partition)
+        tp = TopicPartition(request.topic, request.partition)
         replica = self.partitions.get(tp)
         if replica is None:
             return False
@@ -567,10 +570,10 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     # ------------------------------------------------------------------ durability
 
-    def begin_flushes(self) -> list[tuple[TP, PendingFlush]]:
+    def begin_flushes(self) -> list[tuple[TopicPartition, PendingFlush]]:
         """Capture a group-commit flush per log with unflushed data (the driver runs each
         ``PendingFlush.run`` on a worker thread, then calls ``complete_flushes``)."""
-        pending: list[tuple[TP, PendingFlush]] = []
+        pending: list[tuple[TopicPartition, PendingFlush]] = []
         for tp, replica in self.partitions.items():
             log = _as_log(replica)
             if log is None or log.is_offline:
@@ -580,7 +583,9 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 pending.append((tp, flush))
         return pending
 
-    def complete_flushes(self, done: Iterable[tuple[TP, PendingFlush]], now_ms: int) -> None:
+    def complete_flushes(
+        self, done: Iterable[tuple[TopicPartition, PendingFlush]], now_ms: int
+    ) -> None:
         """Advance recovery points after the fsyncs; leaders may advance their HW (FSYNC)."""
         for tp, flush in done:
             replica = self.partitions.get(tp)
@@ -592,7 +597,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
                 self._touch_hw(tp)
             self._collect(tp, replica)
 
-    def fail_flush(self, tp: TP, reason: str) -> None:
+    def fail_flush(self, tp: TopicPartition, reason: str) -> None:
         """A worker-thread fsync failed: the log goes offline (never silently continues)."""
         replica = self.partitions.get(tp)
         log = None if replica is None else _as_log(replica)
@@ -638,11 +643,11 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     # ------------------------------------------------------------------ outputs
 
-    def _touch(self, tp: TP) -> None:
+    def _touch(self, tp: TopicPartition) -> None:
         self.data_version += 1
         self._changed.add(tp)
 
-    def _touch_hw(self, tp: TP) -> None:
+    def _touch_hw(self, tp: TopicPartition) -> None:
         self.data_version += 1
         self._hw_changed.add(tp)
 
@@ -650,17 +655,17 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self.data_version += 1
         self._changed_all = True
 
-    def take_changed(self) -> tuple[set[TP] | None, set[TP]]:
+    def take_changed(self) -> tuple[set[TopicPartition] | None, set[TopicPartition]]:
         """Since the last call: the partitions whose data or role changed (None: possibly
         every partition, e.g. after retention), and those whose HW alone moved."""
-        changed: set[TP] | None = None if self._changed_all else set(self._changed)
+        changed: set[TopicPartition] | None = None if self._changed_all else set(self._changed)
         hw_only = self._hw_changed - self._changed if changed is not None else set()
         self._changed.clear()
         self._hw_changed = set()
         self._changed_all = False
         return changed, hw_only
 
-    def _collect(self, tp: TP, replica: Partition) -> None:
+    def _collect(self, tp: TopicPartition, replica: Partition) -> None:
         if not replica.has_ready:
             return
         ready = replica.take_ready()
@@ -691,8 +696,3 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 def _as_log(replica: Partition) -> Log | None:
     log = replica.log
     return log if isinstance(log, Log) else None
-
-
-def hosted_state(states: Mapping[TP, PartitionState], broker_id: int) -> list[TP]:
-    """Partitions whose replicas include ``broker_id`` (for controlled shutdown checks)."""
-    return sorted(tp for tp, s in states.items() if broker_id in s.replicas)

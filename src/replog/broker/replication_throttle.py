@@ -29,8 +29,8 @@ import attrs
 
 from replog.broker.config import BrokerConfig
 from replog.config_layers import UNTHROTTLED_RATE, replication_rate
-from replog.coord.types import ALL_BROKERS, TopicAssignment, TopicConfigs
 from replog.isr.replication_quota import RateQuota, should_throttle
+from replog.metadata.types import ALL_BROKERS, TopicAssignment, TopicConfigs
 from replog.topic_config import (
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_REPLICAS,

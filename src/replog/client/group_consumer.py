@@ -41,8 +41,7 @@ __all__ = ["INTERNAL_TOPICS", "GroupConsumer", "PositionOwner", "RebalanceCallba
 
 _log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
-RebalanceCallback = Callable[[list[TP]], Awaitable[None] | None]
+RebalanceCallback = Callable[[list[tuple[str, int]]], Awaitable[None] | None]
 """``on_assign`` / ``on_revoke``: called with the partitions, sorted; may be a coroutine."""
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Never matched by a pattern subscription (Kafka's exclude.internal.topics)."""
@@ -59,7 +58,7 @@ class PositionOwner(Protocol):
         """Read ``tp`` from ``offset``."""
         ...
 
-    def consumed_offsets(self) -> dict[TP, OffsetAndMetadata]:
+    def consumed_offsets(self) -> dict[tuple[str, int], OffsetAndMetadata]:
         """The position of every assigned partition that has one."""
         ...
 
@@ -94,10 +93,10 @@ class GroupConsumer:
         self._subscription: frozenset[str] = frozenset()
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
-        self._assigned: list[TP] = []
+        self._assigned: list[tuple[str, int]] = []
         self._rebalance: asyncio.Task[None] | None = None
         self._next_auto_commit_ms = now_ms() + auto_commit_interval_ms
-        self._last_committed: dict[TP, OffsetAndMetadata] = {}
+        self._last_committed: dict[tuple[str, int], OffsetAndMetadata] = {}
 
     @property
     def subscribed(self) -> bool:
@@ -264,7 +263,7 @@ class GroupConsumer:
 
     async def committed(
         self, partitions: Iterable[TopicPartitionLike], *, timeout_ms: int | None = None
-    ) -> dict[TP, int | None]:
+    ) -> dict[tuple[str, int], int | None]:
         """The group's committed offset of each partition (None: none)."""
         found = await self.group.fetch_committed(partitions, timeout_ms=timeout_ms)
         return {(t, int(p)): None if o is None else o.offset for (t, p), o in found.items()}
@@ -290,7 +289,7 @@ class GroupConsumer:
             await self.group.close()
 
 
-async def _call(callback: RebalanceCallback | None, tps: list[TP]) -> None:
+async def _call(callback: RebalanceCallback | None, tps: list[tuple[str, int]]) -> None:
     if callback is None:
         return
     result = callback(sorted(tps))

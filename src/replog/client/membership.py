@@ -62,7 +62,6 @@ __all__ = ["GroupMembership", "MemberState", "MembershipConfig"]
 
 _log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 PartitionCounts = Callable[[set[str]], Awaitable[Mapping[str, int]]]
 """How the leader learns the partition counts of the topics it assigns."""
 
@@ -132,7 +131,9 @@ class GroupMembership:
             _log.info("group %s: rejoining: %s", self.group.group_id, why)
         self.needs_join = True
 
-    async def join(self, topics: set[str], partition_counts: PartitionCounts) -> list[TP]:
+    async def join(
+        self, topics: set[str], partition_counts: PartitionCounts
+    ) -> list[tuple[str, int]]:
         """Join and sync until this member has an assignment in a generation (retrying what
         Kafka retries); returns it."""
         self.state = MemberState.REBALANCING
@@ -148,7 +149,7 @@ class GroupMembership:
 
     async def _join_once(
         self, topics: set[str], partition_counts: PartitionCounts
-    ) -> list[TP] | None:
+    ) -> list[tuple[str, int]] | None:
         joined = await self._join_group(topics)
         if joined is None:
             return None
@@ -349,7 +350,7 @@ class GroupMembership:
                 await task
 
 
-def _topic_partitions(tps: Sequence[TP]) -> list[TopicPartitions]:
+def _topic_partitions(tps: Sequence[tuple[str, int]]) -> list[TopicPartitions]:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(tps):
         by_topic.setdefault(topic, []).append(partition)

@@ -5,7 +5,7 @@
 epoch. ``alter_partition.py`` is the channel partition leaders use to reach it.
 
 AlterPartition channel. A partition leader (``replog.isr``) proposes ISR changes as
-``replog.coord.types.AlterPartition`` values. The broker runtime stamps its own incarnation on
+``replog.metadata.types.AlterPartition`` values. The broker runtime stamps its own incarnation on
 one and queues it, as it is, for ``CONTROLLER_TARGET`` (``submit_admin_request``); it stays
 queued across controller failovers. The controller validates it
 (``election.handle_alter_partition``, the reference's order), compare-and-sets the partition

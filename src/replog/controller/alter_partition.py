@@ -5,7 +5,7 @@ admin request with an ``AlterPartitionResult`` -> the leader takes that result b
 from __future__ import annotations
 
 from replog.coord.contract import Coordinator
-from replog.coord.types import (
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     AdminRequest,
     AdminRequestChanged,

@@ -50,7 +50,6 @@ from replog.coord.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from replog.coord.types import CONTROLLER_TARGET, CasStatus
 from replog.election.controller import ControllerConfig, ControllerMachine
 from replog.election.controller_requests import handling_order
 from replog.election.controller_writes import (
@@ -69,6 +68,7 @@ from replog.election.controller_writes import (
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode, invariant, unreachable
+from replog.metadata.types import CONTROLLER_TARGET, CasStatus
 
 __all__ = ["CONFLICT_RETRIES_MAX", "ControllerRole", "ControllerService", "random_placement_start"]
 

@@ -2,7 +2,7 @@
 
 ``connect(url)`` opens a backend by URL (``memory://name`` built in; ZooKeeper, etcd and
 third-party backends through the ``replog.coordinators`` entry point group). The contract is in
-``replog.coord.contract``, its values in ``replog.coord.types``, its errors in
+``replog.coord.contract``, its values in ``replog.metadata.types``, its errors in
 ``replog.coord.errors``, and the test suite every backend must pass in
 ``replog.coord.testing``.
 """
@@ -28,7 +28,7 @@ from replog.coord.errors import (
 from replog.coord.memory import ManualClock, MemoryCoordinator
 from replog.coord.memory_handle import MemoryHandle
 from replog.coord.registry import connect, register_backend
-from replog.coord.types import (
+from replog.metadata.types import (
     ALL_BROKERS,
     CONTROLLER_TARGET,
     NO_LEADER,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from replog.coord import records
 from replog.coord.errors import AdminQueueFullError
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata import records
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     AddPartitions,
     AdminPayload,
@@ -31,7 +32,6 @@ from replog.coord.types import (
     ReassignPartition,
     StartReplica,
 )
-from replog.errors import ErrorCode
 from replog.topics import validate_topic_name
 
 __all__ = ["AdminQueues", "requests_to_drop", "superseded_requests", "validate_admin_request"]

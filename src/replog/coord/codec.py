@@ -5,7 +5,7 @@ An attrs value becomes ``{"@": "<class name>", <field>: <encoded value>, ...}`` 
 declaration order), an enum ``{"@e": "<class name>", "v": <value>}``, a tuple a list; everything
 else is a JSON scalar. Text is compact (no spaces). Decoding turns every list back into a tuple
 (all sequences in these values are tuples) and rebuilds classes by name from a closed table
-built from ``replog.coord.types``, so a stored value can never name an arbitrary class.
+built from ``replog.metadata.types``, so a stored value can never name an arbitrary class.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from replog.coord import types as t
 from replog.errors import ErrorCode
+from replog.metadata import types as t
 
 __all__ = ["CLASSES", "ENUMS", "decode", "dumps", "dumps_bytes", "encode", "loads"]
 

@@ -46,7 +46,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from replog.coord.errors import InvalidPartitionStateError, InvalidReplicaAssignmentError
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     NO_LEADER,
     PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
@@ -66,7 +67,6 @@ from replog.coord.types import (
     TopicAssignment,
     TopicConfigs,
 )
-from replog.errors import ErrorCode
 
 __all__ = [
     "ADMIN_QUEUE_LIMIT",

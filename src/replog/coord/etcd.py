@@ -69,7 +69,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replog.clock import monotonic_s
-from replog.coord import codec, records, rules
+from replog.coord import codec, rules
 from replog.coord.contract import ADMIN_QUEUE_LIMIT, DEFAULT_TIMEOUT_MS, validate_partition_state
 from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import (
@@ -94,7 +94,9 @@ from replog.coord.etcd_feed import EtcdFeedMixin, FeedSubscriber
 from replog.coord.etcd_sessions import EtcdSession, EtcdSessionsMixin
 from replog.coord.etcd_txn import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
 from replog.coord.sessions import SessionListeners
-from replog.coord.types import (
+from replog.errors import InvalidConfigError, RequestTimeoutError
+from replog.metadata import records
+from replog.metadata.types import (
     PRODUCER_ID_BLOCK_SIZE,
     CasResult,
     ControllerInfo,
@@ -107,7 +109,6 @@ from replog.coord.types import (
     TopicConfigs,
     topic_configs,
 )
-from replog.errors import InvalidConfigError, RequestTimeoutError
 
 __all__ = ["EtcdCoordinator"]
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from replog.coord import codec, records
+from replog.coord import codec
 from replog.coord.admin import requests_to_drop, validate_admin_request
 from replog.coord.etcd_client import JsonObj, KeyValue, op_delete, op_put, op_range
 from replog.coord.etcd_txn import Done, EtcdTxnBase, Plan, plan
-from replog.coord.types import AdminPayload, AdminRequest, AlterPartitionResult, MetadataChange
 from replog.errors import ErrorCode
+from replog.metadata import records
+from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult, MetadataChange
 
 __all__ = ["EtcdAdminMixin"]
 

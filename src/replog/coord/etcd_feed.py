@@ -18,8 +18,8 @@ from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
 from replog.coord.etcd_client import cmp_mod, op_put, op_range, prefix_end
 from replog.coord.etcd_txn import EtcdTxnBase, last_int, mod_rev
-from replog.coord.types import ChangeBatch, MetadataChange, Subscription
 from replog.errors import RequestTimeoutError
+from replog.metadata.types import ChangeBatch, MetadataChange, Subscription
 
 __all__ = ["EtcdFeedMixin", "FeedSubscriber"]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import attrs
 
 from replog.clock import monotonic_s
-from replog.coord import codec, records, rules
+from replog.coord import codec, rules
 from replog.coord.errors import (
     BrokerIdInUseError,
     CoordinatorUnavailableError,
@@ -33,7 +33,8 @@ from replog.coord.etcd_txn import (
     plan,
 )
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.types import (
+from replog.metadata import records
+from replog.metadata.types import (
     BrokerChangeReason,
     BrokerInfo,
     ControllerInfo,

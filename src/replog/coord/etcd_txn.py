@@ -18,8 +18,8 @@ from replog.coord.contract import Coordinator
 from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import CoordinatorClosedError
 from replog.coord.etcd_client import EtcdClient, JsonObj, KeyValue, cmp_mod, op_put, op_range
-from replog.coord.types import MetadataChange
 from replog.errors import RequestTimeoutError
+from replog.metadata.types import MetadataChange
 
 __all__ = [
     "RETRY",

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from replog.clock import ManualClock, monotonic_ms
 from replog.coord.errors import MustResyncError
-from replog.coord.types import ChangeBatch, MetadataChange
 from replog.errors import RequestTimeoutError, invariant
+from replog.metadata.types import ChangeBatch, MetadataChange
 
 __all__ = ["FeedLog", "ManualClock", "TimedLock", "monotonic_ms"]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import attrs
 
-from replog.coord import records, rules
+from replog.coord import rules
 from replog.coord.admin import AdminQueues
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
@@ -44,7 +44,9 @@ from replog.coord.errors import (
 )
 from replog.coord.feed import FeedLog, ManualClock, TimedLock, monotonic_ms
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata import records
+from replog.metadata.types import (
     PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
@@ -65,7 +67,6 @@ from replog.coord.types import (
     TopicConfigs,
     topic_configs,
 )
-from replog.errors import ErrorCode
 from replog.topics import new_topic_id
 
 __all__ = ["FEED_RETENTION_MAX", "ManualClock", "MemoryCoordinator", "monotonic_ms"]

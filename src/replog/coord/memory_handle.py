@@ -20,7 +20,7 @@ from typing import Any
 from replog.coord.contract import Coordinator
 from replog.coord.errors import CoordinatorClosedError, CoordinatorError
 from replog.coord.memory import MemoryCoordinator
-from replog.coord.types import BrokerInfo, Subscription
+from replog.metadata.types import BrokerInfo, Subscription
 
 __all__ = ["MemoryHandle"]
 

@@ -14,7 +14,7 @@ from replog.coord.contract import (
     validate_replica_assignment,
 )
 from replog.coord.errors import FencedControllerError, SessionExpiredError, TopicExistsError
-from replog.coord.types import (
+from replog.metadata.types import (
     ALL_BROKERS,
     BrokerInfo,
     CasResult,

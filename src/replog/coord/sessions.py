@@ -7,7 +7,7 @@ import itertools
 import threading
 from collections.abc import Callable
 
-from replog.coord.types import SessionEvent, SessionState, Subscription
+from replog.metadata.types import SessionEvent, SessionState, Subscription
 
 __all__ = ["SessionListeners", "session_event"]
 

@@ -35,7 +35,7 @@ from replog.coord.testing_brokers import BrokerContract
 from replog.coord.testing_configs import DynamicConfigsContract
 from replog.coord.testing_partitions import PartitionStateContract
 from replog.coord.testing_topics import TopicContract
-from replog.coord.types import (
+from replog.metadata.types import (
     ChangeBatch,
     SessionState,
     TopicAssignment,

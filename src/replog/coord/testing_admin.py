@@ -13,7 +13,8 @@ from replog.coord.errors import (
     FencedControllerError,
 )
 from replog.coord.testing_base import ContractBase, CoordinatorFactory
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     PRODUCER_ID_BLOCK_SIZE,
     AdminRequestChanged,
@@ -27,7 +28,6 @@ from replog.coord.types import (
     ProducerIdBlock,
     StartReplica,
 )
-from replog.errors import ErrorCode
 
 __all__ = ["AdminQueueContract"]
 

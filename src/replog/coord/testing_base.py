@@ -11,7 +11,7 @@ import pytest
 
 from replog.clock import monotonic_s, sleep_s
 from replog.coord.contract import Coordinator, SessionFaults
-from replog.coord.types import (
+from replog.metadata.types import (
     AdminRequestChanged,
     AdminRequestChangeReason,
     BrokerChanged,

@@ -16,7 +16,8 @@ from replog.coord.errors import (
     SessionExpiredError,
 )
 from replog.coord.testing_base import ContractBase
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     BrokerChanged,
     BrokerChangeReason,
@@ -27,7 +28,6 @@ from replog.coord.types import (
     SessionEvent,
     SessionState,
 )
-from replog.errors import ErrorCode
 
 __all__ = ["BrokerContract"]
 

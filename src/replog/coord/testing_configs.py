@@ -15,7 +15,7 @@ import pytest
 
 from replog.coord.contract import Coordinator
 from replog.coord.errors import FencedControllerError, UnknownTopicError
-from replog.coord.types import (
+from replog.metadata.types import (
     ALL_BROKERS,
     CONTROLLER_TARGET,
     TOPIC_CONFIGS_MAX,

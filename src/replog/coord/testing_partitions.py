@@ -14,9 +14,10 @@ from replog.coord.errors import (
     InvalidPartitionStateError,
     MustResyncError,
 )
-from replog.coord.image import MetadataImage
 from replog.coord.testing_base import EMPTY, ContractBase, replay
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.image import MetadataImage
+from replog.metadata.types import (
     NO_LEADER,
     CasStatus,
     ChangeBatch,
@@ -26,7 +27,6 @@ from replog.coord.types import (
     PartitionState,
     StartReplica,
 )
-from replog.errors import ErrorCode
 
 __all__ = ["PartitionStateContract"]
 

@@ -17,7 +17,8 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.testing_base import ContractBase
-from replog.coord.types import (
+from replog.errors import ErrorCode, InvalidTopicError
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     TOPIC_CONFIGS_BYTES_MAX,
     TOPIC_CONFIGS_MAX,
@@ -27,8 +28,7 @@ from replog.coord.types import (
     TopicChanged,
     TopicChangeReason,
 )
-from replog.coord.values import TOPIC_CONFIG_KEY_CHARS_MAX, TOPIC_CONFIG_VALUE_CHARS_MAX
-from replog.errors import ErrorCode, InvalidTopicError
+from replog.metadata.values import TOPIC_CONFIG_KEY_CHARS_MAX, TOPIC_CONFIG_VALUE_CHARS_MAX
 from replog.topics import ZERO_TOPIC_ID, topic_uuid
 
 __all__ = ["TopicContract"]

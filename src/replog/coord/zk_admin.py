@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from replog.coord import codec, records
+from replog.coord import codec
 from replog.coord.admin import requests_to_drop
-from replog.coord.types import AdminPayload, AdminRequest, AlterPartitionResult
 from replog.coord.zk_codec import QUEUES, queue_dir
 from replog.coord.zk_io import Op, Plan, ZkIo
 from replog.errors import ErrorCode, invariant
+from replog.metadata import records
+from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult
 
 __all__ = ["ZkAdminQueues"]
 

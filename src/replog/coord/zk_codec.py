@@ -32,7 +32,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from replog.coord.types import (
+from replog.metadata.types import (
     CONTROLLER_TARGET,
     BrokerInfo,
     ControllerInfo,

@@ -17,17 +17,18 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from replog.coord import records, rules
+from replog.coord import rules
 from replog.coord.errors import UnknownTopicError
-from replog.coord.types import (
+from replog.coord.zk_codec import TOPICS, encode_topic
+from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
+from replog.metadata import records
+from replog.metadata.types import (
     ALL_BROKERS,
     PartitionState,
     TopicAssignment,
     TopicConfigs,
     topic_configs,
 )
-from replog.coord.zk_codec import TOPICS, encode_topic
-from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
 
 __all__ = ["BROKER_CONFIGS", "ZkConfigsMixin", "broker_config_path", "read_broker_configs"]
 

@@ -18,8 +18,8 @@ from replog.clock import monotonic_s
 from replog.coord import codec
 from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
-from replog.coord.types import ChangeBatch, MetadataChange, Subscription
 from replog.coord.zk_io import CHANGES, HEAD, ZkIo, change_path, kazoo_errors
+from replog.metadata.types import ChangeBatch, MetadataChange, Subscription
 
 __all__ = ["ZkFeed"]
 

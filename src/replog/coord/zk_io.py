@@ -21,8 +21,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from replog.clock import monotonic_s, sleep_s
 from replog.coord import codec
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.types import MetadataChange
 from replog.errors import RequestTimeoutError
+from replog.metadata.types import MetadataChange
 
 __all__ = ["HEAD", "CHANGES", "Op", "Plan", "change_path", "kazoo_errors", "ZkIo"]
 

@@ -34,7 +34,7 @@ from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
 from replog.clock import monotonic_s
-from replog.coord import records, rules
+from replog.coord import rules
 from replog.coord.errors import (
     BrokerIdInUseError,
     CoordinatorClosedError,
@@ -42,14 +42,6 @@ from replog.coord.errors import (
     SessionExpiredError,
 )
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.types import (
-    BrokerChangeReason,
-    BrokerInfo,
-    MetadataChange,
-    SessionEvent,
-    SessionState,
-    Subscription,
-)
 from replog.coord.zk_codec import (
     CONTROLLER,
     EPOCH,
@@ -63,6 +55,15 @@ from replog.coord.zk_codec import (
     encode_epoch,
 )
 from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
+from replog.metadata import records
+from replog.metadata.types import (
+    BrokerChangeReason,
+    BrokerInfo,
+    MetadataChange,
+    SessionEvent,
+    SessionState,
+    Subscription,
+)
 
 __all__ = ["ZkSession", "ZkSessionsMixin", "new_client", "stop_client"]
 

@@ -44,7 +44,7 @@ from typing import Any
 from kazoo.protocol.states import KazooState
 
 from replog.clock import monotonic_s
-from replog.coord import records, rules
+from replog.coord import rules
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
     DEFAULT_TIMEOUT_MS,
@@ -60,17 +60,6 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.sessions import SessionListeners
-from replog.coord.types import (
-    BrokerInfo,
-    CasResult,
-    ChangeBatch,
-    ControllerInfo,
-    MetadataSnapshot,
-    PartitionState,
-    SessionState,
-    Subscription,
-    TopicAssignment,
-)
 from replog.coord.zk_admin import ZkAdminQueues
 from replog.coord.zk_codec import (
     CONTROLLER,
@@ -99,6 +88,18 @@ from replog.coord.zk_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
 from replog.coord.zk_requests import ZkRequestsMixin
 from replog.coord.zk_sessions import ZkSession, ZkSessionsMixin, new_client, stop_client
 from replog.errors import InvalidConfigError
+from replog.metadata import records
+from replog.metadata.types import (
+    BrokerInfo,
+    CasResult,
+    ChangeBatch,
+    ControllerInfo,
+    MetadataSnapshot,
+    PartitionState,
+    SessionState,
+    Subscription,
+    TopicAssignment,
+)
 
 __all__ = ["ZooKeeperCoordinator"]
 

@@ -22,7 +22,7 @@ A valid proposal goes through the ``PartitionChangeBuilder`` (ELR maintenance, a
 reassignment completion, which may move leadership: the response is then NEW_LEADER_ELECTED,
 see ``response_error``).
 
-The request is ``replog.coord.types.AlterPartition``, the value the leader's partition machine
+The request is ``replog.metadata.types.AlterPartition``, the value the leader's partition machine
 made and the broker queued: ``leader_id`` / ``leader_broker_epoch`` identify the sender.
 """
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import AlterPartition, LeaderRecoveryState
 from replog.election.decision import Decision
 from replog.election.partition_change import ElectionPolicy, PartitionChangeBuilder
 from replog.election.state import ClusterView, PartitionRegistration, format_ids
@@ -42,6 +41,7 @@ from replog.election.state_change import (
     handled_request,
 )
 from replog.errors import ErrorCode, unreachable
+from replog.metadata.types import AlterPartition, LeaderRecoveryState
 
 __all__ = ["handle_alter_partition", "response_error"]
 

@@ -58,7 +58,6 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from replog.config_layers import ConfigLayers, topic_settings
-from replog.coord import types as ct
 from replog.election import controller_requests
 from replog.election.broker_events import (
     on_broker_fenced,
@@ -96,6 +95,7 @@ from replog.election.state import (
 )
 from replog.election.state_change import Actor, StateChange
 from replog.errors import ErrorCode
+from replog.metadata import types as ct
 
 __all__ = ["ControllerConfig", "ControllerMachine", "TopicPolicy", "fixed_placement_start"]
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from replog.config_layers import apply_changes, check_broker_configs
-from replog.coord import types as ct
 from replog.election.controller_writes import (
     AlterBrokerConfigsWrite,
     AlterTopicConfigsWrite,
@@ -32,6 +31,7 @@ from replog.election.rebalance import elect_leader as decide_election
 from replog.election.state import TopicPartition
 from replog.election.state_change import Actor
 from replog.errors import ErrorCode, InvalidConfigError
+from replog.metadata import types as ct
 from replog.topic_config import parse_topic_configs
 
 if TYPE_CHECKING:

@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from replog.coord import types as ct
-from replog.coord.values import NEW_PARTITIONS_MAX
 from replog.election import controller_admin
 from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
@@ -44,6 +42,8 @@ from replog.election.reassignment import cancel_reassignment, next_reassignment_
 from replog.election.state import PartitionRegistration, TopicPartition, format_ids
 from replog.election.state_change import Actor, StateChange, StateChangeKind, handled_request
 from replog.errors import ErrorCode
+from replog.metadata import types as ct
+from replog.metadata.values import NEW_PARTITIONS_MAX
 from replog.topics import collision_key
 
 if TYPE_CHECKING:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord import types as ct
 from replog.election.state import (
     BrokerRegistration,
     PartitionRegistration,
@@ -30,6 +29,7 @@ from replog.election.state import (
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode
+from replog.metadata import types as ct
 
 __all__ = [
     "AddPartitionsWrite",

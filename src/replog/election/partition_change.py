@@ -42,7 +42,6 @@ from collections.abc import Collection, Iterable, Sequence
 
 import attrs
 
-from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.election.decision import Decision
 from replog.election.state import ClusterView, PartitionRegistration, TopicPartition, format_ids
 from replog.election.state_change import (
@@ -54,6 +53,7 @@ from replog.election.state_change import (
     transition_changes,
 )
 from replog.errors import ErrorCode, invariant
+from replog.metadata.types import NO_LEADER, LeaderRecoveryState
 
 __all__ = [
     "ElectionPolicy",

@@ -36,7 +36,6 @@ from collections.abc import Collection, Sequence
 
 import attrs
 
-from replog.coord.types import LeaderRecoveryState
 from replog.election.decision import Decision
 from replog.election.partition_change import (
     ElectionPolicy,
@@ -53,6 +52,7 @@ from replog.election.state_change import (
     handled_request,
 )
 from replog.errors import ErrorCode
+from replog.metadata.types import LeaderRecoveryState
 
 __all__ = [
     "ReassignmentProgress",

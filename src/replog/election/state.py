@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from replog.coord.types import NO_LEADER, LeaderRecoveryState
 from replog.errors import invariant
+from replog.metadata.types import NO_LEADER, LeaderRecoveryState
 from replog.topics import TopicPartition
 
 __all__ = [

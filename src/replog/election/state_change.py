@@ -4,9 +4,9 @@ registration to the next, ``handled_request`` for a request the controller handl
 
 from __future__ import annotations
 
-from replog.coord.types import NO_LEADER
 from replog.election.state import PartitionRegistration, TopicPartition
 from replog.errors import ErrorCode
+from replog.metadata.types import NO_LEADER
 from replog.state_change import (
     DEFAULT_REQUESTER,
     Actor,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import AlterPartition, AlterPartitionResult
 from replog.errors import ErrorCode
+from replog.metadata.types import AlterPartition, AlterPartitionResult
 
 __all__ = [
     "ALTER_REJECTED",

@@ -2,7 +2,7 @@
 
 The partition machine never sends anything itself. It returns (or queues in ``Ready``) these
 values, and the driver turns them into wire messages, coordinator writes and client replies.
-ISR changes travel as the coordinator's own values (``replog.coord.types.AlterPartition`` out,
+ISR changes travel as the coordinator's own values (``replog.metadata.types.AlterPartition`` out,
 ``AlterPartitionResult`` back), so the proposal the leader makes is the one the controller
 validates.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import AlterPartition
 from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode
 from replog.isr.replica_log import LogSlice
+from replog.metadata.types import AlterPartition
 
 __all__ = [
     "EpochEndOffset",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import AlterPartition, AlterPartitionResult, IsrMember
 from replog.errors import ErrorCode, invariant, unreachable
 from replog.isr.config import Acks, DurabilityMode, PartitionConfig
 from replog.isr.follower import FollowerAction, FollowerFetcher, FollowerOutcome
@@ -43,6 +42,7 @@ from replog.isr.purgatory import DelayedProduce, Purgatory
 from replog.isr.replica import ReplicaRole, ReplicaState
 from replog.isr.replica_log import ReplicaLog
 from replog.isr.state_changes import PartitionAt, acted_on, proposed
+from replog.metadata.types import AlterPartition, AlterPartitionResult, IsrMember
 from replog.state_change import StateChangeKind as Kind
 from replog.state_change import StateChangeSink, discard_state_change
 from replog.topics import TopicPartition

@@ -34,8 +34,8 @@ from replog.coord.errors import (
     CoordinatorUnavailableError,
     SessionExpiredError,
 )
-from replog.coord.types import BrokerInfo, SessionState
 from replog.errors import ErrorCode, ProtocolError, invariant
+from replog.metadata.types import BrokerInfo, SessionState
 from replog.protocol.framing import FrameReader, RequestHeader, encode_request_header
 from replog.protocol.messages import (
     BROKER_HEARTBEAT,

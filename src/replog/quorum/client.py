@@ -54,7 +54,8 @@ from replog.coord.errors import (
     SessionExpiredError,
 )
 from replog.coord.sessions import SessionListeners
-from replog.coord.types import (
+from replog.errors import ErrorCode, InvalidConfigError
+from replog.metadata.types import (
     PRODUCER_ID_BLOCK_SIZE,
     AdminPayload,
     AdminRequest,
@@ -73,7 +74,6 @@ from replog.coord.types import (
     TopicConfigs,
     topic_configs,
 )
-from replog.errors import ErrorCode, InvalidConfigError
 from replog.quorum import commands as rc
 from replog.quorum.broker_channel import BrokerRpcChannel, registration_request
 from replog.quorum.channel import QuorumChannel, parse_addresses

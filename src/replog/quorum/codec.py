@@ -26,7 +26,6 @@ from typing import Any
 import attrs
 
 from replog.coord import codec
-from replog.coord import types as t
 from replog.coord.errors import (
     AdminQueueFullError,
     BrokerIdInUseError,
@@ -40,6 +39,7 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.errors import InvalidTopicError, ProtocolError, RecordBatchTooLargeError
+from replog.metadata import types as t
 from replog.quorum import commands as rc
 
 __all__ = [

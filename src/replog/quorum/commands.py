@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import attrs
 
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     AdminPayload,
     AdminRequest,
     AlterPartitionResult,
@@ -34,7 +35,6 @@ from replog.coord.types import (
     ProducerIdBlock,
     TopicConfigs,
 )
-from replog.errors import ErrorCode
 
 __all__ = [
     "COMMANDS",

@@ -48,8 +48,8 @@ from typing import Protocol, cast
 import attrs
 
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.types import ChangeBatch, SessionState
 from replog.errors import ErrorCode, RecordBatchTooLargeError, invariant
+from replog.metadata.types import ChangeBatch, SessionState
 from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
     COMMANDS,

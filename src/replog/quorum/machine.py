@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from replog.coord import records, rules
+from replog.coord import rules
 from replog.coord.admin import requests_to_drop, validate_admin_request
 from replog.coord.contract import ADMIN_QUEUE_LIMIT, validate_partition_state
 from replog.coord.errors import (
@@ -38,7 +38,9 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.feed import FeedLog
-from replog.coord.types import (
+from replog.errors import CorruptRecordError, ProtocolError, ReplogError, invariant
+from replog.metadata import records
+from replog.metadata.types import (
     AdminRequest,
     BrokerChangeReason,
     BrokerInfo,
@@ -53,7 +55,6 @@ from replog.coord.types import (
     TopicConfigs,
     topic_configs,
 )
-from replog.errors import CorruptRecordError, ProtocolError, ReplogError, invariant
 from replog.quorum import codec as raft_codec
 from replog.quorum.commands import (
     AddPartitionsWrite,

@@ -30,7 +30,7 @@ from replog.coord.errors import (
     SessionExpiredError,
 )
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.types import BrokerInfo, SessionState
+from replog.metadata.types import BrokerInfo, SessionState
 from replog.quorum import commands as rc
 
 __all__ = ["HEARTBEAT_INTERVAL_MS_MAX", "HeldSession", "SessionKeeperMixin"]

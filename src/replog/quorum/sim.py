@@ -39,7 +39,7 @@ from replog.coord.errors import (
     SessionExpiredError,
     TopicExistsError,
 )
-from replog.coord.types import BrokerInfo, CasResult, CasStatus, ControllerInfo, PartitionState
+from replog.metadata.types import BrokerInfo, CasResult, CasStatus, ControllerInfo, PartitionState
 from replog.quorum.commands import (
     CasPartitionState,
     CreateTopicWrite,

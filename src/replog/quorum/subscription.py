@@ -17,7 +17,7 @@ from replog.coord.errors import (
     CoordinatorUnavailableError,
     MustResyncError,
 )
-from replog.coord.types import ChangeBatch, Subscription
+from replog.metadata.types import ChangeBatch, Subscription
 from replog.quorum import commands as rc
 
 __all__ = ["WATCH_WAIT_MS", "FeedSubscription"]

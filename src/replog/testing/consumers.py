@@ -39,8 +39,6 @@ SESSION_ERRORS = frozenset(
     {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH}
 )
 
-TP = tuple[str, int]
-
 
 @attrs.define
 class _Session:
@@ -56,7 +54,7 @@ class _Session:
 class Consumer:
     """One partition's consumer (see the module docstring)."""
 
-    def __init__(self, sim: Simulation, tp: TP, node: int, *, checked: bool) -> None:
+    def __init__(self, sim: Simulation, tp: tuple[str, int], node: int, *, checked: bool) -> None:
         self._sim = sim
         self.tp = tp
         self.node = node

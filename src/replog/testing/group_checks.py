@@ -31,15 +31,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CommitAttempt", "GroupHistory"]
 
-TP = tuple[str, int]
-
 
 @attrs.define
 class CommitAttempt:
     """One partition's offset in one OffsetCommit request, and what became of it."""
 
     group: str
-    tp: TP
+    tp: tuple[str, int]
     offset: int
     generation: int
     member_id: str
@@ -61,11 +59,11 @@ class GroupHistory:
 
     def __init__(self, sim: Simulation) -> None:
         self._sim = sim
-        self._last_offset: dict[tuple[str, TP], int] = {}
+        self._last_offset: dict[tuple[str, tuple[str, int]], int] = {}
         #: (group, tp, offset) -> the attempt that committed it
-        self.attempts: dict[tuple[str, TP, int], CommitAttempt] = {}
+        self.attempts: dict[tuple[str, tuple[str, int], int], CommitAttempt] = {}
         #: (group, tp) -> acknowledged attempts, in the order the acknowledgements came
-        self.acked: dict[tuple[str, TP], list[CommitAttempt]] = {}
+        self.acked: dict[tuple[str, tuple[str, int]], list[CommitAttempt]] = {}
         #: group -> generation -> the first SyncGroup success for it
         self.synced: dict[str, dict[int, _Synced]] = {}
         self.fetches_checked = 0
@@ -83,7 +81,7 @@ class GroupHistory:
     # ------------------------------------------------------------------ commits
 
     def new_commit(
-        self, group: str, tp: TP, generation: int, member_id: str, step: int
+        self, group: str, tp: tuple[str, int], generation: int, member_id: str, step: int
     ) -> CommitAttempt:
         """A commit attempt with an offset above every earlier one of ``(group, tp)``."""
         offset = self._last_offset.get((group, tp), 0) + max(1, step)
@@ -118,7 +116,9 @@ class GroupHistory:
             return lower.answered_ms >= acked.sent_ms
         return acked.sent_ms <= lower.sent_ms + self._delivery_ms_max()
 
-    def on_fetch(self, group: str, tp: TP, offset: int, sent_ms: int, broker: int) -> None:
+    def on_fetch(
+        self, group: str, tp: tuple[str, int], offset: int, sent_ms: int, broker: int
+    ) -> None:
         """An OffsetFetch sent at ``sent_ms`` answered ``offset`` for ``tp`` without error."""
         sim = self._sim
         self.fetches_checked += 1

@@ -27,14 +27,12 @@ import attrs
 
 __all__ = ["Anomaly", "History", "Poll", "Send", "check_history"]
 
-TP = tuple[str, int]
-
 
 @attrs.define
 class Send:
     """One produce attempt and its outcome (``status``: pending, ok, fail, info)."""
 
-    tp: TP
+    tp: tuple[str, int]
     value: bytes
     acks: int
     status: str = "pending"
@@ -46,7 +44,7 @@ class Poll:
     """What one consumer saw in one poll (``seek``: the position was set explicitly first)."""
 
     consumer: int
-    tp: TP
+    tp: tuple[str, int]
     records: tuple[tuple[int, bytes], ...]
     seek: int | None = None
 
@@ -65,9 +63,9 @@ class History:
 
     sends: list[Send] = attrs.field(factory=list)
     polls: list[Poll] = attrs.field(factory=list)
-    final_reads: dict[TP, list[tuple[int, bytes]]] = attrs.field(factory=dict)
+    final_reads: dict[tuple[str, int], list[tuple[int, bytes]]] = attrs.field(factory=dict)
 
-    def send(self, tp: TP, value: bytes, acks: int) -> Send:
+    def send(self, tp: tuple[str, int], value: bytes, acks: int) -> Send:
         """Record a send attempt; the caller fills in its outcome."""
         op = Send(tp, value, acks)
         self.sends.append(op)
@@ -76,7 +74,7 @@ class History:
     def poll(
         self,
         consumer: int,
-        tp: TP,
+        tp: tuple[str, int],
         records: Iterable[tuple[int, bytes]],
         *,
         seek: int | None = None,
@@ -89,9 +87,9 @@ def check_history(history: History, *, acks_all: int = -1) -> list[Anomaly]:
     """Every anomaly in ``history`` (empty: clean). See the module docstring."""
     anomalies: list[Anomaly] = []
     by_value = {(s.tp, s.value): s for s in history.sends}
-    seen: dict[TP, dict[int, bytes]] = {}
-    where: dict[tuple[TP, bytes], int] = {}
-    reads: list[tuple[TP, int, bytes]] = [
+    seen: dict[tuple[str, int], dict[int, bytes]] = {}
+    where: dict[tuple[tuple[str, int], bytes], int] = {}
+    reads: list[tuple[tuple[str, int], int, bytes]] = [
         (p.tp, o, v) for p in history.polls for o, v in p.records
     ] + [(tp, o, v) for tp, rs in sorted(history.final_reads.items()) for o, v in rs]
     for tp, offset, value in reads:
@@ -142,7 +140,7 @@ def check_history(history: History, *, acks_all: int = -1) -> list[Anomaly]:
 
 def _check_consumers(history: History) -> list[Anomaly]:
     anomalies: list[Anomaly] = []
-    last: dict[tuple[int, TP], int] = {}
+    last: dict[tuple[int, tuple[str, int]], int] = {}
     for poll in history.polls:
         key = (poll.consumer, poll.tp)
         if poll.seek is not None:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Idempotence", "Stamp"]
 
-TP = tuple[str, int]
 INIT_NODE = 110
 Stamp = tuple[int, int, int]
 """(producer id, producer epoch, base sequence) of one idempotent batch."""
@@ -37,12 +36,12 @@ class Idempotence:
         self._producer_id = -1
         self._epoch = -1
         self._asking = False
-        self._next_sequence: dict[TP, int] = {}
-        self._in_flight: set[TP] = set()
+        self._next_sequence: dict[tuple[str, int], int] = {}
+        self._in_flight: set[tuple[str, int]] = set()
         #: every producer id handed out, to check none is handed out twice
         self.handed_out: set[int] = set()
 
-    def stamp(self, tp: TP) -> Stamp | None:
+    def stamp(self, tp: tuple[str, int]) -> Stamp | None:
         """The (id, epoch, sequence) for the next batch to ``tp``, or None to send it plain
         (no id yet, or a batch of ``tp`` is in flight). Asks for an id when there is none."""
         if self._producer_id < 0:
@@ -53,7 +52,7 @@ class Idempotence:
         self._in_flight.add(tp)
         return self._producer_id, self._epoch, self._next_sequence.get(tp, 0)
 
-    def answered(self, tp: TP, stamp: Stamp, error: ErrorCode | None) -> None:
+    def answered(self, tp: tuple[str, int], stamp: Stamp, error: ErrorCode | None) -> None:
         """The answer to a stamped batch (``error`` None: no answer)."""
         if stamp[0] != self._producer_id:
             return  # an answer for an id already given up

@@ -28,8 +28,6 @@ import attrs
 
 __all__ = ["InvariantChecker", "ReplicaView"]
 
-TP = tuple[str, int]
-
 
 @attrs.frozen
 class ReplicaView:
@@ -39,7 +37,7 @@ class ReplicaView:
 
     broker_id: int
     incarnation: int
-    tp: TP
+    tp: tuple[str, int]
     is_leader: bool
     leader_epoch: int
     high_watermark: int
@@ -57,18 +55,18 @@ class ReplicaView:
 class InvariantChecker:
     """Carries the cross-step memory of the invariants (see the module docstring)."""
 
-    leaders: dict[tuple[TP, int], int] = attrs.field(factory=dict)
-    leader_hw: dict[tuple[int, int, TP, int], int] = attrs.field(factory=dict)
+    leaders: dict[tuple[tuple[str, int], int], int] = attrs.field(factory=dict)
+    leader_hw: dict[tuple[int, int, tuple[str, int], int], int] = attrs.field(factory=dict)
     #: (client node, partition) -> the highest HW answered to that client
-    consumer_hw: dict[tuple[int, TP], int] = attrs.field(factory=dict)
+    consumer_hw: dict[tuple[int, tuple[str, int]], int] = attrs.field(factory=dict)
     #: tp -> offset -> value of every acknowledged acks=all record
-    acked: dict[TP, dict[int, bytes]] = attrs.field(factory=dict)
+    acked: dict[tuple[str, int], dict[int, bytes]] = attrs.field(factory=dict)
     #: the min.insync.replicas the run set (wherever it set it: the check is independent of
     #: how the configuration reaches the brokers)
     min_isr: int = 1
-    leader_isr_size: dict[tuple[int, int, TP, int], int] = attrs.field(factory=dict)
+    leader_isr_size: dict[tuple[int, int, tuple[str, int], int], int] = attrs.field(factory=dict)
 
-    def on_acked(self, tp: TP, offset: int, value: bytes) -> list[str]:
+    def on_acked(self, tp: tuple[str, int], offset: int, value: bytes) -> list[str]:
         """Remember an acknowledged acks=all record (two acks for one offset are a violation)."""
         at = self.acked.setdefault(tp, {})
         if offset in at and at[offset] != value:
@@ -76,7 +74,7 @@ class InvariantChecker:
         at[offset] = value
         return []
 
-    def on_consumer_hw(self, tp: TP, high_watermark: int, *, client: int) -> list[str]:
+    def on_consumer_hw(self, tp: tuple[str, int], high_watermark: int, *, client: int) -> list[str]:
         """An answer told the client at node ``client`` ``high_watermark``. Per client: answers
         to different clients race on the network (one computed earlier may arrive later), so
         only what one client sees of one partition must never go back."""
@@ -89,7 +87,7 @@ class InvariantChecker:
     def check(
         self,
         views: Iterable[ReplicaView],
-        stored: Mapping[TP, tuple[tuple[int, ...], tuple[int, ...]]],
+        stored: Mapping[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]],
     ) -> list[str]:
         """All per-step checks. ``stored``: tp -> (AR, ISR) as the coordinator holds them."""
         views = list(views)
@@ -135,7 +133,8 @@ class InvariantChecker:
 
     @staticmethod
     def check_isr_subset(
-        views: list[ReplicaView], stored: Mapping[TP, tuple[tuple[int, ...], tuple[int, ...]]]
+        views: list[ReplicaView],
+        stored: Mapping[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]],
     ) -> list[str]:
         """ISR within AR, in the store and in every leader."""
         problems = [
@@ -155,7 +154,7 @@ def check_isr_logs_agree(views: list[ReplicaView]) -> list[str]:
     """Below the current leader's HW, every ISR member holds the leader's records (up to its
     own LEO: a member may lag between fetches, never disagree)."""
     problems: list[str] = []
-    by_tp: dict[TP, list[ReplicaView]] = {}
+    by_tp: dict[tuple[str, int], list[ReplicaView]] = {}
     for v in views:
         by_tp.setdefault(v.tp, []).append(v)
     for tp, replicas in sorted(by_tp.items()):
@@ -180,7 +179,7 @@ def check_isr_logs_agree(views: list[ReplicaView]) -> list[str]:
 
 
 def check_acked_present(
-    views: list[ReplicaView], acked: Mapping[TP, Mapping[int, bytes]]
+    views: list[ReplicaView], acked: Mapping[tuple[str, int], Mapping[int, bytes]]
 ) -> list[str]:
     """The current leader of each partition holds every acknowledged acks=all record."""
     problems: list[str] = []

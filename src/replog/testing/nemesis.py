@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from replog.coord.types import CONTROLLER_TARGET, PreferredElection, ReassignPartition
 from replog.errors import ErrorCode
 from replog.isr import DurabilityMode
+from replog.metadata.types import CONTROLLER_TARGET, PreferredElection, ReassignPartition
 from replog.protocol import messages as m
 from replog.testing.clients import code_of
 from replog.testing.consumers import CONSUMER_NODE

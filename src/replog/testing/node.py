@@ -26,7 +26,7 @@ import contextlib
 import functools
 import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from replog.broker import BrokerConfig
@@ -43,13 +43,13 @@ from replog.broker.effects import (
     SendToBroker,
     Subscribe,
 )
-from replog.broker.replica_manager import TP, ReplicaManager
+from replog.broker.replica_manager import ReplicaManager
 from replog.controller.service import random_placement_start
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.types import PartitionState, SessionEvent, Subscription
-from replog.errors import ProtocolError, StorageError
-from replog.log.log import FetchSlice, PendingFlush
+from replog.errors import ProtocolError
+from replog.log.log import FetchSlice
 from replog.log.manager import LogManager
+from replog.metadata.types import PartitionState, SessionEvent, Subscription
 from replog.protocol import (
     RecordsRef,
     RequestHeader,
@@ -58,6 +58,7 @@ from replog.protocol import (
     encode_request,
 )
 from replog.testing.disk import sim_filesystem
+from replog.topics import TopicPartition
 
 if TYPE_CHECKING:
     from replog.testing.sim import Simulation
@@ -104,7 +105,7 @@ class SimBroker:
         self._subscriptions: list[Subscription] = []
         #: (tp, leader epoch) -> largest ISR a state naming this broker leader gave it in the
         #: current step (the simulation reads and clears it after each event)
-        self.led_isr_sizes: dict[tuple[TP, int], int] = {}
+        self.led_isr_sizes: dict[tuple[TopicPartition, int], int] = {}
 
     # ------------------------------------------------------------------ accessors
 
@@ -316,7 +317,7 @@ class SimBroker:
             driver = self._live(gen)
             if driver is None:
                 return
-            failures = _run_flushes(effect.pending)
+            failures = effect.run()
             driver.on_flushes_done(effect.token, failures, sim.now_ms)
             self._carry_out()
             if failures:
@@ -436,19 +437,9 @@ class SimBroker:
 
     # ------------------------------------------------------------------ the step's record
 
-    def _note_state(self, tp: TP, state: PartitionState) -> None:
+    def _note_state(self, tp: TopicPartition, state: PartitionState) -> None:
         """Record the ISRs metadata gives this broker as leader (the sim reads them per step:
         one feed batch may grow and shrink an ISR within a step)."""
         if state.leader == self.broker_id:
             key = (tp, state.leader_epoch)
             self.led_isr_sizes[key] = max(self.led_isr_sizes.get(key, 0), len(state.isr))
-
-
-def _run_flushes(pending: Iterable[tuple[TP, PendingFlush]]) -> list[tuple[TP, str]]:
-    failures: list[tuple[TP, str]] = []
-    for tp, flush in pending:
-        try:
-            flush.run()
-        except (OSError, StorageError) as exc:
-            failures.append((tp, f"fsync failed: {exc}"))
-    return failures

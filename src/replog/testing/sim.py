@@ -41,12 +41,12 @@ import attrs
 from replog.broker import BrokerConfig
 from replog.clock import ManualClock, monotonic_s
 from replog.coord.memory import MemoryCoordinator
-from replog.coord.types import PartitionState
 from replog.errors import StorageError
 from replog.log.config import LogConfig
 from replog.log.decoding import decode_records
 from replog.log.log import Log
 from replog.log.records import iter_batches
+from replog.metadata.types import PartitionState
 from replog.protocol import messages as m
 from replog.simkit.net import SimNetwork
 from replog.testing.clients import Rpc
@@ -374,7 +374,11 @@ class Simulation:
         for tp in partitions:
             state = self.state(tp)
             leader = None if state is None else self.brokers.get(state.leader)
-            replica = None if leader is None or leader.rm is None else leader.rm.partitions.get(tp)
+            replica = (
+                None
+                if leader is None or leader.rm is None
+                else leader.rm.partitions.get(TopicPartition(*tp))
+            )
             if replica is None or not replica.is_leader:
                 return False
             if replica.high_watermark <= self._max_acked(tp):

@@ -71,8 +71,6 @@ REFRESH_ERRORS = frozenset(
 )
 """Answers after which a client refreshes its metadata, as Kafka's clients do."""
 
-TP = tuple[str, int]
-
 
 @attrs.frozen
 class LeaderInfo:
@@ -87,7 +85,7 @@ class ClusterView:
 
     def __init__(self, sim: Simulation) -> None:
         self._sim = sim
-        self.leaders: dict[TP, LeaderInfo] = {}
+        self.leaders: dict[tuple[str, int], LeaderInfo] = {}
         self.partition_counts: dict[str, int] = {}
         self.topic_ids: dict[str, str] = {}
         self._busy = False
@@ -105,7 +103,7 @@ class ClusterView:
 
         sim.after(delay_ms, step)
 
-    def leader(self, tp: TP) -> LeaderInfo | None:
+    def leader(self, tp: tuple[str, int]) -> LeaderInfo | None:
         """The partition's leader as known (refreshing in the background when old)."""
         if self._sim.now_ms - self._refreshed_ms > self._sim.opts.metadata_max_age_ms:
             self.refresh()
@@ -242,7 +240,9 @@ class Producer:
             duplicable=stamp is not None,  # plain sends are attempted once
         )
 
-    def _on_answer(self, op: Send | None, body: Any, tp: TP, stamp: Stamp | None) -> None:
+    def _on_answer(
+        self, op: Send | None, body: Any, tp: tuple[str, int], stamp: Stamp | None
+    ) -> None:
         sim = self._sim
         if stamp is not None:
             answered = isinstance(body, m.ProduceResponse)
@@ -324,7 +324,7 @@ class Probes:
             timeout_ms=sim.opts.request_timeout_ms,
         )
 
-    def _on_offsets(self, tp: TP, kind: str, timestamp: int, body: Any) -> None:
+    def _on_offsets(self, tp: tuple[str, int], kind: str, timestamp: int, body: Any) -> None:
         sim = self._sim
         if not isinstance(body, m.ListOffsetsResponse):
             return
@@ -342,7 +342,9 @@ class Probes:
         elif kind == "time" and part.offset >= 0:
             self._check_time_answer(tp, timestamp, part.offset, part.timestamp)
 
-    def _check_time_answer(self, tp: TP, timestamp: int, offset: int, found_ms: int) -> None:
+    def _check_time_answer(
+        self, tp: tuple[str, int], timestamp: int, offset: int, found_ms: int
+    ) -> None:
         sim = self._sim
         if found_ms < timestamp:
             sim.violation(

@@ -24,7 +24,8 @@ from replog.broker.requests.base import (
 )
 from replog.broker.requests.queueing import Checked, queue_checked
 from replog.config_layers import apply_changes, check_broker_configs
-from replog.coord.types import (
+from replog.errors import ErrorCode, InvalidConfigError, InvalidTopicError
+from replog.metadata.types import (
     ALL_BROKERS,
     AlterConfigs,
     ConfigChange,
@@ -32,7 +33,6 @@ from replog.coord.types import (
     ConfigResourceType,
     topic_configs,
 )
-from replog.errors import ErrorCode, InvalidConfigError, InvalidTopicError
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
 from replog.topic_config import parse_topic_configs

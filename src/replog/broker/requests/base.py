@@ -21,7 +21,10 @@ from replog.broker.config import BrokerConfig
 from replog.broker.log_dirs import LogDirDescription
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replication_throttle import ReplicationThrottle
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.isr import FetchRequest, FetchResponse, Partition, ProduceResult
+from replog.log.log import Log
+from replog.metadata.types import (
     AdminPayload,
     BrokerInfo,
     ControllerInfo,
@@ -30,11 +33,9 @@ from replog.coord.types import (
     TopicAssignment,
     TopicConfigs,
 )
-from replog.errors import ErrorCode
-from replog.isr import FetchRequest, FetchResponse, Partition, ProduceResult
-from replog.log.log import Log
 from replog.protocol import RequestHeader
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = [
     "AdminResult",
@@ -50,10 +51,8 @@ __all__ = [
     "Reply",
     "RequestContext",
     "RequestServices",
-    "TP",
+    "TopicPartition",
 ]
-
-TP = tuple[str, int]
 
 
 @attrs.frozen
@@ -95,8 +94,8 @@ class AwaitProduces:
     """Wait for acks=all produces (``(tp, request id)`` of each) to complete; then ``finish``
     gets every result, those already known included."""
 
-    waiting: frozenset[tuple[TP, int]]
-    finish: Callable[[Mapping[tuple[TP, int], ProduceResult]], Outcome]
+    waiting: frozenset[tuple[TopicPartition, int]]
+    finish: Callable[[Mapping[tuple[TopicPartition, int], ProduceResult]], Outcome]
 
 
 @attrs.frozen
@@ -106,7 +105,7 @@ class AwaitData:
     a move of a partition's HW alone is no reason to read again (a follower's fetch, which
     reads up to the LEO: only new data, a truncation or a role change can complete it)."""
 
-    tps: frozenset[TP]
+    tps: frozenset[TopicPartition]
     deadline_ms: int
     retry: Callable[[int, bool], Outcome]
     on_hw: bool = True
@@ -189,7 +188,7 @@ class RequestServices(Protocol):
         ...
 
     @property
-    def states(self) -> Mapping[TP, PartitionState]:
+    def states(self) -> Mapping[TopicPartition, PartitionState]:
         """Partition states in the metadata image."""
         ...
 
@@ -260,7 +259,7 @@ class RequestServices(Protocol):
         them (-1: not the leader, or a replica's is not known yet)."""
         ...
 
-    def log_dirs(self, wanted: set[TP] | None) -> list[LogDirDescription]:
+    def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
         """This broker's log dirs and their logs (``wanted`` partitions only, if given)."""
         ...
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import attrs
 
 from replog.broker.convert import (
-    TP,
     fetch_partition_request,
     fetch_partitions,
     fetch_response_partition,
@@ -43,6 +42,7 @@ from replog.isr import FetchResponse
 from replog.isr.replica_log import BytesSlice
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = ["HANDLERS", "handle_fetch"]
 
@@ -68,7 +68,7 @@ def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestSer
 def _read_all(
     services: RequestServices,
     body: m.FetchRequest,
-    partitions: list[tuple[TP, m.FetchPartition]],
+    partitions: list[tuple[TopicPartition, m.FetchPartition]],
     now_ms: int,
 ) -> tuple[list[m.FetchResponseTopic], int, bool, int]:
     """Every partition of the request, read now: (topics, record bytes, any error, record

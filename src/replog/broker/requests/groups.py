@@ -23,6 +23,7 @@ from replog.broker.requests.base import (
 from replog.groups import OFFSETS_TOPIC, Endpoint, find_coordinator
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = ["HANDLERS", "handle_find_coordinator", "handle_group_request"]
 
@@ -34,7 +35,7 @@ def handle_find_coordinator(
     exists = services.groups.ensure_offsets_topic(ctx.now_ms)
 
     def coordinator_of(partition: int) -> Endpoint | None:
-        state = services.states.get((OFFSETS_TOPIC, partition))
+        state = services.states.get(TopicPartition(OFFSETS_TOPIC, partition))
         if not exists or state is None or state.leader < 0:
             return None
         broker = services.brokers.get(state.leader)

@@ -19,13 +19,13 @@ from replog.broker.requests.base import (
     RequestContext,
     RequestServices,
 )
-from replog.coord.types import CreateTopic
 from replog.errors import ErrorCode, InvalidTopicError
 from replog.groups import OFFSETS_TOPIC
+from replog.metadata.types import CreateTopic
 from replog.protocol import messages as m
 from replog.protocol import supported_api_versions
 from replog.protocol.schema import Message
-from replog.topics import topic_uuid, validate_topic_name
+from replog.topics import TopicPartition, topic_uuid, validate_topic_name
 
 __all__ = [
     "CLUSTER_ID",
@@ -114,7 +114,7 @@ def _topic(services: RequestServices, name: str) -> m.MetadataResponseTopic:
     live = {b.broker_id for b in services.brokers.values() if not b.fenced}
     partitions = []
     for index in range(assignment.partition_count):
-        state = services.states.get((name, index))
+        state = services.states.get(TopicPartition(name, index))
         if state is None:
             continue
         leader = state.leader if state.leader in live else -1

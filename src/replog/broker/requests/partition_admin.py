@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 from replog.broker.requests.base import (
-    TP,
     AdminResult,
     AwaitData,
     Handler,
@@ -30,10 +29,11 @@ from replog.broker.requests.base import (
     RequestServices,
 )
 from replog.broker.requests.queueing import Checked, queue_checked
-from replog.coord.types import NO_LEADER, ElectLeader, ReassignPartition
 from replog.errors import ErrorCode
+from replog.metadata.types import NO_LEADER, ElectLeader, ReassignPartition
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = [
     "HANDLERS",
@@ -57,12 +57,12 @@ def handle_delete_records(
 ) -> Outcome:
     """See the module docstring."""
     deadline_ms = ctx.now_ms + max(body.timeout_ms, 0)
-    order: list[TP] = []
-    errors: dict[TP, ErrorCode] = {}
-    targets: dict[TP, int] = {}
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    targets: dict[TopicPartition, int] = {}
     for topic in body.topics:
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
+            tp = TopicPartition(topic.name, p.partition_index)
             order.append(tp)
             code, start = services.delete_records(tp[0], tp[1], p.offset, ctx.now_ms)
             errors[tp] = code
@@ -80,7 +80,10 @@ def handle_delete_records(
 
 
 def _delete_records_answer(
-    services: RequestServices, order: list[TP], errors: dict[TP, ErrorCode], timed_out: set[TP]
+    services: RequestServices,
+    order: list[TopicPartition],
+    errors: dict[TopicPartition, ErrorCode],
+    timed_out: set[TopicPartition],
 ) -> m.DeleteRecordsResponse:
     by_topic: dict[str, list[m.DeleteRecordsPartitionResult]] = {}
     for tp in order:
@@ -104,7 +107,9 @@ def handle_describe_log_dirs(
 ) -> Outcome:
     """See the module docstring."""
     wanted = (
-        None if body.topics is None else {(t.topic, p) for t in body.topics for p in t.partitions}
+        None
+        if body.topics is None
+        else {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
     )
     results = []
     for described in services.log_dirs(wanted):
@@ -150,8 +155,12 @@ def handle_elect_leaders(
             if (state.leader == NO_LEADER if unclean else state.leader != state.replicas[0])
         ]
     else:
-        tps = list(dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions))
-    checked: list[Checked[TP]] = []
+        tps = list(
+            dict.fromkeys(
+                TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions
+            )
+        )
+    checked: list[Checked[TopicPartition]] = []
     for tp in tps:
         if tp not in services.states:
             refused = AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp}")
@@ -171,7 +180,7 @@ def handle_elect_leaders(
 def _elect_answer(
     ctx: RequestContext,
     body: m.ElectLeadersRequest,
-    answers: list[tuple[TP, AdminResult]],
+    answers: list[tuple[TopicPartition, AdminResult]],
     top_level: int,
     *,
     all_topics: tuple[str, ...] | list[str],
@@ -200,8 +209,8 @@ def _elect_answer(
 
 
 def _reassignment(
-    services: RequestServices, tp: TP, replicas: list[int] | None, allow_rf_change: bool
-) -> Checked[TP]:
+    services: RequestServices, tp: TopicPartition, replicas: list[int] | None, allow_rf_change: bool
+) -> Checked[TopicPartition]:
     state = services.states.get(tp)
     if state is None:
         return tp, None, AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown {tp}")
@@ -227,12 +236,12 @@ def handle_alter_partition_reassignments(
     """See the module docstring."""
     allow = body.allow_replication_factor_change or ctx.version < 1
     checked = [
-        _reassignment(services, (topic.name, p.partition_index), p.replicas, allow)
+        _reassignment(services, TopicPartition(topic.name, p.partition_index), p.replicas, allow)
         for topic in body.topics
         for p in topic.partitions
     ]
 
-    def build(answers: list[tuple[TP, AdminResult]]) -> Message:
+    def build(answers: list[tuple[TopicPartition, AdminResult]]) -> Message:
         by_topic: dict[str, list[m.ReassignablePartitionResponse]] = {}
         for (topic, partition), result in answers:
             by_topic.setdefault(topic, []).append(
@@ -269,7 +278,7 @@ def handle_list_partition_reassignments(
                     error_message=f"unknown topics {missing}",
                 )
             )
-        tps = [(t.name, p) for t in body.topics for p in t.partition_indexes]
+        tps = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
     by_topic: dict[str, list[m.OngoingPartitionReassignment]] = {}
     for tp in tps:
         state = services.states.get(tp)

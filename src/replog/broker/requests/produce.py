@@ -20,7 +20,6 @@ import functools
 from collections.abc import Mapping
 
 from replog.broker.requests.base import (
-    TP,
     AwaitProduces,
     Close,
     Handler,
@@ -32,16 +31,17 @@ from replog.broker.requests.base import (
 )
 from replog.broker.requests.metadata import unknown_topic_error
 from replog.config_layers import ConfigLayers, topic_settings
-from replog.coord.types import ALL_BROKERS, TopicConfigs
 from replog.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from replog.groups import OFFSETS_TOPIC
 from replog.isr import Acks, ProduceResult
 from replog.log.batch_rewrite import recompress_batches
 from replog.log.compression import Compression
 from replog.log.produce_validation import validate_client_batches
+from replog.metadata.types import ALL_BROKERS, TopicConfigs
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
+from replog.topics import TopicPartition
 
 __all__ = ["HANDLERS", "handle_produce"]
 
@@ -51,12 +51,12 @@ def handle_produce(
 ) -> Outcome:
     """See the module docstring."""
     timeout_ms = max(0, body.timeout_ms)
-    order: list[tuple[TP, int]] = []
-    done: dict[tuple[TP, int], ProduceResult] = {}
-    waiting: set[tuple[TP, int]] = set()
+    order: list[tuple[TopicPartition, int]] = []
+    done: dict[tuple[TopicPartition, int], ProduceResult] = {}
+    waiting: set[tuple[TopicPartition, int]] = set()
     for topic in body.topic_data:
         for data in topic.partition_data:
-            tp = (topic.name, data.index)
+            tp = TopicPartition(topic.name, data.index)
             batch: bytes | ErrorCode = ErrorCode.INVALID_TOPIC_EXCEPTION
             if topic.name != OFFSETS_TOPIC:  # the group coordinator's own: no client writes it
                 batch = _prepared(services, topic.name, data.records)
@@ -75,7 +75,7 @@ def handle_produce(
                     done[key] = result
             order.append(key)
 
-    def finish(results: Mapping[tuple[TP, int], ProduceResult]) -> Outcome:
+    def finish(results: Mapping[tuple[TopicPartition, int], ProduceResult]) -> Outcome:
         return _answer(services, body, order, {**done, **results})
 
     if waiting:
@@ -138,8 +138,8 @@ def _as_stored(services: RequestServices, topic: str, batch: bytes) -> bytes:
 def _answer(
     services: RequestServices,
     body: m.ProduceRequest,
-    order: list[tuple[TP, int]],
-    results: Mapping[tuple[TP, int], ProduceResult],
+    order: list[tuple[TopicPartition, int]],
+    results: Mapping[tuple[TopicPartition, int], ProduceResult],
 ) -> Outcome:
     if body.acks == Acks.NONE:
         if any(r.error_code is not ErrorCode.NONE for r in results.values()):

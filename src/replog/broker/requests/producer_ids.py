@@ -21,8 +21,8 @@ from replog.broker.requests.base import (
     RequestContext,
     RequestServices,
 )
-from replog.coord.types import AllocateProducerIds
 from replog.errors import ErrorCode
+from replog.metadata.types import AllocateProducerIds
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
 

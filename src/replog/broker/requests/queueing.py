@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from replog.broker.requests.base import AdminResult, AwaitAdmin, Outcome, Reply
-from replog.coord.types import AdminPayload
 from replog.errors import ErrorCode
+from replog.metadata.types import AdminPayload
 from replog.protocol.schema import Message
 
 __all__ = ["Checked", "queue_checked"]

@@ -15,8 +15,8 @@ from replog.broker.requests.base import (
     RequestServices,
 )
 from replog.broker.requests.queueing import Checked, queue_checked
-from replog.coord.types import AddPartitions, CreateTopic, DeleteTopic
 from replog.errors import ErrorCode, InvalidConfigError, InvalidTopicError
+from replog.metadata.types import AddPartitions, CreateTopic, DeleteTopic
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
 from replog.topic_config import parse_topic_configs

@@ -6,7 +6,7 @@ way every backend's ``snapshot()`` would show it: a broker keeps one beside its 
 so it can write the image it acts on to disk (``replog.broker.image_cache``) and, after a
 restart, bring that cached image up to date from the feed instead of reading a full snapshot.
 
-The rules mirror the stores' (``coord.records`` says what each write appends):
+The rules mirror the stores' (``metadata.records`` says what each write appends):
 
 - ``BrokerChanged`` with a broker sets it; without one (UNREGISTERED, EXPIRED) removes the
   registration unless a newer incarnation replaced it;
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from replog.coord.types import (
+from replog.metadata.types import (
     AdminRequestChanged,
     BrokerChanged,
     BrokerConfigsChanged,

@@ -16,7 +16,8 @@ from typing import ClassVar
 
 import attrs
 
-from replog.coord.values import (
+from replog.errors import ErrorCode
+from replog.metadata.values import (
     TOPIC_CONFIGS_BYTES_MAX,
     TOPIC_CONFIGS_MAX,
     IsrMember,
@@ -29,7 +30,6 @@ from replog.coord.values import (
     replica_lists,
     topic_configs,
 )
-from replog.errors import ErrorCode
 from replog.topics import TopicPartition
 
 __all__ = [

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from replog.coord.types import (
+from replog.errors import ErrorCode
+from replog.metadata.types import (
     AdminRequest,
     AdminRequestChanged,
     AdminRequestChangeReason,
@@ -25,7 +26,6 @@ from replog.coord.types import (
     TopicChangeReason,
     TopicConfigs,
 )
-from replog.errors import ErrorCode
 
 __all__ = [
     "admin_completed",

@@ -1,4 +1,4 @@
-"""The leaf values of the coordination types (``replog.coord.types`` re-exports them): topic
+"""The leaf values of the coordination types (``replog.metadata.types`` re-exports them): topic
 configs as the store keeps them and their limits, session and leader-recovery states, ISR
 members, listener subscriptions, and the converters the attrs classes use."""
 
