@@ -11,6 +11,7 @@ from replog.clock import ManualClock
 from replog.errors import ErrorCode
 from replog.log import LogManager, encode_batch, iter_batches
 from replog.metadata.types import PartitionState
+from tests.metadata_feed import set_state
 
 WALL_MS = 1_700_000_000_000
 STATE = PartitionState.initial((1,))
@@ -60,7 +61,7 @@ def test_a_log_whose_producer_state_is_damaged_is_isolated_and_the_others_serve(
 ) -> None:
     rm = _manager(tmp_path)
     for partition in (0, 1):
-        rm.apply_partition_state("t", partition, STATE, 0)
+        set_state(rm, "t", partition, STATE, 0)
         for seq in range(0, 8, 2):
             assert _produce(rm, partition, seq) is ErrorCode.NONE
     rm.log_manager.flush_all()
@@ -69,7 +70,7 @@ def test_a_log_whose_producer_state_is_damaged_is_isolated_and_the_others_serve(
 
     restarted = _manager(tmp_path)
     for partition in (0, 1):
-        restarted.apply_partition_state("t", partition, STATE, 0)
+        set_state(restarted, "t", partition, STATE, 0)
 
     assert restarted.partition("t", 0) is None
     assert _produce(restarted, 0, 8) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from replog import Admin, Cluster
 from replog.broker.broker import Broker
 from replog.broker.image_cache import IMAGE_CACHE_FILE, read_image
 from replog.log.fs import REAL_FS
+from replog.metadata.image import MetadataImage
 from replog.quorum.client import RaftCoordinator
 from replog.quorum.local import LocalQuorum
 from tests.broker.test_cluster import wait_for
@@ -72,14 +74,14 @@ def _image_matches_a_snapshot(cluster: Cluster, broker_id: int) -> bool:
         channel = broker.driver.metadata  # type: ignore[union-attr]
         snap = cluster.coordinator.snapshot()
         return (
-            channel.feed_seq == snap.seq
-            and rm.brokers == dict(snap.brokers)
-            and {t: a.topic_id for t, a in rm.topics.items()}
+            channel.image.seq == snap.seq
+            and rm.image.brokers == dict(snap.brokers)
+            and {t: a.topic_id for t, a in rm.image.topics.items()}
             == {t: a.topic_id for t, a in snap.topics.items()}
-            and rm.states == dict(snap.partitions)
-            and rm.controller == snap.controller
-            and rm.broker_configs == dict(snap.broker_configs)
-            and rm.cluster_id == snap.cluster_id
+            and rm.image.partitions == dict(snap.partitions)
+            and rm.image.controller == snap.controller
+            and rm.image.broker_configs == dict(snap.broker_configs)
+            and rm.image.cluster_id == snap.cluster_id
             and channel.keeper.image is not None
             and channel.keeper.image.snapshot() == snap
         )
@@ -108,7 +110,7 @@ def test_a_restarted_broker_resumes_from_its_cached_image(
         assert _keeper_counts(cluster, 1) == (0, 1)
         _settled(cluster, 1)
         assert _keeper_counts(cluster, 1) == (0, 1)  # no feed gap reloaded one since
-        brokers = cluster.call(lambda: cluster.brokers[1].driver.rm.states)  # type: ignore[union-attr]
+        brokers = cluster.call(lambda: cluster.brokers[1].driver.rm.image.partitions)  # type: ignore[union-attr]
         assert {tp[0] for tp in brokers} == {"a", "b", "c"}
 
 
@@ -122,6 +124,39 @@ def test_a_running_broker_keeps_the_cache_up_to_date(quorum: LocalQuorum, tmp_pa
         _settled(cluster, 1)
         image = cluster.call(lambda: cluster.brokers[1].driver.metadata.keeper.image.snapshot())  # type: ignore[union-attr]
         wait_for(lambda: read_image(REAL_FS, log_dir) == image)
+
+
+def test_each_feed_batch_is_applied_once_per_broker(
+    quorum: LocalQuorum, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker applies each feed batch to one image, once: the image its replica manager, its
+    handlers and its cache writer all read (the cache writer kept a second copy and applied
+    every batch to it again)."""
+    applied: list[tuple[int, int, int]] = []  # (image, seq before, seq after)
+    original = MetadataImage.apply
+
+    def counting(image: MetadataImage, changes: Any, next_seq: int) -> Any:
+        before = image.seq
+        delta = original(image, changes, next_seq)
+        applied.append((id(image), before, image.seq))
+        return delta
+
+    monkeypatch.setattr(MetadataImage, "apply", counting)
+    with _cluster(quorum.url, tmp_path / "brokers") as cluster:
+        _create(cluster, "a", "b")
+        _settled(cluster, 1)
+        _settled(cluster, 2)
+        images = cluster.call(
+            lambda: {b: cluster.brokers[b].driver.metadata.image for b in (1, 2)}  # type: ignore[union-attr]
+        )
+        for broker_id, image in images.items():
+            assert cluster.call(lambda b=broker_id: cluster.brokers[b].driver.rm.image) is image  # type: ignore[misc, union-attr]
+        assert {key for key, _, _ in applied} == {id(i) for i in images.values()}
+        for image in images.values():
+            ranges = [(before, after) for key, before, after in list(applied) if key == id(image)]
+            assert len(ranges) == image.batches_applied > 0
+            # each batch starts where the previous ended: none is applied twice
+            assert all(ranges[i][0] == ranges[i - 1][1] for i in range(1, len(ranges)))
 
 
 def quorum_cluster_id(cluster: Cluster) -> str | None:
@@ -148,7 +183,7 @@ def test_a_recreated_quorum_is_not_resumed_from(
             assert _keeper_counts(cluster, 1) == (1, 0)  # a full snapshot, not the cache
             _create(cluster, "new")
             _settled(cluster, 1)
-            topics = cluster.call(lambda: set(cluster.brokers[1].driver.rm.topics))  # type: ignore[union-attr]
+            topics = cluster.call(lambda: set(cluster.brokers[1].driver.rm.image.topics))  # type: ignore[union-attr]
             assert topics == {"new"}  # nothing of the old store's image
         assert "cluster id" in caplog.text
 

@@ -10,6 +10,7 @@ from replog.errors import ErrorCode, InvalidConfigError
 from replog.isr import DurabilityMode
 from replog.log import LogManager, encode_batch
 from replog.metadata.types import PartitionState
+from tests.metadata_feed import feed, load_snapshot, set_state
 
 
 def _manager(tmp_path: object, broker_id: int) -> ReplicaManager:
@@ -28,8 +29,8 @@ def _flush(rm: ReplicaManager, now_ms: int) -> None:
 def test_acks_all_completes_after_follower_fetches_and_flushes(tmp_path: object) -> None:
     leader, follower = _manager(tmp_path, 1), _manager(tmp_path, 2)
     state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=0, isr=(1, 2))
-    leader.apply_partition_state("t", 0, state, 0)
-    follower.apply_partition_state("t", 0, state, 0)
+    set_state(leader, "t", 0, state, 0)
+    set_state(follower, "t", 0, state, 0)
     request_id, result = leader.produce("t", 0, encode_batch([b"v"], base_timestamp=0), -1, 1)
     assert result is None
     _flush(leader, 2)
@@ -50,7 +51,7 @@ def test_every_produce_refused_while_session_is_not_connected(tmp_path: object, 
     """Cut off from the controller, a leader fences itself: nothing is appended, acks=1 and
     acks=0 included (seed 002), and it appends again once the session is back."""
     rm = _manager(tmp_path, 1)
-    rm.apply_partition_state("t", 0, PartitionState.initial((1,)), 0)
+    set_state(rm, "t", 0, PartitionState.initial((1,)), 0)
     rm.set_metadata_current(False)
     _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), acks, 1)
     assert result is not None and result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -103,13 +104,13 @@ def test_a_fenced_registration_leads_nothing_until_admitted(tmp_path: object) ->
     state = PartitionState(replicas=(1,), leader=1, leader_epoch=3, isr=(1,), partition_epoch=5)
     snapshot = MetadataSnapshot(seq=1, brokers={1: fenced}, topics={}, partitions={("t", 0): state},
                                 controller=None, controller_epoch=0)  # fmt: skip
-    rm.apply_snapshot(snapshot, 0)
+    load_snapshot(rm, snapshot, 0)
     replica = rm.partition("t", 0)
     assert replica is not None and not replica.is_leader and replica.leader_id == -1
     _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), 1, 1)
     assert result is not None and result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     admitted = BrokerInfo(broker_id=1, incarnation_epoch=1, host="h", port=1)
-    rm.apply_changes(
+    feed(rm,
         [BrokerChanged(seq=2, reason=BrokerChangeReason.UPDATED, broker_id=1,
                        incarnation_epoch=1, broker=admitted)], 2
     )  # fmt: skip
@@ -133,15 +134,15 @@ def test_a_registration_gone_from_the_image_leads_nothing(tmp_path: object) -> N
                         admitted=False, clean_shutdown=False)  # fmt: skip
     snapshot = MetadataSnapshot(seq=1, brokers={1: fenced}, topics={}, partitions={},
                                 controller=None, controller_epoch=0)  # fmt: skip
-    rm.apply_snapshot(snapshot, 0)
+    load_snapshot(rm, snapshot, 0)
     assert rm.is_fenced_here()
-    rm.apply_changes(
+    feed(rm,
         [BrokerChanged(seq=2, reason=BrokerChangeReason.EXPIRED, broker_id=1,
                        incarnation_epoch=1, broker=None)], 1
     )  # fmt: skip
     assert rm.is_fenced_here()
     state = PartitionState(replicas=(1,), leader=1, leader_epoch=0, isr=(1,), partition_epoch=0)
-    rm.apply_partition_state("t", 0, state, 2)
+    set_state(rm, "t", 0, state, 2)
     replica = rm.partition("t", 0)
     assert replica is not None and not replica.is_leader
     _, result = rm.produce("t", 0, encode_batch([b"v"], base_timestamp=0), 1, 3)
@@ -154,7 +155,7 @@ def test_a_follower_whose_log_went_offline_fetches_nothing(tmp_path: object) -> 
     counted it toward the HW, and a power cut lost an acks=all record in FSYNC mode)."""
     follower = _manager(tmp_path, 2)
     state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=0, isr=(1, 2))
-    follower.apply_partition_state("t", 0, state, 0)
+    set_state(follower, "t", 0, state, 0)
     assert [tp for tp, _ in follower.fetch_requests_for(1)] == [("t", 0)]
     follower.fail_flush(("t", 0), "injected fsync failure")
     assert follower.fetch_requests_for(1) == []

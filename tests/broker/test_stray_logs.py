@@ -16,6 +16,7 @@ from replog.metadata.types import (
     PartitionState,
     TopicAssignment,
 )
+from tests.metadata_feed import load_snapshot
 
 OLD, NEW = uuid.uuid4().hex, uuid.uuid4().hex
 
@@ -47,7 +48,7 @@ def _snapshot(topics: dict[str, tuple[str, tuple[int, ...]]]) -> MetadataSnapsho
 def _with_records(path: str, topics: dict[str, tuple[str, tuple[int, ...]]]) -> None:
     """A first broker run: logs created for ``topics``, one record each, clean stop."""
     rm = _manager(path)
-    rm.apply_snapshot(_snapshot(topics), 0)
+    load_snapshot(rm, _snapshot(topics), 0)
     for name in topics:
         _, result = rm.produce(name, 0, encode_batch([b"old"], base_timestamp=0), 1, 1)
         assert result is not None and result.base_offset == 0
@@ -56,7 +57,7 @@ def _with_records(path: str, topics: dict[str, tuple[str, tuple[int, ...]]]) -> 
 
 def test_new_logs_carry_the_topic_id(tmp_path: object) -> None:
     rm = _manager(str(tmp_path))
-    rm.apply_snapshot(_snapshot({"t": (OLD, (1,))}), 0)
+    load_snapshot(rm, _snapshot({"t": (OLD, (1,))}), 0)
     assert rm.log_manager.topic_id(TopicPartition("t", 0)) == OLD
 
 
@@ -66,8 +67,8 @@ def test_a_snapshot_deletes_the_logs_that_are_not_ours(tmp_path: object) -> None
     _with_records(path, {"gone": (OLD, (1,)), "moved": (OLD, (1,)), "again": (OLD, (1,)),
                          "kept": (OLD, (1,))})  # fmt: skip
     rm = _manager(path)
-    rm.apply_snapshot(
-        _snapshot({"moved": (OLD, (2,)), "again": (NEW, (1,)), "kept": (OLD, (1,))}), 0
+    load_snapshot(
+        rm, _snapshot({"moved": (OLD, (2,)), "again": (NEW, (1,)), "kept": (OLD, (1,))}), 0
     )
     assert [tp.topic for tp in rm.log_manager.partitions()] == ["again", "kept"]
     again, kept = rm.log("again", 0), rm.log("kept", 0)
@@ -78,7 +79,7 @@ def test_a_snapshot_deletes_the_logs_that_are_not_ours(tmp_path: object) -> None
 
 def test_close_replica_of_an_old_incarnation_keeps_the_new_log(tmp_path: object) -> None:
     rm = _manager(str(tmp_path))
-    rm.apply_snapshot(_snapshot({"t": (NEW, (1,))}), 0)
+    load_snapshot(rm, _snapshot({"t": (NEW, (1,))}), 0)
     rm.produce("t", 0, encode_batch([b"new"], base_timestamp=0), 1, 1)
     rm.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=OLD))
     log = rm.log("t", 0)

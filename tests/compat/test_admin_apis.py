@@ -273,7 +273,7 @@ def test_compression_type_recompresses_what_producers_send(
         lambda c: c["compression.type"]["value"] == "gzip",
     )
     wait_for(  # every broker has applied the change (the leader is the one that recompresses)
-        lambda: [dict(b.rm.topics[name].configs) for b in cluster.brokers.values()],
+        lambda: [dict(b.rm.image.topics[name].configs) for b in cluster.brokers.values()],
         lambda seen: all(c.get("compression.type") == "gzip" for c in seen),
     )
     produce(cluster, name, 3)
@@ -529,7 +529,7 @@ def test_auto_creation_switched_off_creates_nothing() -> None:
                 producer.send("stays-unknown", b"nowhere").get(timeout=10)
         finally:
             producer.close()
-        assert "stays-unknown" not in own.brokers[1].rm.topics
+        assert "stays-unknown" not in own.brokers[1].rm.image.topics
 
 
 def test_unclean_elect_leaders_elects_an_out_of_sync_replica() -> None:

@@ -22,7 +22,7 @@ def _leading(tmp_path: Any) -> ScriptedShell:
     """Broker 1 leading ``t``-0 (replicas and ISR 1, 2, 3) with one record, HW 0."""
     shell = ScriptedShell(tmp_path, request_timeout_ms=60_000)
     shell.start()
-    controller = shell.driver.rm.controller
+    controller = shell.driver.rm.image.controller
     assert controller is not None
     state = PartitionState(replicas=(1, 2, 3), leader=1, leader_epoch=0, isr=(1, 2, 3))
     shell.coordinator.create_topic(

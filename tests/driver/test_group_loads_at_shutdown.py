@@ -31,7 +31,7 @@ def _hosting_offsets(tmp_path: Any) -> ScriptedShell:
     holds one committed offset."""
     shell = ScriptedShell(tmp_path)
     shell.start()
-    controller = shell.driver.rm.controller
+    controller = shell.driver.rm.image.controller
     assert controller is not None
     state = PartitionState(replicas=(1,), leader=1, leader_epoch=0, isr=(1,))
     shell.coordinator.create_topic(
@@ -54,7 +54,7 @@ def _hosting_offsets(tmp_path: Any) -> ScriptedShell:
 
 def _new_leader_epoch(shell: ScriptedShell) -> None:
     """The controller bumps the partition's leader epoch (broker 1 stays its leader)."""
-    controller = shell.driver.rm.controller
+    controller = shell.driver.rm.image.controller
     assert controller is not None
     current = shell.coordinator.get_partition_state(OFFSETS_TOPIC, 0)
     assert current is not None

@@ -130,11 +130,11 @@ def test_a_feed_gap_whose_snapshot_fails_is_resumed(tmp_path: Any) -> None:
     coord.create_topic("t", [[1]], controller_epoch=epoch)
     for _ in range(100):
         shell.tick(50)
-        if "t" in shell.driver.rm.topics:
+        if "t" in shell.driver.rm.image.topics:
             break
-    assert "t" in shell.driver.rm.topics
+    assert "t" in shell.driver.rm.image.topics
     assert len(coord.snapshot_at_ms) == 4  # the start, then the gap's read and its two retries
     coord.create_topic("u", [[1]], controller_epoch=epoch)
     for _ in range(10):
         shell.tick(50)
-    assert "u" in shell.driver.rm.topics  # the feed moves on
+    assert "u" in shell.driver.rm.image.topics  # the feed moves on

@@ -22,7 +22,7 @@ def test_a_feed_read_that_completes_after_the_halt_is_not_applied(
 ) -> None:
     shell = ScriptedShell(tmp_path)
     shell.start()
-    controller = shell.driver.rm.controller
+    controller = shell.driver.rm.image.controller
     assert controller is not None
     state = PartitionState(replicas=(1,), leader=1, leader_epoch=0, isr=(1,))
     shell.coordinator.create_topic(

@@ -31,7 +31,7 @@ def _started(tmp_path: Any, isr: tuple[int, ...], throttled: str) -> ScriptedShe
     a leader rate of ``RATE_BYTES_PER_S`` on broker 1, ``throttled`` its leader list."""
     shell = ScriptedShell(tmp_path)
     shell.start()
-    coordinator, controller = shell.coordinator, shell.driver.rm.controller
+    coordinator, controller = shell.coordinator, shell.driver.rm.image.controller
     assert controller is not None
     epoch = controller.controller_epoch
     state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=0, isr=isr)

@@ -24,6 +24,7 @@ from replog.isr import PartitionConfig
 from replog.log.manager import LogManager
 from replog.metadata.types import PartitionState
 from replog.testing.sim import SimOptions, Simulation, reproduce_command, run_seed
+from tests.metadata_feed import set_state
 
 pytestmark = pytest.mark.sim
 
@@ -100,14 +101,12 @@ def test_the_heal_ends_message_loss_and_member_pauses(tmp_path: object) -> None:
 def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> None:
     logs = LogManager.open([f"{tmp_path}/b1"], clock=ManualClock())
     rm = ReplicaManager(1, logs, PartitionConfig(), broker_epoch=1)
-    rm.apply_partition_state(
-        "t", 0, PartitionState(replicas=(1, 2), leader=2, leader_epoch=0, isr=(1, 2)), 0
-    )
+    set_state(rm, "t", 0, PartitionState(replicas=(1, 2), leader=2, leader_epoch=0, isr=(1, 2)), 0)
     log = rm.log("t", 0)
     assert log is not None
     log.mark_offline("fsync failed")
     state = PartitionState(replicas=(1, 2), leader=1, leader_epoch=1, isr=(1, 2), partition_epoch=1)
-    rm.apply_partition_state("t", 0, state, 1)
+    set_state(rm, "t", 0, state, 1)
     assert rm.partition("t", 0) is None  # not served here until a restart recovers the log
 
 

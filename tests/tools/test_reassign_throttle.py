@@ -207,11 +207,13 @@ def test_in_sync_replicas_are_not_throttled(
         for broker_id in (1, 2, 3):
             assert alter(kafka_admin, ConfigResourceType.BROKER, str(broker_id), rates) == "OK"
         wait_for(  # every broker has applied the throttle
-            lambda: [b.rm.broker_configs.get(b.broker_id, ()) for b in cluster.brokers.values()],
+            lambda: [
+                b.rm.image.broker_configs.get(b.broker_id, ()) for b in cluster.brokers.values()
+            ],
             lambda seen: all(dict(c).get(LEADER_RATE) == "1" for c in seen),
         )
         wait_for(
-            lambda: [dict(b.rm.topics["synced"].configs) for b in cluster.brokers.values()],
+            lambda: [dict(b.rm.image.topics["synced"].configs) for b in cluster.brokers.values()],
             lambda seen: all(c.get(FOLLOWER_REPLICAS) == "*" for c in seen),
         )
         # 1 B/s on every replica: the first fetches exceed it at once, yet every acks=all

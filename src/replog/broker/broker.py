@@ -405,7 +405,7 @@ class Broker:
         (first use, reconnecting): ``_send_to_broker`` connects."""
         driver = self.driver
         link = self._links.get(effect.broker_id)
-        if driver is None or link is None or effect.broker_id not in driver.rm.brokers:
+        if driver is None or link is None or effect.broker_id not in driver.rm.image.brokers:
             return False
         timeout_s = (self.config.replica_fetch_wait_ms_max + self.config.request_timeout_ms) / 1000
 
@@ -422,7 +422,7 @@ class Broker:
         driver = self.driver
         if driver is None:
             return
-        info = driver.rm.brokers.get(effect.broker_id)
+        info = driver.rm.image.brokers.get(effect.broker_id)
         link = self._links.get(effect.broker_id)
         if link is None:
             link = BrokerLink(

@@ -61,7 +61,7 @@ class ControllerRole:
             return
         self._next_ms = now_ms + CONTROLLER_POLL_MS
         if self.service is None:
-            current = driver.rm.controller
+            current = driver.rm.image.controller
             if current is None or current.controller_id == driver.broker_id:
                 self._campaign()
         else:

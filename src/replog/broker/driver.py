@@ -291,7 +291,7 @@ class BrokerDriver:
             return False
         if self.now_ms >= self._stop_deadline_ms or self._rm is None:
             return True
-        states = self.rm.states
+        states = self.rm.image.partitions
         return not any(
             len(states[tp].replicas) > 1 for tp in self.rm.leader_partitions() if tp in states
         )

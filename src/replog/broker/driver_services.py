@@ -62,23 +62,23 @@ class DriverServices:
 
     @property
     def brokers(self) -> Mapping[int, BrokerInfo]:
-        return self._driver.rm.brokers
+        return self._driver.rm.image.brokers
 
     @property
     def topics(self) -> Mapping[str, TopicAssignment]:
-        return self._driver.rm.topics
+        return self._driver.rm.image.topics
 
     @property
     def states(self) -> Mapping[TopicPartition, PartitionState]:
-        return self._driver.rm.states
+        return self._driver.rm.image.partitions
 
     @property
     def cluster_id(self) -> str:
-        return self._driver.rm.cluster_id or DEFAULT_CLUSTER_ID
+        return self._driver.rm.image.cluster_id or DEFAULT_CLUSTER_ID
 
     @property
     def controller(self) -> ControllerInfo | None:
-        return self._driver.rm.controller
+        return self._driver.rm.image.controller
 
     @property
     def groups(self) -> GroupServices:
@@ -102,7 +102,7 @@ class DriverServices:
 
     @property
     def broker_configs(self) -> Mapping[int, TopicConfigs]:
-        return self._driver.rm.broker_configs
+        return self._driver.rm.image.broker_configs
 
     @property
     def replication_throttle(self) -> ReplicationThrottle:

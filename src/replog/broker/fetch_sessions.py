@@ -108,7 +108,7 @@ class FetchSessions:
         driver = self._driver
         rm = driver.rm
         requests = rm.fetch_requests_for(session.leader_id)
-        if not requests or session.leader_id not in rm.brokers:
+        if not requests or session.leader_id not in rm.image.brokers:
             self._backoff(session, now_ms)
             return
         if any(r.requires_flush for _, r in requests):
@@ -129,12 +129,12 @@ class FetchSessions:
         """``requests`` without the partitions the follower quota holds back."""
         rm = self._driver.rm
         throttle = self._driver.replication_throttle
-        throttle.sync_rates(rm.broker_configs)
+        throttle.sync_rates(rm.image.broker_configs)
         kept = []
         for tp, request in requests:
-            state = rm.states.get(tp)
+            state = rm.image.partitions.get(tp)
             in_sync = state is not None and self._driver.broker_id in state.isr
-            assignment = rm.topics.get(tp[0])
+            assignment = rm.image.topics.get(tp[0])
             if not throttle.follower_holds(assignment, tp[1], in_sync=in_sync, now_ms=now_ms):
                 kept.append((tp, request))
         return kept
@@ -256,7 +256,7 @@ class FetchSessions:
                 driver.broker_id, asked, response, leader_offsets
             ):
                 if answer.size_bytes and throttle.follower_covers(
-                    driver.rm.topics.get(tp[0]), tp[1]
+                    driver.rm.image.topics.get(tp[0]), tp[1]
                 ):
                     throttle.follower.record(answer.size_bytes, now_ms)
                 outcome = driver.rm.on_fetch_response(tp, answer, now_ms)

@@ -161,11 +161,11 @@ class GroupHost:
     def ensure_offsets_topic(self, now_ms: int) -> bool:
         """``GroupServices.ensure_offsets_topic``."""
         rm = self._driver.rm
-        if OFFSETS_TOPIC in rm.topics:
+        if OFFSETS_TOPIC in rm.image.topics:
             return True
         if self._creating:
             return False
-        live = sum(1 for b in rm.brokers.values() if not b.fenced)
+        live = sum(1 for b in rm.image.brokers.values() if not b.fenced)
         if live == 0:
             return False
         config = self._driver.config
@@ -204,7 +204,7 @@ class GroupHost:
         if rm is None or self._stopped:
             return
         self._note_deleted_topics(now_ms)
-        assignment = rm.topics.get(OFFSETS_TOPIC)
+        assignment = rm.image.topics.get(OFFSETS_TOPIC)
         count = 0 if assignment is None else assignment.partition_count
         led: dict[int, int] = {}
         for partition in range(count):
@@ -283,7 +283,7 @@ class GroupHost:
         """Deleted topics' partitions: every group forgets its offsets for them (Kafka's
         ``onPartitionsDeleted``). Topics gone since the last look are the deleted ones."""
         rm = self._driver.rm
-        current = {name: a.partition_count for name, a in rm.topics.items()}
+        current = {name: a.partition_count for name, a in rm.image.topics.items()}
         seen, self._topic_partitions = self._topic_partitions, current
         if seen is None or not self._epochs:
             return

@@ -1,9 +1,9 @@
 """``ImageKeeper``: the broker's metadata image, its on-disk cache, and resuming from it.
 
-Theory of operation. The metadata channel hands the keeper every image it applies to the
-replica manager: the snapshot it loads (``loaded``) and each feed batch after it
-(``applied``), so ``image`` is always what the broker acts on, at the feed cursor. While it
-changes, ``take_save`` hands out a copy at most every ``metadata_image_cache_interval_ms``,
+Theory of operation. The metadata channel hands the keeper the image it loads (``loaded``):
+the channel's one image, which the channel goes on applying the feed to, so ``image`` is
+always what the broker acts on, at the feed cursor; ``changed`` says a batch changed it. While
+it changes, ``take_save`` hands out a copy at most every ``metadata_image_cache_interval_ms``,
 which ``write`` encodes and writes to ``<first log dir>/__cluster_metadata_image``
 (``replog.broker.image_cache``) off the event loop (a coordinator call whose coordinator goes
 unused); ``save_at_shutdown`` writes it once more at a clean shutdown.
@@ -33,7 +33,7 @@ from replog.coord.contract import MAX_CHANGES_PER_BATCH, Coordinator
 from replog.errors import StorageError
 from replog.log.fs import FileSystem
 from replog.metadata.image import MetadataImage
-from replog.metadata.types import ChangeBatch, MetadataSnapshot
+from replog.metadata.types import MetadataSnapshot
 
 __all__ = ["CATCH_UP_READS_MAX", "ImageKeeper", "catch_up"]
 
@@ -84,13 +84,11 @@ class ImageKeeper:
 
     # ------------------------------------------------------------------ following the image
 
-    def loaded(self, snapshot: MetadataSnapshot, *, from_cache: bool) -> None:
-        """The broker applied ``snapshot`` (a full one, or the cache brought up to date). The
-        keeper follows the image only when it may save it (enabled, and the store has a
-        cluster id): on the other backends it would apply every feed batch a second time to a
-        copy that is never written."""
-        cacheable = self.enabled and snapshot.cluster_id is not None
-        self.image = MetadataImage.from_snapshot(snapshot) if cacheable else None
+    def loaded(self, image: MetadataImage, *, from_cache: bool) -> None:
+        """The broker loaded ``image`` (a full snapshot's, or the cache brought up to date):
+        the metadata channel's one image, which it goes on applying the feed to. The keeper
+        only reads it, when it writes it (and only when it may: enabled, with a cluster id)."""
+        self.image = image if self.enabled and image.cluster_id is not None else None
         self._dirty = True
         if from_cache:
             self.cache_resumes += 1
@@ -99,15 +97,12 @@ class ImageKeeper:
         source = "the image cache" if from_cache else "a full snapshot"
         _log.info(
             "broker %s: metadata image at seq %d loaded from %s",
-            self.broker_id, snapshot.seq, source,
+            self.broker_id, image.seq, source,
         )  # fmt: skip
 
-    def applied(self, batch: ChangeBatch) -> None:
-        """The broker applied a feed batch."""
-        if self.image is None:
-            return
-        self.image.apply(batch.changes, batch.next_seq)
-        self._dirty |= bool(batch.changes)
+    def changed(self) -> None:
+        """A feed batch changed the image."""
+        self._dirty = True
 
     # ------------------------------------------------------------------ resuming
 

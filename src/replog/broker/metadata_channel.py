@@ -12,12 +12,13 @@
   unreachable, the quorum elects) is logged and tried again after a back-off that doubles
   from ``IMAGE_RETRY_MS_MIN`` to ``IMAGE_RETRY_MS_MAX`` (on ticks, so on the driver's input
   time), until it succeeds or the broker halts: a broker never stays FENCED, nor a feed
-  stuck after a gap, because one read failed. The keeper follows every image applied
-  and writes it to the log dir now and then.
-- **The feed**: one ``changes_since`` in flight at a time, from the cursor; a gap
-  (``MustResyncError``) reloads a snapshot. Records apply to the ``ReplicaManager`` (under
-  ``BrokerDriver.exclusive``: a metadata change may truncate or delete a log); completions of
-  this broker's admin requests are routed to their waiters (a completion seen before its
+  stuck after a gap, because one read failed.
+- **The feed**: one ``changes_since`` in flight at a time, from the image's cursor; a gap
+  (``MustResyncError``) reloads a snapshot. Each batch is applied once, to the channel's
+  ``image``, and the ``MetadataDelta`` it returns goes with the image to the ``ReplicaManager``
+  (under ``BrokerDriver.exclusive``: a metadata change may truncate or delete a log); every
+  other part reads the same image. The keeper writes it to the log dir now and then. Completions
+  of this broker's admin requests are routed to their waiters (a completion seen before its
   submission returned is kept, bounded); a request queued for this broker drains the queue.
 - **Admin requests**: ``submit`` queues a payload for the controller and reports its
   completion, or None when it could not be queued or did not complete by the deadline. This
@@ -39,6 +40,7 @@ from replog.coord.errors import (
     MustResyncError,
     SessionExpiredError,
 )
+from replog.metadata.image import MetadataImage
 from replog.metadata.types import (
     CONTROLLER_TARGET,
     AdminPayload,
@@ -78,7 +80,8 @@ class MetadataChannel:
 
     def __init__(self, driver: BrokerDriver) -> None:
         self._driver = driver
-        self.feed_seq = 0
+        #: the broker's one metadata image: each feed batch is applied to it once, here
+        self.image = MetadataImage.empty()
         self._image_loaded = False
         config = driver.config
         self.keeper = ImageKeeper(
@@ -267,10 +270,11 @@ class MetadataChannel:
         driver = self._driver
 
         def apply() -> None:
-            self.feed_seq = snapshot.seq
-            self._image_loaded = True
-            driver.rm.apply_snapshot(snapshot, driver.now_ms)
-            self.keeper.loaded(snapshot, from_cache=from_cache)
+            image = MetadataImage.from_snapshot(snapshot)
+            image.cluster_id = snapshot.cluster_id or self.image.cluster_id
+            self.image, self._image_loaded = image, True
+            driver.rm.apply_image(image, driver.now_ms)
+            self.keeper.loaded(image, from_cache=from_cache)
             driver.after_metadata()
             then()
             if self._feed_again and not self._feed_busy:
@@ -299,7 +303,7 @@ class MetadataChannel:
             self._feed_again = True
             return
         self._feed_busy, self._feed_again = True, False
-        seq = self.feed_seq
+        seq = self.image.seq
 
         def done(batch: Any, error: BaseException | None) -> None:
             if isinstance(error, MustResyncError):
@@ -315,18 +319,16 @@ class MetadataChannel:
 
     def _apply(self, batch: ChangeBatch) -> None:
         driver = self._driver
+        delta = self.image.apply(batch.changes, batch.next_seq)
+        if delta.image_changed:
+            driver.rm.apply_delta(self.image, delta, driver.now_ms)
+            self.keeper.changed()
         queued_for_us = False
-        if batch.changes:
-            driver.rm.apply_changes(batch.changes, driver.now_ms)
-            for change in batch.changes:
-                if not isinstance(change, AdminRequestChanged):
-                    continue
-                if change.reason is AdminRequestChangeReason.SUBMITTED:
-                    queued_for_us |= change.request.target == driver.broker_id
-                elif change.reason is AdminRequestChangeReason.COMPLETED:
-                    self._completed(change)
-        self.feed_seq = batch.next_seq
-        self.keeper.applied(batch)
+        for change in delta.admin_requests:
+            if change.reason is AdminRequestChangeReason.SUBMITTED:
+                queued_for_us |= change.request.target == driver.broker_id
+            elif change.reason is AdminRequestChangeReason.COMPLETED:
+                self._completed(change)
         driver.after_metadata()
         if queued_for_us:
             self.drain()

@@ -136,7 +136,9 @@ def gauge_values(driver: BrokerDriver | None, now_ms: int) -> dict[str, float]:
             "kafka_server_replicamanager_leadercount": len(leading),
             "kafka_controller_kafkacontroller_activecontrollercount": int(active),
             "kafka_controller_kafkacontroller_offlinepartitionscount": (
-                sum(state.leader == NO_LEADER for state in rm.states.values()) if active else 0
+                sum(state.leader == NO_LEADER for state in rm.image.partitions.values())
+                if active
+                else 0
             ),
             "kafka_server_delayedoperationpurgatory_purgatorysize": rm.delayed_produces,
             "kafka_server_replicafetchermanager_maxlag": max(
@@ -156,7 +158,7 @@ def live_topics(driver: BrokerDriver | None) -> Collection[str] | None:
     """The topics in the broker's metadata (None before it registers): the per-topic series
     kept. Call on the broker's loop."""
     rm = None if driver is None else driver.rm_or_none
-    return None if rm is None else set(rm.topics)
+    return None if rm is None else set(rm.image.topics)
 
 
 def _produced(body: ProduceRequest) -> tuple[dict[str | None, int], dict[str | None, int]]:

@@ -17,7 +17,8 @@ from replog.errors import ErrorCode, StorageError
 from replog.isr import Partition, PartitionConfig
 from replog.log.log import Log
 from replog.log.manager import LogManager
-from replog.metadata.types import ALL_BROKERS, BrokerInfo, TopicAssignment, TopicConfigs
+from replog.metadata.image import MetadataImage
+from replog.metadata.types import ALL_BROKERS
 from replog.topic_config import TopicSettings
 from replog.topics import TopicPartition
 
@@ -37,9 +38,7 @@ class ReplicaAdmin:
         log_manager: LogManager
         partition_config: PartitionConfig
         partitions: dict[TopicPartition, Partition]
-        brokers: dict[int, BrokerInfo]
-        topics: dict[str, TopicAssignment]
-        broker_configs: dict[int, TopicConfigs]
+        image: MetadataImage
 
         def _touch(self, tp: TopicPartition) -> None: ...
 
@@ -51,11 +50,11 @@ class ReplicaAdmin:
         """The topic's settings: its stored configs over this broker's dynamic configs and the
         cluster-wide dynamic default (``replog.config_layers``); the rest is this broker's own
         config (the log manager's default ``LogConfig``, ``partition_config``)."""
-        assignment = self.topics.get(topic)
+        assignment = self.image.topics.get(topic)
         layers = ConfigLayers(
             topic=dict(() if assignment is None else assignment.configs),
-            broker=dict(self.broker_configs.get(self.broker_id, ())),
-            cluster=dict(self.broker_configs.get(ALL_BROKERS, ())),
+            broker=dict(self.image.broker_configs.get(self.broker_id, ())),
+            cluster=dict(self.image.broker_configs.get(ALL_BROKERS, ())),
         )
         return topic_settings(layers)
 
@@ -117,6 +116,10 @@ class ReplicaAdmin:
         low = log.log_start_offset
         for broker_id in replica.assigned:
             state = replica.replica_state(broker_id)
-            if broker_id != self.broker_id and broker_id in self.brokers and state is not None:
+            if (
+                broker_id != self.broker_id
+                and broker_id in self.image.brokers
+                and state is not None
+            ):
                 low = min(low, state.log_start_offset)
         return low

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from replog.errors import InvalidConfigError, StorageError
 from replog.isr import Partition
 from replog.log.manager import LogManager
-from replog.metadata.types import AdminPayload, CloseReplica, PartitionState, TopicAssignment
+from replog.metadata.image import MetadataImage
+from replog.metadata.types import AdminPayload, CloseReplica, PartitionState
 from replog.topics import ZERO_TOPIC_ID, TopicPartition, topic_uuid
 
 __all__ = ["ReplicaCleanup", "other_incarnation"]
@@ -39,8 +40,7 @@ class ReplicaCleanup:
         broker_id: int
         log_manager: LogManager
         partitions: dict[TopicPartition, Partition]
-        topics: dict[str, TopicAssignment]
-        states: dict[TopicPartition, PartitionState]
+        image: MetadataImage
 
         def _touch(self, tp: TopicPartition) -> None: ...
 
@@ -49,9 +49,6 @@ class ReplicaCleanup:
     def _drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
         """Forget a deleted topic; with ``delete`` its logs go too (opened or not), except logs
         of another incarnation than ``topic_id`` (when given)."""
-        self.topics.pop(topic, None)
-        for tp in [tp for tp in self.states if tp[0] == topic]:
-            del self.states[tp]
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
             self._remove_replica(tp, delete=delete)
         if delete:
@@ -72,7 +69,7 @@ class ReplicaCleanup:
             self._touch(TopicPartition(key.topic, key.partition))
         return deleted
 
-    def _delete_stray_logs(self, states: Mapping[tuple[str, int], PartitionState]) -> None:
+    def _delete_stray_logs(self, states: Mapping[TopicPartition, PartitionState]) -> None:
         """Delete the on-disk logs a full snapshot shows are not ours: topic gone, partition
         not assigned here, or another incarnation of the topic (Kafka's stray logs). Hosted
         replicas were brought in line already; this catches logs not opened since start."""
@@ -81,7 +78,7 @@ class ReplicaCleanup:
             if tp in self.partitions:
                 continue
             state = states.get(tp)
-            assignment = self.topics.get(key.topic)
+            assignment = self.image.topics.get(key.topic)
             if assignment is not None and state is not None and self.broker_id in state.replicas:
                 try:
                     stray = other_incarnation(self.log_manager.topic_id(key), assignment.topic_id)
@@ -102,8 +99,8 @@ class ReplicaCleanup:
         if not isinstance(payload, CloseReplica):
             return
         tp = TopicPartition(payload.topic, payload.partition)
-        assignment = self.topics.get(payload.topic)
-        state = self.states.get(tp)
+        assignment = self.image.topics.get(payload.topic)
+        state = self.image.partitions.get(tp)
         if (
             assignment is not None
             and state is not None

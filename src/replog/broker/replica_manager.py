@@ -6,12 +6,13 @@ reads a clock, opens a socket or starts a thread (it does call ``Log``/``LogMana
 file IO, because storage calls are short and synchronous on the loop -- DESIGN.md §6). A
 deterministic simulator drives it the same way the asyncio runtime does:
 
-- metadata in: ``apply_snapshot`` / ``apply_changes`` take the coordinator feed's plain values
-  and turn them into ``become_leader`` / ``become_follower`` (creating logs on first use) or
-  replica removal. Logs are tied to a topic incarnation (KIP-516): a new log gets the topic's
-  ID in ``partition.metadata``; a log whose ID is not the current topic's, or whose partition is
-  no longer assigned here or whose topic is gone (seen in a snapshot: deleted while this broker
-  was down), is a stray and is deleted before anything serves it (Kafka's stray-log handling);
+- metadata in: ``apply_image`` (a snapshot's image, loaded whole) and ``apply_delta`` (what one
+  feed batch changed) read the metadata channel's ``MetadataImage`` and turn it into
+  ``become_leader`` / ``become_follower`` (creating logs on first use) or replica removal. Logs
+  are tied to a topic incarnation (KIP-516): a new log gets the topic's ID in
+  ``partition.metadata``; a log whose ID is not the current topic's, or whose partition is no
+  longer assigned here or whose topic is gone (seen in a snapshot: deleted while this broker was
+  down), is a stray and is deleted before anything serves it (Kafka's stray-log handling);
 - admin requests the controller queued for this broker (``on_admin_request``): a CloseReplica
   deletes the replica unless the current metadata assigns it here again, never the log of a
   later topic of the same name;
@@ -66,23 +67,13 @@ from replog.isr import (
 from replog.log.checkpoint_round import CheckpointRound
 from replog.log.log import Log, PendingFlush
 from replog.log.manager import LogManager
+from replog.metadata.delta import MetadataDelta
+from replog.metadata.image import MetadataImage
 from replog.metadata.types import (
     ALL_BROKERS,
     AlterPartition,
     AlterPartitionResult,
-    BrokerChanged,
-    BrokerConfigsChanged,
-    BrokerInfo,
-    ControllerChanged,
-    ControllerInfo,
-    MetadataChange,
-    MetadataSnapshot,
-    PartitionChanged,
     PartitionState,
-    TopicAssignment,
-    TopicChanged,
-    TopicChangeReason,
-    TopicConfigs,
 )
 from replog.topics import ZERO_TOPIC_ID, TopicPartition, topic_uuid
 
@@ -119,15 +110,8 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     state_listener: Callable[[TopicPartition, PartitionState], None] | None = None
 
     partitions: dict[TopicPartition, Partition] = attrs.field(init=False, factory=dict)
-    #: the metadata image (what Metadata requests answer from)
-    brokers: dict[int, BrokerInfo] = attrs.field(init=False, factory=dict)
-    topics: dict[str, TopicAssignment] = attrs.field(init=False, factory=dict)
-    states: dict[TopicPartition, PartitionState] = attrs.field(init=False, factory=dict)
-    controller: ControllerInfo | None = attrs.field(init=False, default=None)
-    #: the store's cluster id from the last snapshot that named one (``raft://`` does)
-    cluster_id: str | None = attrs.field(init=False, default=None)
-    #: dynamic broker configs by broker id (``ALL_BROKERS``: the cluster-wide default)
-    broker_configs: dict[int, TopicConfigs] = attrs.field(init=False, factory=dict)
+    #: the metadata channel's image, read only (``apply_image``, ``apply_delta``)
+    image: MetadataImage = attrs.field(init=False, factory=MetadataImage.empty)
     metadata_current: bool = attrs.field(init=False, default=True)
     #: grows on every append, HW move or role change (long-polling drivers wait on it)
     data_version: int = attrs.field(init=False, default=0)
@@ -157,70 +141,42 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     # ------------------------------------------------------------------ metadata
 
-    def apply_snapshot(self, snapshot: MetadataSnapshot, now_ms: int) -> None:
-        """Replace the image with ``snapshot``, delete stray logs, and bring every hosted
-        replica in line."""
-        self.brokers = dict(snapshot.brokers)
+    def apply_image(self, image: MetadataImage, now_ms: int) -> None:
+        """Act on ``image`` loaded whole (a snapshot's): delete stray logs, and bring every
+        hosted replica in line. The image is the metadata channel's: this manager reads it and
+        never changes it."""
+        old, self.image = self.image, image
         self.is_fenced_here()  # notes whether this incarnation's registration is in the image
-        self.controller = snapshot.controller
-        self.cluster_id = snapshot.cluster_id or self.cluster_id
-        self.broker_configs = dict(snapshot.broker_configs)
-        for topic in set(self.topics) - set(snapshot.topics):
+        for topic in set(old.topics) - set(image.topics):
             self._drop_topic(topic, delete=True)
-        self.topics = dict(snapshot.topics)
         self.refresh_settings(None, now_ms)
-        for tp in set(self.partitions) - set(snapshot.partitions):
+        for tp in set(self.partitions) - set(image.partitions):
             self._remove_replica(tp, delete=True)
-        self._delete_stray_logs(snapshot.partitions)
+        self._delete_stray_logs(image.partitions)
         self._push_eligibility()
-        for (topic, partition), state in sorted(snapshot.partitions.items()):
-            self.apply_partition_state(topic, partition, state, now_ms)
+        for tp, state in sorted(image.partitions.items()):
+            self._apply_partition(tp, state, now_ms)
 
-    def apply_changes(self, changes: Iterable[MetadataChange], now_ms: int) -> None:
-        """Apply feed records in order (idempotent: each carries a full new value)."""
-        for change in changes:
-            if isinstance(change, PartitionChanged):
-                self.apply_partition_state(change.topic, change.partition, change.state, now_ms)
-            elif isinstance(change, BrokerChanged):
-                if change.broker is None:
-                    current = self.brokers.get(change.broker_id)
-                    epoch = change.incarnation_epoch
-                    if current is not None and current.incarnation_epoch <= epoch:
-                        del self.brokers[change.broker_id]
-                else:
-                    self.brokers[change.broker_id] = change.broker
-                    self.is_fenced_here()  # notes this incarnation's registration
-                self._push_eligibility()
-                if change.broker_id == self.broker_id:
-                    self._resume_deferred_leads(now_ms)
-            elif isinstance(change, TopicChanged):
-                name = change.assignment.topic
-                if change.reason is TopicChangeReason.DELETED:
-                    self._drop_topic(name, delete=True, topic_id=change.assignment.topic_id)
-                else:
-                    old = self.topics.get(name)
-                    self.topics[name] = change.assignment
-                    if old is not None and old.configs != change.assignment.configs:
-                        self.refresh_settings({name}, now_ms)
-            elif isinstance(change, ControllerChanged):
-                self.controller = change.controller
-            elif isinstance(change, BrokerConfigsChanged):
-                if change.configs:
-                    self.broker_configs[change.broker_id] = change.configs
-                else:
-                    self.broker_configs.pop(change.broker_id, None)
-                if change.broker_id in (ALL_BROKERS, self.broker_id):
-                    self.refresh_settings(None, now_ms)
+    def apply_delta(self, image: MetadataImage, delta: MetadataDelta, now_ms: int) -> None:
+        """Act on what one feed batch changed (``image`` already holds it): deleted topics'
+        replicas and logs go first, then settings, eligibility and each changed partition."""
+        self.image = image
+        for deleted in delta.topics_deleted:
+            self._drop_topic(deleted.topic, delete=True, topic_id=deleted.topic_id)
+        if delta.topics_reconfigured:
+            self.refresh_settings(set(delta.topics_reconfigured), now_ms)
+        if delta.brokers_changed:
+            self.is_fenced_here()  # notes this incarnation's registration
+            self._push_eligibility()
+        for tp in delta.partitions_changed:
+            self._apply_partition(tp, image.partitions[tp], now_ms)
+        if self.broker_id in delta.brokers_changed:
+            self._resume_deferred_leads(now_ms)
+        if delta.broker_configs_changed & {ALL_BROKERS, self.broker_id}:
+            self.refresh_settings(None, now_ms)
 
-    def apply_partition_state(
-        self, topic: str, partition: int, state: PartitionState, now_ms: int
-    ) -> None:
+    def _apply_partition(self, tp: TopicPartition, state: PartitionState, now_ms: int) -> None:
         """Lead, follow or drop this broker's replica of the partition as ``state`` says."""
-        tp = TopicPartition(topic, partition)
-        current = self.states.get(tp)
-        if current is not None and current.partition_epoch > state.partition_epoch:
-            return  # an older state than the one applied (feed replay after a snapshot)
-        self.states[tp] = state
         if self.state_listener is not None:
             self.state_listener(tp, state)
         if self.broker_id not in state.replicas:
@@ -262,7 +218,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         the image names another incarnation of this broker, or none (its session expired and
         the registration went with it): it leads nothing. A broker that re-registered unclean
         and then lost its session would otherwise lead on from a log that lost its tail."""
-        info = self.brokers.get(self.broker_id)
+        info = self.image.brokers.get(self.broker_id)
         if info is None:
             return self._registration_seen  # gone since (no image at all: tests without one)
         if info.incarnation_epoch == self.broker_epoch:
@@ -274,7 +230,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
             return
         deferred, self._deferred_leads = self._deferred_leads, set()
         for tp in sorted(deferred):
-            state = self.states.get(tp)
+            state = self.image.partitions.get(tp)
             replica = self.partitions.get(tp)
             if state is not None and replica is not None:
                 try:
@@ -333,7 +289,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         if replica is not None:
             return replica
         settings = self._topic_settings(tp[0])
-        assignment = self.topics.get(tp[0])
+        assignment = self.image.topics.get(tp[0])
         topic_id = "" if assignment is None else assignment.topic_id
         key = TopicPartition(*tp)
         try:
@@ -389,7 +345,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         self._touch(tp)
 
     def _broker_epochs(self) -> dict[int, int]:
-        return {b: info.incarnation_epoch for b, info in self.brokers.items()}
+        return {b: info.incarnation_epoch for b, info in self.image.brokers.items()}
 
     def _ineligible(self, replicas: Iterable[int]) -> frozenset[int]:
         """Replicas that may neither join the ISR nor hold the HW back (KIP-841): fenced or
@@ -397,9 +353,11 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         session expired is removed from the image, not fenced -- without this its recent
         catch-up time would hold an acks=all produce until ``replica_lag_ms_max`` passed)."""
         fenced = {
-            b for b, info in self.brokers.items() if info.fenced or info.in_controlled_shutdown
+            b
+            for b, info in self.image.brokers.items()
+            if info.fenced or info.in_controlled_shutdown
         }
-        return frozenset(fenced | {b for b in replicas if b not in self.brokers})
+        return frozenset(fenced | {b for b in replicas if b not in self.image.brokers})
 
     def _push_eligibility(self) -> None:
         epochs = self._broker_epochs()

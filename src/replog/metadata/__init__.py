@@ -8,6 +8,7 @@ backends (``coord``), so a machine can name a partition state without importing 
 
 from __future__ import annotations
 
+from replog.metadata.delta import MetadataDelta
 from replog.metadata.image import (
     MetadataImage,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "IsrMember",
     "LeaderRecoveryState",
     "MetadataChange",
+    "MetadataDelta",
     "MetadataImage",
     "MetadataSnapshot",
     "NO_LEADER",

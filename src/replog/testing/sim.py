@@ -439,7 +439,7 @@ class Simulation:
                 log = rm.log(*tp)
                 if tp[0] != TOPIC or log is None or log.is_offline:
                     continue
-                stored = rm.states.get(tp)
+                stored = rm.image.partitions.get(tp)
                 current = states.get(tp)
                 views.append(
                     ReplicaView(
@@ -532,7 +532,7 @@ class Simulation:
                     stored = rm.log_manager.topic_id(TopicPartition(*tp)) or ""
                 except StorageError:
                     continue
-                named = rm.topics.get(CHURN_TOPIC)
+                named = rm.image.topics.get(CHURN_TOPIC)
                 if named is not None and stored and stored != named.topic_id:
                     self.violation(
                         f"stale-incarnation-hosted: broker {broker.broker_id} hosts {tp} of "
