@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from replog.broker.driver_ports import DriverCore
 from replog.controller import ControllerService
 from replog.coord.errors import CoordinatorError
 from replog.election.state_change import StateChange
-
-if TYPE_CHECKING:
-    from replog.broker.driver import BrokerDriver
+from replog.state_change import StateChangeSink
 
 __all__ = ["CONTROLLER_POLL_MS", "ControllerRole", "STATE_CHANGES_MAX"]
 
@@ -34,12 +33,24 @@ STATE_CHANGES_MAX = 10_000
 """State-change records kept for the driver before the oldest are dropped."""
 
 
+class ControllerHost(DriverCore, Protocol):
+    """What the controller role uses of the driver (see ``replog.broker.driver_ports``)."""
+
+    @property
+    def active(self) -> bool:
+        """Registered, metadata loaded, not stopping."""
+
+    @property
+    def state_change_sink(self) -> StateChangeSink:
+        """Where state-change records go."""
+
+
 class ControllerRole:
     """See the module docstring."""
 
     def __init__(
         self,
-        driver: BrokerDriver,
+        driver: ControllerHost,
         placement_start: Callable[[int], tuple[int, int]] | None = None,
     ) -> None:
         self._driver = driver
@@ -151,7 +162,7 @@ class _InputTime:
     """The driver's latest input time as a ``Clock``: the controller reads no time of its own
     (wall time, which it does not use, comes from the log manager's clock)."""
 
-    def __init__(self, driver: BrokerDriver) -> None:
+    def __init__(self, driver: ControllerHost) -> None:
         self._driver = driver
 
     def monotonic_ms(self) -> int:

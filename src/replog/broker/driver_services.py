@@ -6,9 +6,11 @@ never holds the whole driver."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from replog.broker.config import BrokerConfig
+from replog.broker.driver_ports import DriverCore
+from replog.broker.group_host import GroupHost
 from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replication_throttle import ReplicationThrottle
@@ -32,16 +34,32 @@ from replog.metadata.types import (
 )
 from replog.topics import TopicPartition
 
-if TYPE_CHECKING:
-    from replog.broker.driver import BrokerDriver
-
 __all__ = ["DriverServices"]
+
+
+class ServicesHost(DriverCore, Protocol):
+    """What the request services use of the driver (see ``replog.broker.driver_ports``)."""
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        """Producer id blocks."""
+
+    @property
+    def replication_throttle(self) -> ReplicationThrottle:
+        """The replication quotas."""
+
+    @property
+    def groups(self) -> GroupHost:
+        """The group coordinator host."""
+
+    def create_topic_in_background(self, payload: CreateTopic) -> bool:
+        """Queue an automatic topic creation."""
 
 
 class DriverServices:
     """The driver as request handlers see it (``RequestServices``)."""
 
-    def __init__(self, driver: BrokerDriver) -> None:
+    def __init__(self, driver: ServicesHost) -> None:
         self._driver = driver
 
     @property

@@ -21,8 +21,8 @@ the bytes received for the partitions of that set are recorded against the quota
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import attrs
 
@@ -34,18 +34,34 @@ from replog.broker.convert import (
     out_of_range_partitions,
     replica_list_offsets_request,
 )
+from replog.broker.driver_ports import DriverCore
 from replog.broker.effects import ResetLink
+from replog.broker.replication_throttle import ReplicationThrottle
 from replog.isr import FetchRequest, FollowerAction
 from replog.protocol import messages as m
 from replog.topics import TopicPartition
-
-if TYPE_CHECKING:
-    from replog.broker.driver import BrokerDriver
 
 __all__ = ["FETCH_VERSION", "LIST_OFFSETS_VERSION", "FetchSessions"]
 
 FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 7
+
+
+class FetchHost(DriverCore, Protocol):
+    """What the fetch sessions use of the driver (see ``replog.broker.driver_ports``)."""
+
+    @property
+    def replication_throttle(self) -> ReplicationThrottle:
+        """The replication quotas."""
+
+    def after_input(self) -> None:
+        """Run the driver's end-of-input step (completions, outputs)."""
+
+    def exclusive(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when no group commit is in flight."""
+
+    def flush_then(self, then: Callable[[int], None]) -> None:
+        """Run ``then`` once the appends so far are flushed."""
 
 
 @attrs.define(eq=False)
@@ -59,7 +75,7 @@ class _Session:
 class FetchSessions:
     """See the module docstring."""
 
-    def __init__(self, driver: BrokerDriver) -> None:
+    def __init__(self, driver: FetchHost) -> None:
         self._driver = driver
         self._sessions: dict[int, _Session] = {}
 

@@ -42,10 +42,13 @@ import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
+from replog.broker.client_requests import ClientRequests
+from replog.broker.driver_ports import DriverCore
+from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.requests import AwaitReply, Outcome, Reply, RequestContext
 from replog.errors import CorruptRecordError, ErrorCode, StorageError, invariant
 from replog.groups import (
@@ -61,9 +64,6 @@ from replog.metadata.types import AdminRequestChanged, CreateTopic
 from replog.protocol.consumer_protocol import subscribed_topics
 from replog.protocol.schema import Message
 from replog.topics import TopicPartition
-
-if TYPE_CHECKING:
-    from replog.broker.driver import BrokerDriver
 
 __all__ = ["LOAD_READ_BYTES", "GroupHost", "offsets_topic_configs"]
 
@@ -81,6 +81,18 @@ def offsets_topic_configs(min_insync_replicas: int) -> dict[str, str]:
     than ``delete.retention.ms``, so what a load replays stays bounded by the live state.
     """
     return {"min.insync.replicas": str(min_insync_replicas), "cleanup.policy": "compact"}
+
+
+class GroupHostPort(DriverCore, Protocol):
+    """What the group host uses of the driver (see ``replog.broker.driver_ports``)."""
+
+    @property
+    def metadata(self) -> MetadataChannel:
+        """The metadata channel (admin submissions)."""
+
+    @property
+    def requests(self) -> ClientRequests:
+        """Client requests (replies to parked group requests)."""
 
 
 @attrs.define
@@ -105,7 +117,7 @@ class GroupHost:
     """See the module docstring."""
 
     def __init__(
-        self, driver: BrokerDriver, member_id_suffix: Callable[[], str] | None = None
+        self, driver: GroupHostPort, member_id_suffix: Callable[[], str] | None = None
     ) -> None:
         self._driver = driver
         config = driver.config

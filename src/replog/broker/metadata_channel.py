@@ -31,8 +31,9 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from replog.broker.driver_ports import DriverCore
 from replog.broker.image_keeper import ImageKeeper
 from replog.coord.errors import (
     BrokerIdInUseError,
@@ -55,7 +56,6 @@ from replog.metadata.types import (
 )
 
 if TYPE_CHECKING:
-    from replog.broker.driver import BrokerDriver
     from replog.coord.contract import Coordinator
 
 __all__ = ["AdminCallback", "MetadataChannel"]
@@ -75,10 +75,40 @@ IMAGE_RETRY_MS_MAX = 5_000
 """The longest wait between retries of a failed image read."""
 
 
+class ChannelHost(DriverCore, Protocol):
+    """What the metadata channel uses of the driver (see ``replog.broker.driver_ports``)."""
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """The host and port this broker registers."""
+
+    @property
+    def running(self) -> bool:
+        """Not OFFLINE."""
+
+    def after_input(self) -> None:
+        """Run the driver's end-of-input step (completions, outputs)."""
+
+    def after_metadata(self) -> None:
+        """Act on a metadata change (roles, waits, the controller)."""
+
+    def exclusive(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when no group commit is in flight."""
+
+    def coordinator_unavailable(self, what: str, error: BaseException | None) -> None:
+        """A coordinator call failed."""
+
+    def registration_failed(self, error: BaseException) -> None:
+        """Registration gave up."""
+
+    def set_session(self, state: SessionState) -> None:
+        """The coordinator session's state changed."""
+
+
 class MetadataChannel:
     """See the module docstring."""
 
-    def __init__(self, driver: BrokerDriver) -> None:
+    def __init__(self, driver: ChannelHost) -> None:
         self._driver = driver
         #: the broker's one metadata image: each feed batch is applied to it once, here
         self.image = MetadataImage.empty()
