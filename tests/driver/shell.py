@@ -17,6 +17,7 @@ from replog.broker.effects import (
     RunFlushes,
     Subscribe,
 )
+from replog.broker.stop_sequence import StopPhase
 from replog.clock import ManualClock
 from replog.coord.memory import MemoryCoordinator
 from replog.log.manager import LogManager
@@ -118,8 +119,8 @@ class ScriptedShell:
         driver = self.driver
         driver.begin_stop(self.now_ms, controlled=False)
         self.run()
-        assert driver.stop_ready
-        driver.halt()
+        assert driver.stop_sequence.step() is StopPhase.STOP_SERVING
+        assert driver.stop_sequence.step() is StopPhase.HALTED
         self.run()
         driver.close_logs()
 

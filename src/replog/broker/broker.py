@@ -56,6 +56,7 @@ from replog.broker.links import BrokerLink
 from replog.broker.metrics import BrokerMetrics, gauge_values, live_topics
 from replog.broker.replica_manager import ReplicaManager
 from replog.broker.server import PARKED, CloseConnection, Parked, Response, Server
+from replog.broker.stop_sequence import StopPhase
 from replog.broker.supervision import Retries, run_fatal, supervised
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from replog.coord import connect
@@ -267,18 +268,16 @@ class Broker:
             return
         driver.begin_stop(self.now_ms(), controlled=controlled)
         self._carry_out()
-        while not driver.stop_ready:
-            await asyncio.sleep(STATE_POLL_S)
-            driver.on_tick(self.now_ms())
+        while (phase := driver.stop_sequence.step()) is not StopPhase.DOWN:
+            if phase is StopPhase.STOP_SERVING:
+                await self._server.close()
+                continue
             self._carry_out()
-        await self._server.close()
-        driver.halt()
-        self._carry_out()
-        # A running fsync, and a cleaning (aborted by halt), end before the logs close.
-        while driver.flush_in_flight or driver.cleaning_in_flight:
+            if phase is StopPhase.HALTED:
+                continue
             await asyncio.sleep(STATE_POLL_S)
-        driver.close_logs()
-        driver.unregister()
+            if phase is StopPhase.MOVING_LEADERSHIP:
+                driver.on_tick(self.now_ms())
         for effect in driver.take_effects():
             if isinstance(effect, CoordCall):
                 with contextlib.suppress(Exception):

@@ -29,11 +29,9 @@ Exclusion. A group commit runs its fsyncs off the loop (``RunFlushes``); until i
 log may be truncated or deleted under it: inputs that may (metadata, truncating fetch answers,
 retention, the admin queue) go through ``exclusive``, run at once or right after the fsync.
 
-Log cleaning. Every ``log_cleaner_backoff_ms`` while no cleaning runs (at once after one that
-did something), the log manager picks the dirtiest compacted log and plans a cleaning; its heavy
-pass runs off the loop (``RunCleaning``, ``on_cleaning_done``) and its result is swapped in
-under ``exclusive`` (it deletes segments). A log truncated, cut by retention or closed while its
-cleaning runs aborts it (``Log.cleaning_generation``); the cleaning's output is then discarded.
+Log cleaning runs on ticks (``cleaning``: ``replog.broker.log_cleaning``), its heavy pass off
+the loop (``RunCleaning``, ``on_cleaning_done``), its result swapped in under ``exclusive``.
+Stopping is ``stop_sequence`` (``replog.broker.stop_sequence``), which both shells run.
 """
 
 from __future__ import annotations
@@ -52,18 +50,18 @@ from replog.broker.driver_services import DriverServices
 from replog.broker.effects import Effect, FsyncFailures, Subscribe
 from replog.broker.fetch_sessions import FetchSessions
 from replog.broker.group_host import GroupHost
+from replog.broker.log_cleaning import LogCleaning
 from replog.broker.metadata_channel import MetadataChannel
 from replog.broker.outbox import Outbox
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replica_manager import ReplicaManager
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import AdminResult
+from replog.broker.stop_sequence import StopSequence
 from replog.controller import alter_partition_result
 from replog.errors import ErrorCode, StorageError
 from replog.isr.config import DurabilityMode
-from replog.log.cleaner import CleaningTask
 from replog.log.log import PendingFlush
-from replog.log.log_cleaner import CleaningResult
 from replog.log.manager import LogManager
 from replog.metadata.types import (
     AdminPayload,
@@ -126,6 +124,7 @@ class BrokerDriver:
         self.advertised_address = (config.advertised_host or config.host, config.port)
         self.start_error: BaseException | None = None
         self.outbox = Outbox()
+        self.stop_sequence = StopSequence(self)
         self.metadata = MetadataChannel(self)
         #: the replication quotas (KIP-73), as leader and as follower
         self.replication_throttle = ReplicationThrottle.for_config(config)
@@ -150,9 +149,8 @@ class BrokerDriver:
         self._next_retention_ms = 0
         self._next_producer_expiration_ms = 0
         self._next_replicated_flush_ms = 0
-        self._cleaning: CleaningTask | None = None
+        self.cleaning = LogCleaning(self)
         self._halted = False  # after ``halt``: coordinator and broker answers are dropped
-        self._next_cleaning_ms = 0
         self._stop_deadline_ms: int | None = None
         self._metadata_loaded = False
         self._auto_creating: set[str] = set()
@@ -193,7 +191,7 @@ class BrokerDriver:
     @property
     def cleaning_in_flight(self) -> bool:
         """A log cleaning's heavy pass is running off the loop."""
-        return self._cleaning is not None
+        return self.cleaning.in_flight
 
     def take_effects(self) -> list[Effect]:
         """What the shell must do now, in order."""
@@ -267,12 +265,13 @@ class BrokerDriver:
 
     def begin_stop(self, now_ms: int, *, controlled: bool) -> None:
         """ONLINE -> STOPPING: with ``controlled``, ask the controller to move leadership away;
-        ``stop_ready`` says when the shell may halt."""
+        the shell then runs ``stop_sequence``."""
         self.now_ms = now_ms
         if self.state is BrokerState.OFFLINE:
             return
         registered = self._rm is not None and self.state is not BrokerState.FENCED
         self.state = BrokerState.STOPPING
+        self.stop_sequence.begin()
         if not controlled or not registered:
             self._stop_deadline_ms = now_ms
             return
@@ -306,8 +305,7 @@ class BrokerDriver:
         self.fetches.stop()
         self.controller.resign()
         self.metadata.abandon()
-        if self._cleaning is not None:
-            self._cleaning.abort()  # it reports soon; the shell waits for it before closing
+        self.cleaning.abort()  # it reports soon; the shell waits for it before closing
 
     def close_logs(self) -> None:
         """Flush, checkpoint, close every log and write the clean-shutdown markers; then the
@@ -334,9 +332,7 @@ class BrokerDriver:
         self.controller.drop()
         self.requests.fail_all("broker crashed")
         self.outbox.abandon()
-        if self._cleaning is not None:
-            self._cleaning.abort()
-            self._cleaning = None
+        self.cleaning.abort(forget=True)
         for log in list(self.log_manager.logs.values()):
             log.abandon()
         self.log_manager.logs.clear()
@@ -374,7 +370,7 @@ class BrokerDriver:
                 now_ms + config.producer_id_expiration_check_interval_ms
             )
             self.log_manager.remove_expired_producers()
-        self._maybe_start_cleaning(now_ms)
+        self.cleaning.maybe_start(now_ms, stopping=self.state is BrokerState.STOPPING)
         self.controller.on_tick(now_ms)
         self.fetches.on_tick(now_ms)
         self.requests.on_tick(now_ms)
@@ -659,38 +655,6 @@ class BrokerDriver:
         for waiter in waiters:
             waiter(self.now_ms)
         self.after_input()
-
-    def _maybe_start_cleaning(self, now_ms: int) -> None:
-        config = self.config
-        if not config.log_cleaner_enable or self._cleaning is not None:
-            return
-        if now_ms < self._next_cleaning_ms or self.state is BrokerState.STOPPING:
-            return
-        task = self.log_manager.begin_cleaning(config.log_cleaner_dedupe_buffer_bytes)
-        if task is None:
-            self._next_cleaning_ms = now_ms + config.log_cleaner_backoff_ms
-            return
-        self._cleaning = task
-        self.outbox.clean(task, lambda _r, _e: self.exclusive(lambda: self._cleaned(task, now_ms)))
-
-    def _cleaned(self, task: CleaningTask, started_ms: int) -> None:
-        """Swap a finished cleaning in (``exclusive``: it deletes segments)."""
-        self._cleaning = None
-        try:
-            result = self.log_manager.complete_cleaning(task)
-        except StorageError as exc:
-            _log.error("broker %s: log cleaning swap failed: %s", self.broker_id, exc)
-            result = CleaningResult.FAILED
-        wait_ms = 0
-        rate = self.config.log_cleaner_io_bytes_per_second_max
-        outcome = task.outcome
-        if rate is not None and outcome is not None:
-            stats = outcome.stats
-            moved = stats.map_bytes_read + stats.bytes_read + stats.bytes_written
-            wait_ms = moved * 1000 // rate - (self.now_ms - started_ms)
-        if result is not CleaningResult.SWAPPED:
-            wait_ms = max(wait_ms, self.config.log_cleaner_backoff_ms)
-        self._next_cleaning_ms = self.now_ms + max(wait_ms, 0)
 
     def _apply_retention(self) -> None:
         try:

@@ -44,6 +44,7 @@ from replog.broker.effects import (
     Subscribe,
 )
 from replog.broker.replica_manager import ReplicaManager
+from replog.broker.stop_sequence import StopPhase
 from replog.controller.service import random_placement_start
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.errors import ProtocolError
@@ -194,27 +195,26 @@ class SimBroker:
         driver.begin_stop(sim.now_ms, controlled=controlled)
         self._carry_out()
 
-        def halt_when_ready() -> None:
+        def step() -> None:
             live = self._live(gen)
             if live is None:
                 return
-            if not live.stop_ready:
-                sim.after(sim.opts.tick_ms, halt_when_ready)
-                return
-            self._serving = False
-            live.halt()
-            self._carry_out()
-            close_when_flushed()
+            phase = live.stop_sequence.step()
+            if phase is StopPhase.MOVING_LEADERSHIP:
+                sim.after(sim.opts.tick_ms, step)
+            elif phase is StopPhase.STOP_SERVING:
+                self._serving = False
+                step()
+            elif phase is StopPhase.HALTED:
+                self._carry_out()
+                step()
+            elif phase is StopPhase.DRAINING:
+                self._carry_out()
+                sim.after(sim.opts.disk_ms, step)
+            else:
+                down(live)
 
-        def close_when_flushed() -> None:
-            live = self._live(gen)
-            if live is None:
-                return
-            if live.flush_in_flight:
-                sim.after(sim.opts.disk_ms, close_when_flushed)
-                return
-            live.close_logs()
-            live.unregister()
+        def down(live: BrokerDriver) -> None:
             for effect in live.take_effects():
                 if isinstance(effect, CoordCall) and not self.coord_cut:
                     with contextlib.suppress(Exception):
@@ -227,7 +227,7 @@ class SimBroker:
             )
             then()
 
-        halt_when_ready()
+        step()
 
     def _stop_incarnation(self) -> None:
         for sub in self._subscriptions:
