@@ -368,25 +368,31 @@ class Broker:
             self._carrying_out = False
 
     def _carry_out_one(self, effect: Effect) -> None:
-        if isinstance(effect, (Respond, CloseClient)):
-            self._answer(effect)
-        elif isinstance(effect, CoordCall):
-            self._spawn(self._coord_call(effect), f"completing the coordinator call {effect.what}")
-        elif isinstance(effect, SendToBroker):
-            if not self._send_now(effect):
-                self._spawn(self._send_to_broker(effect), f"a request to {effect.broker_id}")
-        elif isinstance(effect, RunFlushes):
-            self._spawn(self._flush(effect), "a group commit")
-        elif isinstance(effect, RunCleaning):
-            self._spawn(self._clean(effect), "a log cleaning")
-        elif isinstance(effect, RunCheckpoints):
-            self._spawn(self._write_checkpoints(effect), "a checkpoint round")
-        elif isinstance(effect, ResetLink):
-            link = self._links.pop(effect.broker_id, None)
-            if link is not None:
-                link.close()
-        elif isinstance(effect, Subscribe):
-            self._spawn(self._subscribe(effect), "subscribing to the coordinator")
+        _CARRY_OUT[type(effect)](self, effect)
+
+    def _start_coord_call(self, effect: CoordCall) -> None:
+        self._spawn(self._coord_call(effect), f"completing the coordinator call {effect.what}")
+
+    def _start_send(self, effect: SendToBroker) -> None:
+        if not self._send_now(effect):
+            self._spawn(self._send_to_broker(effect), f"a request to {effect.broker_id}")
+
+    def _start_flush(self, effect: RunFlushes) -> None:
+        self._spawn(self._flush(effect), "a group commit")
+
+    def _start_cleaning(self, effect: RunCleaning) -> None:
+        self._spawn(self._clean(effect), "a log cleaning")
+
+    def _start_checkpoints(self, effect: RunCheckpoints) -> None:
+        self._spawn(self._write_checkpoints(effect), "a checkpoint round")
+
+    def _reset_link(self, effect: ResetLink) -> None:
+        link = self._links.pop(effect.broker_id, None)
+        if link is not None:
+            link.close()
+
+    def _start_subscription(self, effect: Subscribe) -> None:
+        self._spawn(self._subscribe(effect), "subscribing to the coordinator")
 
     async def _coord_call(self, effect: CoordCall) -> None:
         try:
@@ -578,3 +584,17 @@ class Broker:
         self._in_driver.pop(conn_id, None)
         if self.driver is not None and not self._halting:
             self.driver.on_connection_closed(conn_id, self.now_ms())
+
+
+_CARRY_OUT: dict[type[Any], Callable[[Broker, Any], None]] = {
+    Respond: Broker._answer,
+    CloseClient: Broker._answer,
+    CoordCall: Broker._start_coord_call,
+    SendToBroker: Broker._start_send,
+    RunFlushes: Broker._start_flush,
+    RunCleaning: Broker._start_cleaning,
+    RunCheckpoints: Broker._start_checkpoints,
+    ResetLink: Broker._reset_link,
+    Subscribe: Broker._start_subscription,
+}
+"""How the asyncio shell carries out each kind of effect (one entry per ``Effect`` member)."""

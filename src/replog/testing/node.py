@@ -269,24 +269,16 @@ class SimBroker:
                 self._carry_out_one(effect)
 
     def _carry_out_one(self, effect: Effect) -> None:
-        if isinstance(effect, Respond):
-            self._answer(effect.conn_id, effect.parts, closed=False)
-        elif isinstance(effect, CloseClient):
-            self._answer(effect.conn_id, None, closed=True)
-        elif isinstance(effect, CoordCall):
-            self._coord_call(effect)
-        elif isinstance(effect, SendToBroker):
-            self._send_to_broker(effect)
-        elif isinstance(effect, RunFlushes):
-            self._flush(effect)
-        elif isinstance(effect, RunCleaning):
-            self._clean(effect)
-        elif isinstance(effect, RunCheckpoints):
-            self._write_checkpoints(effect)
-        elif isinstance(effect, Subscribe):
-            self._subscribe(effect)
-        elif isinstance(effect, ResetLink):
-            pass  # simulated links hold no connection state
+        _CARRY_OUT[type(effect)](self, effect)
+
+    def _respond(self, effect: Respond) -> None:
+        self._answer(effect.conn_id, effect.parts, closed=False)
+
+    def _close_client(self, effect: CloseClient) -> None:
+        self._answer(effect.conn_id, None, closed=True)
+
+    def _reset_link(self, effect: ResetLink) -> None:
+        pass  # simulated links hold no connection state
 
     def _coord_call(self, effect: CoordCall) -> None:
         sim, gen = self.sim, self.gen
@@ -443,3 +435,17 @@ class SimBroker:
         if state.leader == self.broker_id:
             key = (tp, state.leader_epoch)
             self.led_isr_sizes[key] = max(self.led_isr_sizes.get(key, 0), len(state.isr))
+
+
+_CARRY_OUT: dict[type[Any], Callable[[SimBroker, Any], None]] = {
+    Respond: SimBroker._respond,
+    CloseClient: SimBroker._close_client,
+    CoordCall: SimBroker._coord_call,
+    SendToBroker: SimBroker._send_to_broker,
+    RunFlushes: SimBroker._flush,
+    RunCleaning: SimBroker._clean,
+    RunCheckpoints: SimBroker._write_checkpoints,
+    Subscribe: SimBroker._subscribe,
+    ResetLink: SimBroker._reset_link,
+}
+"""How the simulator's broker carries out each kind of effect (one entry per ``Effect``)."""

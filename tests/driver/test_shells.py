@@ -1,4 +1,5 @@
-"""``StopSequence``: the shutdown both shells run, phase by phase."""
+"""What both shells (asyncio and the simulator) share: the stop sequence, phase by phase, and
+one table entry per kind of effect."""
 
 from __future__ import annotations
 
@@ -58,3 +59,15 @@ def test_a_driver_stops_through_the_sequence_and_unregisters(tmp_path: object) -
         shell.run()
     assert phases == [StopPhase.STOP_SERVING, StopPhase.HALTED]
     assert [e.what for e in driver.take_effects() if hasattr(e, "what")] == ["unregister"]
+
+
+def test_both_shells_carry_out_every_kind_of_effect() -> None:
+    from typing import get_args
+
+    from replog.broker import broker
+    from replog.broker.effects import Effect
+    from replog.testing import node
+
+    kinds = set(get_args(Effect))
+    assert set(broker._CARRY_OUT) == kinds
+    assert set(node._CARRY_OUT) == kinds
