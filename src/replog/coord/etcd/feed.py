@@ -1,6 +1,6 @@
 """The etcd backend's change feed: range reads of ``changes/``, push to subscribers by polling
 (on the handle's background thread, woken by its own writes), and trimming. Writes append to the
-feed in ``replog.coord.etcd_txn``.
+feed in ``replog.coord.etcd.store``.
 
 ``EtcdFeedMixin`` is a part of ``EtcdCoordinator``, not used on its own."""
 
@@ -16,8 +16,8 @@ from replog.clock import monotonic_s
 from replog.coord import codec, rules
 from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
-from replog.coord.etcd_client import cmp_mod, op_put, op_range, prefix_end
-from replog.coord.etcd_txn import EtcdTxnBase, last_int, mod_rev
+from replog.coord.etcd.client import cmp_mod, op_put, op_range, prefix_end
+from replog.coord.etcd.store import EtcdTxnBase, last_int, mod_rev
 from replog.errors import RequestTimeoutError
 from replog.metadata.types import ChangeBatch, MetadataChange, Subscription
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from replog.coord import rules
 from replog.coord.errors import UnknownTopicError
-from replog.coord.zk_codec import TOPICS, encode_topic
-from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znode_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znodes import TOPICS, encode_topic
 from replog.metadata import records
 from replog.metadata.types import (
     ALL_BROKERS,

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from replog.coord import codec
 from replog.coord.admin import requests_to_drop, validate_admin_request
-from replog.coord.etcd_client import JsonObj, KeyValue, op_delete, op_put, op_range
-from replog.coord.etcd_txn import Done, EtcdTxnBase, Plan, plan
+from replog.coord.etcd.client import JsonObj, KeyValue, op_delete, op_put, op_range
+from replog.coord.etcd.store import Done, EtcdTxnBase, Plan, plan
 from replog.errors import ErrorCode
 from replog.metadata import records
 from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult, MetadataChange

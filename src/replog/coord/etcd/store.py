@@ -1,5 +1,6 @@
 """The etcd backend's write machinery: every write is one txn planned from one read and
-committed with a compare on ``feed/seq`` (see ``replog.coord.etcd``), retried on conflict.
+committed with a compare on ``feed/seq`` (see ``replog.coord.etcd.coordinator``), retried on
+conflict.
 
 ``EtcdTxnBase`` is the base of the parts of ``EtcdCoordinator`` (sessions, feed, admin queue,
 the coordinator itself): the handle's state, declared here, and the read/commit plumbing."""
@@ -17,7 +18,7 @@ from replog.coord import codec
 from replog.coord.contract import Coordinator
 from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import CoordinatorClosedError
-from replog.coord.etcd_client import EtcdClient, JsonObj, KeyValue, cmp_mod, op_put, op_range
+from replog.coord.etcd.client import EtcdClient, JsonObj, KeyValue, cmp_mod, op_put, op_range
 from replog.errors import RequestTimeoutError
 from replog.metadata.types import MetadataChange
 

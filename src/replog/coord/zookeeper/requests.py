@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from replog.coord import codec, rules
 from replog.coord.admin import validate_admin_request
 from replog.coord.errors import CoordinatorUnavailableError
-from replog.coord.zk_admin import ZkAdminQueues
-from replog.coord.zk_codec import PRODUCER_IDS
-from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.admin_queues import ZkAdminQueues
+from replog.coord.zookeeper.znode_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znodes import PRODUCER_IDS
 from replog.errors import ErrorCode
 from replog.metadata.types import (
     PRODUCER_ID_BLOCK_SIZE,

@@ -1,13 +1,14 @@
 """The ZooKeeper coordinator (kazoo): the ``Coordinator`` contract on Kafka's znode layout.
 
-Layout and encodings: ``replog.coord.zk_codec`` (feed records and admin requests:
-``replog.coord.codec``). Writes: ``replog.coord.zk_io`` (every
+Layout and encodings: ``replog.coord.zookeeper.znodes`` (feed records and admin requests:
+``replog.coord.codec``). Writes: ``replog.coord.zookeeper.znode_io`` (every
 feed-visible write is one multi-op that also advances the feed head, so the change feed is a
 persistent, contiguous log ``/replog/changes/c-<seq>`` written atomically with the change).
 
-The handle is split by responsibility: broker sessions in ``replog.coord.zk_sessions``, the
-change feed in ``replog.coord.zk_feed``, admin queues in ``replog.coord.zk_admin``, dynamic
-configs in ``replog.coord.zk_configs``; controller, topics and partition states here.
+The handle is split by responsibility: broker sessions in ``replog.coord.zookeeper.sessions``,
+the change feed in ``replog.coord.zookeeper.feed``, admin queues in
+``replog.coord.zookeeper.admin_queues``, dynamic configs in ``replog.coord.zookeeper.configs``;
+controller, topics and partition states here.
 
 Sessions. The handle keeps one kazoo client ("main") for reads, admin queues and the feed, and
 opens one kazoo client per registered broker: its ZooKeeper session *is* the broker's session,
@@ -18,7 +19,7 @@ BrokerChanged(EXPIRED) (plus ControllerChanged(None) if it held the role) in the
 reconnect on a fresh session, but the contract wants a new ``register_broker`` (a new
 incarnation). A broker whose process died never gets there, so every handle also watches
 ``/brokers/ids`` and ``/controller`` and records expiries it notices (the same write, the same
-marker, so exactly once; see ``replog.coord.zk_sessions``). Incarnation epochs are the feed
+marker, so exactly once; see ``replog.coord.zookeeper.sessions``). Incarnation epochs are the feed
 seq of the registration write (the head is the CAS counter), so they grow store-wide.
 
 Controller fencing. Election is one multi-op: create the ephemeral ``/controller`` and
@@ -60,8 +61,13 @@ from replog.coord.errors import (
     UnknownTopicError,
 )
 from replog.coord.sessions import SessionListeners
-from replog.coord.zk_admin import ZkAdminQueues
-from replog.coord.zk_codec import (
+from replog.coord.zookeeper.admin_queues import ZkAdminQueues
+from replog.coord.zookeeper.configs import BROKER_CONFIGS, ZkConfigsMixin, read_broker_configs
+from replog.coord.zookeeper.feed import ZkFeed
+from replog.coord.zookeeper.requests import ZkRequestsMixin
+from replog.coord.zookeeper.sessions import ZkSession, ZkSessionsMixin, new_client, stop_client
+from replog.coord.zookeeper.znode_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znodes import (
     CONTROLLER,
     EPOCH,
     GONE,
@@ -82,11 +88,6 @@ from replog.coord.zk_codec import (
     encode_topic,
     state_path,
 )
-from replog.coord.zk_configs import BROKER_CONFIGS, ZkConfigsMixin, read_broker_configs
-from replog.coord.zk_feed import ZkFeed
-from replog.coord.zk_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
-from replog.coord.zk_requests import ZkRequestsMixin
-from replog.coord.zk_sessions import ZkSession, ZkSessionsMixin, new_client, stop_client
 from replog.errors import InvalidConfigError
 from replog.metadata import records
 from replog.metadata.types import (

@@ -1,7 +1,7 @@
 """Broker sessions of the etcd backend: a lease per registered broker (its registration key
 ``brokers/ids/<id>`` carries it), renewed by the handle's background thread; registration, flag
 updates, unregistration; the feed record of an expiry (any handle that notices a lease gone
-writes it, once); and the ``SessionFaults`` test hooks. See ``replog.coord.etcd``.
+writes it, once); and the ``SessionFaults`` test hooks. See ``replog.coord.etcd.coordinator``.
 
 ``EtcdSessionsMixin`` is a part of ``EtcdCoordinator``, not used on its own."""
 
@@ -21,8 +21,8 @@ from replog.coord.errors import (
     CoordinatorUnavailableError,
     SessionExpiredError,
 )
-from replog.coord.etcd_client import KeyValue, cmp_create, cmp_mod, op_delete, op_put, op_range
-from replog.coord.etcd_txn import (
+from replog.coord.etcd.client import KeyValue, cmp_create, cmp_mod, op_delete, op_put, op_range
+from replog.coord.etcd.store import (
     RETRY,
     Done,
     EtcdTxnBase,

@@ -9,8 +9,8 @@ from typing import Any
 
 from replog.coord import codec
 from replog.coord.admin import requests_to_drop
-from replog.coord.zk_codec import QUEUES, queue_dir
-from replog.coord.zk_io import Op, Plan, ZkIo
+from replog.coord.zookeeper.znode_io import Op, Plan, ZkIo
+from replog.coord.zookeeper.znodes import QUEUES, queue_dir
 from replog.errors import ErrorCode, invariant
 from replog.metadata import records
 from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult

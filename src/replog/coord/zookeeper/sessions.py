@@ -42,7 +42,8 @@ from replog.coord.errors import (
     SessionExpiredError,
 )
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.zk_codec import (
+from replog.coord.zookeeper.znode_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znodes import (
     CONTROLLER,
     EPOCH,
     GONE,
@@ -54,7 +55,6 @@ from replog.coord.zk_codec import (
     encode_broker,
     encode_epoch,
 )
-from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
 from replog.metadata import records
 from replog.metadata.types import (
     BrokerChangeReason,

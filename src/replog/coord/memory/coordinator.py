@@ -42,7 +42,7 @@ from replog.coord.errors import (
     SessionExpiredError,
     UnknownTopicError,
 )
-from replog.coord.feed import FeedLog, ManualClock, TimedLock, monotonic_ms
+from replog.coord.feed import FeedLog, ManualClock, TimedLock
 from replog.coord.sessions import SessionListeners, session_event
 from replog.errors import ErrorCode
 from replog.metadata import records
@@ -69,7 +69,7 @@ from replog.metadata.types import (
 )
 from replog.topics import new_topic_id
 
-__all__ = ["FEED_RETENTION_MAX", "ManualClock", "MemoryCoordinator", "monotonic_ms"]
+__all__ = ["FEED_RETENTION_MAX", "MemoryCoordinator"]
 
 FEED_RETENTION_MAX = 100_000
 """Default number of feed records the memory store keeps."""

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from replog.coord import rules
 from replog.coord.errors import UnknownTopicError
-from replog.coord.etcd_client import JsonObj, KeyValue, cmp_mod, op_delete, op_put, op_range
-from replog.coord.etcd_txn import EtcdTxnBase, Plan, mod_rev, plan
+from replog.coord.etcd.client import JsonObj, KeyValue, cmp_mod, op_delete, op_put, op_range
+from replog.coord.etcd.store import EtcdTxnBase, Plan, mod_rev, plan
 from replog.metadata import records
 from replog.metadata.types import (
     ALL_BROKERS,

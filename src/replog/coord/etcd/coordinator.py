@@ -15,7 +15,7 @@ Layout under ``<prefix>/`` (values are JSON from ``replog.coord.codec`` unless s
     controller                       ControllerInfo (no lease, see below)
     controller_epoch                 last controller epoch (decimal)
     admin/q/<target>/<id, 20 digits> AdminRequest;  admin/id/<id> -> its target
-    configs/brokers/<id>|<default>   dynamic broker configs (``replog.coord.etcd_configs``)
+    configs/brokers/<id>|<default>   dynamic broker configs (``replog.coord.etcd.configs``)
 
 Every write is one txn: it reads what it needs at one revision (a compare-less txn of ranges),
 checks the contract's rules in Python, then commits with compares on ``feed/seq``'s
@@ -49,10 +49,10 @@ Feed push: ``subscribe`` is served by polling (``changes_since`` from each subsc
 on the background thread every ``poll_interval_ms``, woken at once by this handle's own writes;
 polling keeps one code path with ``changes_since`` and no long-lived watch stream to babysit.
 
-The handle is split by responsibility: the txn plumbing in ``replog.coord.etcd_txn``, broker
-sessions and expiry records in ``replog.coord.etcd_sessions``, the feed in
-``replog.coord.etcd_feed``, admin queues in ``replog.coord.etcd_admin``, dynamic configs in
-``replog.coord.etcd_configs``; controller, topics, partition states, snapshot and the
+The handle is split by responsibility: the txn plumbing in ``replog.coord.etcd.store``, broker
+sessions and expiry records in ``replog.coord.etcd.sessions``, the feed in
+``replog.coord.etcd.feed``, admin queues in ``replog.coord.etcd.admin_queues``, dynamic configs in
+``replog.coord.etcd.configs``; controller, topics, partition states, snapshot and the
 background thread here.
 """
 
@@ -78,8 +78,8 @@ from replog.coord.errors import (
     FencedControllerError,
     UnknownTopicError,
 )
-from replog.coord.etcd_admin import EtcdAdminMixin
-from replog.coord.etcd_client import (
+from replog.coord.etcd.admin_queues import EtcdAdminMixin
+from replog.coord.etcd.client import (
     EtcdClient,
     JsonObj,
     KeyValue,
@@ -89,10 +89,10 @@ from replog.coord.etcd_client import (
     op_put,
     op_range,
 )
-from replog.coord.etcd_configs import EtcdConfigsMixin, decode_broker_configs
-from replog.coord.etcd_feed import EtcdFeedMixin, FeedSubscriber
-from replog.coord.etcd_sessions import EtcdSession, EtcdSessionsMixin
-from replog.coord.etcd_txn import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
+from replog.coord.etcd.configs import EtcdConfigsMixin, decode_broker_configs
+from replog.coord.etcd.feed import EtcdFeedMixin, FeedSubscriber
+from replog.coord.etcd.sessions import EtcdSession, EtcdSessionsMixin
+from replog.coord.etcd.store import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
 from replog.coord.sessions import SessionListeners
 from replog.errors import InvalidConfigError, RequestTimeoutError
 from replog.metadata import records
