@@ -1,14 +1,17 @@
 """The ZooKeeper coordinator (kazoo): the ``Coordinator`` contract on Kafka's znode layout.
 
 Layout and encodings: ``replog.coord.zookeeper.znodes`` (feed records and admin requests:
-``replog.coord.codec``). Writes: ``replog.coord.zookeeper.znode_io`` (every
-feed-visible write is one multi-op that also advances the feed head, so the change feed is a
-persistent, contiguous log ``/replog/changes/c-<seq>`` written atomically with the change).
+``replog.coord.codec``). Writes: ``replog.coord.zookeeper.znode_io`` (every feed-visible write
+is one multi-op that also advances the feed head, so the change feed is a persistent,
+contiguous log ``/replog/changes/c-<seq>`` written atomically with the change).
 
-The handle is split by responsibility: broker sessions in ``replog.coord.zookeeper.sessions``,
-the change feed in ``replog.coord.zookeeper.feed``, admin queues in
-``replog.coord.zookeeper.admin_queues``, dynamic configs in ``replog.coord.zookeeper.configs``;
-controller, topics and partition states here.
+The handle composes one part per concept, each holding only the clients it reads and writes
+with: broker sessions (``sessions``), the controller role and its fence (``controller``),
+registrations (``brokers``), topics and partition states (``topics``), dynamic configs
+(``configs``), admin queues (``admin_queues``), producer-id blocks (``producer_ids``) and the
+change feed (``feed``). The handle itself checks each call's arguments and that it is open,
+turns ``timeout_ms`` into a deadline, maps kazoo's errors where a part leaves that to its
+caller, and owns the clients' lifecycle and the worker thread.
 
 Sessions. The handle keeps one kazoo client ("main") for reads, admin queues and the feed, and
 opens one kazoo client per registered broker: its ZooKeeper session *is* the broker's session,
@@ -19,8 +22,8 @@ BrokerChanged(EXPIRED) (plus ControllerChanged(None) if it held the role) in the
 reconnect on a fresh session, but the contract wants a new ``register_broker`` (a new
 incarnation). A broker whose process died never gets there, so every handle also watches
 ``/brokers/ids`` and ``/controller`` and records expiries it notices (the same write, the same
-marker, so exactly once; see ``replog.coord.zookeeper.sessions``). Incarnation epochs are the feed
-seq of the registration write (the head is the CAS counter), so they grow store-wide.
+marker, so exactly once; see ``replog.coord.zookeeper.sessions``). Incarnation epochs are the
+feed seq of the registration write (the head is the CAS counter), so they grow store-wide.
 
 Controller fencing. Election is one multi-op: create the ephemeral ``/controller`` and
 compare-and-set ``/controller_epoch``. Every controller write checks the versions of both
@@ -38,7 +41,6 @@ import logging
 import queue
 import threading
 import urllib.parse
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +48,7 @@ from kazoo.protocol.states import KazooState
 
 from replog.clock import monotonic_s
 from replog.coord import rules
+from replog.coord.admin import validate_admin_request
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
     DEFAULT_TIMEOUT_MS,
@@ -53,20 +56,18 @@ from replog.coord.contract import (
     Coordinator,
     validate_partition_state,
 )
-from replog.coord.errors import (
-    CoordinatorClosedError,
-    CoordinatorUnavailableError,
-    FencedControllerError,
-    SessionExpiredError,
-    UnknownTopicError,
-)
-from replog.coord.sessions import SessionListeners
+from replog.coord.errors import CoordinatorClosedError
 from replog.coord.zookeeper.admin_queues import ZkAdminQueues
-from replog.coord.zookeeper.configs import BROKER_CONFIGS, ZkConfigsMixin, read_broker_configs
+from replog.coord.zookeeper.brokers import ZkBrokers, read_brokers
+from replog.coord.zookeeper.clients import new_client, stop_client
+from replog.coord.zookeeper.configs import BROKER_CONFIGS, ZkConfigs, read_broker_configs
+from replog.coord.zookeeper.controller import ZkController
+from replog.coord.zookeeper.expiry import epoch_node
 from replog.coord.zookeeper.feed import ZkFeed
-from replog.coord.zookeeper.requests import ZkRequestsMixin
-from replog.coord.zookeeper.sessions import ZkSession, ZkSessionsMixin, new_client, stop_client
-from replog.coord.zookeeper.znode_io import CHANGES, HEAD, Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.producer_ids import ZkProducerIds
+from replog.coord.zookeeper.sessions import ZkSessions
+from replog.coord.zookeeper.topics import ZkTopics, read_topic
+from replog.coord.zookeeper.znode_io import CHANGES, HEAD, ZkIo, kazoo_errors
 from replog.coord.zookeeper.znodes import (
     CONTROLLER,
     EPOCH,
@@ -76,30 +77,28 @@ from replog.coord.zookeeper.znodes import (
     QUEUES,
     SEEN,
     TOPICS,
-    decode_broker,
     decode_controller,
     decode_epoch,
-    decode_state,
-    decode_topic,
-    encode_broker,
-    encode_controller,
-    encode_epoch,
-    encode_state,
-    encode_topic,
-    state_path,
 )
-from replog.errors import InvalidConfigError
-from replog.metadata import records
+from replog.errors import ErrorCode, InvalidConfigError
 from replog.metadata.types import (
+    PRODUCER_ID_BLOCK_SIZE,
+    AdminPayload,
+    AdminRequest,
+    AlterPartitionResult,
     BrokerInfo,
     CasResult,
     ChangeBatch,
     ControllerInfo,
     MetadataSnapshot,
     PartitionState,
+    ProducerIdBlock,
+    SessionEvent,
     SessionState,
     Subscription,
     TopicAssignment,
+    TopicConfigs,
+    topic_configs,
 )
 
 __all__ = ["ZooKeeperCoordinator"]
@@ -109,7 +108,7 @@ _log = logging.getLogger(__name__)
 _LAYOUT = (IDS, TOPICS, EPOCH, HEAD, CHANGES, GONE, SEEN, QUEUES, PRODUCER_IDS, BROKER_CONFIGS)
 
 
-class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coordinator):
+class ZooKeeperCoordinator(Coordinator):
     """The contract on ZooKeeper; see the module docstring. Open with ``connect`` or
     ``from_url`` (``zookeeper://host:port[,host:port]/chroot``)."""
 
@@ -122,21 +121,26 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         default_timeout_ms: int,
         admin_queue_limit: int,
     ) -> None:
-        self._hosts = hosts
-        self._io = ZkIo(root)
+        io = ZkIo(root)
+        self._io = io
         self._main = main
         self._default_timeout_ms = default_timeout_ms
         self._lock = threading.Lock()
         self._closed = False
-        self._sessions: dict[int, ZkSession] = {}
-        self._listeners = SessionListeners()
         self._events: queue.Queue[Callable[[], None] | None] = queue.Queue()
-        self._feed = ZkFeed(self._io, main, self._events.put, default_timeout_ms)
-        self._admin = ZkAdminQueues(self._io, main, admin_queue_limit)
+        schedule = self._events.put
+        self._sessions = ZkSessions(hosts, io, main, schedule, default_timeout_ms)
+        self._controller = ZkController(io, main, self._sessions)
+        self._brokers = ZkBrokers(io, main, self._controller)
+        self._topics = ZkTopics(io, main, self._controller)
+        self._configs = ZkConfigs(io, main, self._controller)
+        self._admin = ZkAdminQueues(io, main, admin_queue_limit, self._controller)
+        self._producer_ids = ZkProducerIds(io, main, self._controller)
+        self._feed = ZkFeed(io, main, schedule, default_timeout_ms)
         self._worker = threading.Thread(target=self._run_worker, daemon=True, name="zk-coord")
         self._worker.start()
         main.add_listener(self._main_listener)
-        self._start_reaper()
+        self._sessions.start_reaper()
 
     # ---- opening ----
 
@@ -183,9 +187,12 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
 
     # ---- plumbing ----
 
-    def _deadline(self, timeout_ms: int | None) -> float:
+    def _check_open(self) -> None:
         if self._closed:
             raise CoordinatorClosedError("the ZooKeeper coordinator is closed")
+
+    def _deadline(self, timeout_ms: int | None) -> float:
+        self._check_open()
         ms = self._default_timeout_ms if timeout_ms is None else timeout_ms
         return monotonic_s() + ms / 1000
 
@@ -202,7 +209,7 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
     def _main_listener(self, state: str) -> None:
         if state == KazooState.CONNECTED:
             self._feed.on_connected()
-            self._schedule_reap()
+            self._sessions.schedule_reap()
 
     # ---- lifecycle ----
 
@@ -219,46 +226,64 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
                 return
             self._closed = True
             self._feed.closed = True
-            sessions = list(self._sessions.values())
-        for session in sessions:
-            try:
-                with kazoo_errors():
-                    self._unregister(
-                        session.client,
-                        session.broker_id,
-                        session.incarnation_epoch,
-                        monotonic_s() + 2.0,
-                    )
-            except Exception:
-                _log.debug("unregistering broker %d at close failed", session.broker_id)
-            self._end(session)
-            stop_client(session.client)
+        self._sessions.close()
         self._feed.close()
         self._events.put(None)
         if threading.current_thread() is not self._worker:
             self._worker.join(timeout=10)
-        self._listeners.clear()
+        self._sessions.drop_listeners()
         stop_client(self._main)
 
-    # ---- brokers ----
+    # ---- brokers and sessions ----
 
-    def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
-        """See ``Coordinator.get_broker``."""
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        *,
+        rack: str | None = None,
+        session_timeout_ms: int,
+        timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
+        fenced: bool = False,
+    ) -> BrokerInfo:
+        """See ``Coordinator.register_broker``. Opens a kazoo client whose session is the
+        broker's, with ``session_timeout_ms`` (the server clamps it to its min/max)."""
+        rules.check_registration(broker_id, session_timeout_ms)
         deadline = self._deadline(timeout_ms)
-        with kazoo_errors():
-            got = self._io.get(self._main, f"{IDS}/{broker_id}", deadline)
-        return None if got is None else decode_broker(broker_id, got[0])
+        return self._sessions.register(
+            broker_id,
+            host,
+            port,
+            rack,
+            session_timeout_ms,
+            deadline,
+            clean_shutdown=clean_shutdown,
+            fenced=fenced,
+        )
 
-    def _brokers(self, deadline: float) -> dict[int, BrokerInfo]:
-        ids = sorted(int(n) for n in self._io.children(self._main, IDS, deadline))
-        got = self._io.gets(self._main, [f"{IDS}/{b}" for b in ids], deadline)
-        return {b: decode_broker(b, g[0]) for b, g in zip(ids, got, strict=True) if g is not None}
-
-    def live_brokers(self, *, timeout_ms: int | None = None) -> dict[int, BrokerInfo]:
-        """See ``Coordinator.live_brokers``."""
+    def heartbeat(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> SessionState:
+        """See ``Coordinator.heartbeat``: kazoo pings by itself, so this only checks."""
         deadline = self._deadline(timeout_ms)
-        with kazoo_errors():
-            return self._brokers(deadline)
+        return self._sessions.heartbeat(broker_id, incarnation_epoch, deadline)
+
+    def update_broker(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        fenced: bool | None = None,
+        in_controlled_shutdown: bool | None = None,
+        timeout_ms: int | None = None,
+    ) -> BrokerInfo:
+        """See ``Coordinator.update_broker``."""
+        deadline = self._deadline(timeout_ms)
+        return self._sessions.update(
+            broker_id, incarnation_epoch, fenced, in_controlled_shutdown, deadline
+        )
 
     def admit_broker(
         self,
@@ -271,23 +296,55 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         """See ``Coordinator.admit_broker``: the flags go into the broker's (ephemeral)
         registration znode, in one multi-op with the controller fence."""
         deadline = self._deadline(timeout_ms)
-        io, path = self._io, f"{IDS}/{broker_id}"
-        with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
+        return self._brokers.admit(broker_id, incarnation_epoch, controller_epoch, deadline)
 
-            def prepare(seq: int) -> Plan[bool]:
-                ops = self._fence(client, controller_epoch, deadline)
-                got = io.get(client, path, deadline)
-                old = None if got is None else decode_broker(broker_id, got[0])
-                new = rules.admitted_broker(old, incarnation_epoch)
-                if got is None or new is None:
-                    return Plan(False, write=False)
-                if new == old:
-                    return Plan(True, write=False)
-                ops.append(("set", path, encode_broker(new), got[1].version))
-                return Plan(True, ops, records.broker_updated(seq, new))
+    def unregister_broker(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> bool:
+        """See ``Coordinator.unregister_broker`` (also works for a session another handle
+        holds: the ephemeral is deleted and that session later sees nothing but a gap)."""
+        deadline = self._deadline(timeout_ms)
+        return self._sessions.unregister(broker_id, incarnation_epoch, deadline)
 
-            return io.transact(client, prepare, deadline)
+    def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
+        """See ``Coordinator.get_broker``."""
+        return self._brokers.get(broker_id, self._deadline(timeout_ms))
+
+    def live_brokers(self, *, timeout_ms: int | None = None) -> dict[int, BrokerInfo]:
+        """See ``Coordinator.live_brokers``."""
+        return self._brokers.live(self._deadline(timeout_ms))
+
+    def session_state(self, broker_id: int) -> SessionState:
+        """See ``Coordinator.session_state``."""
+        self._check_open()
+        return self._sessions.state(broker_id)
+
+    def add_session_listener(
+        self, broker_id: int, callback: Callable[[SessionEvent], None]
+    ) -> Subscription:
+        """See ``Coordinator.add_session_listener`` (callbacks run on the worker thread)."""
+        self._check_open()
+        return self._sessions.add_listener(broker_id, callback)
+
+    # ---- SessionFaults (tests) ----
+
+    def expire_session(self, broker_id: int) -> None:
+        """Expire the broker's session now: a twin client on the same session id and password
+        connects and closes it (the server deletes its ephemerals); LOST follows."""
+        self._sessions.expire(broker_id)
+
+    def suspend_session(self, broker_id: int) -> None:
+        """Simulated SUSPENDED (calls as this broker raise ``CoordinatorUnavailableError``);
+        the real session stays alive."""
+        self._sessions.suspend(broker_id)
+
+    def resume_session(self, broker_id: int) -> None:
+        """End a simulated SUSPENDED (CONNECTED again unless the session was lost)."""
+        self._sessions.resume(broker_id)
+
+    def broker_client_id(self, broker_id: int) -> tuple[int, bytes] | None:
+        """The (session id, password) of the broker's session held here (fault tests)."""
+        return self._sessions.client_id(broker_id)
 
     # ---- controller ----
 
@@ -297,135 +354,20 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         """See ``Coordinator.elect_controller``: one multi-op creating the ephemeral
         /controller and compare-and-setting /controller_epoch."""
         deadline = self._deadline(timeout_ms)
-        io = self._io
-        with kazoo_errors():
-            client = self._session_for(broker_id, incarnation_epoch, deadline).client
-            if io.get(client, CONTROLLER, deadline) is None:
-                self._reap(deadline)  # a dead holder's expiry goes in the feed before its successor
-
-            def prepare(seq: int) -> Plan[ControllerInfo]:
-                got = io.get(client, CONTROLLER, deadline)
-                if got is not None:
-                    return Plan(decode_controller(got[0]), write=False)
-                me = io.get(client, f"{IDS}/{broker_id}", deadline)
-                mine = None if me is None else decode_broker(broker_id, me[0])
-                rules.check_incarnation(broker_id, incarnation_epoch, mine)
-                if me is None:  # pragma: no cover - check_incarnation raised
-                    raise SessionExpiredError(broker_id, incarnation_epoch, None)
-                epoch_node = self._epoch_node(client, deadline)
-                epoch, _ = decode_epoch(epoch_node[0])
-                new = ControllerInfo(broker_id, epoch + 1, incarnation_epoch)
-                holder = encode_epoch(epoch + 1, [broker_id, incarnation_epoch])
-                ops: list[Op] = [
-                    ("check", f"{IDS}/{broker_id}", me[1].version),
-                    ("create", CONTROLLER, encode_controller(new), True),
-                    ("set", EPOCH, holder, epoch_node[1].version),
-                ]
-                return Plan(new, ops, records.controller_changed(seq, new))
-
-            return io.transact(client, prepare, deadline)
+        return self._controller.elect(broker_id, incarnation_epoch, deadline)
 
     def resign_controller(
         self, broker_id: int, controller_epoch: int, *, timeout_ms: int | None = None
     ) -> bool:
         """See ``Coordinator.resign_controller``."""
         deadline = self._deadline(timeout_ms)
-        io = self._io
-        with kazoo_errors():
-            got = io.get(self._main, CONTROLLER, deadline)
-            if got is None:
-                return False
-            ctl = decode_controller(got[0])
-            if not rules.holds_controller(ctl, broker_id, controller_epoch):
-                return False
-            client = self._client_of(ctl)
-
-            def prepare(seq: int) -> Plan[bool]:
-                now = io.get(client, CONTROLLER, deadline)
-                if now is None or decode_controller(now[0]) != ctl:
-                    return Plan(False, write=False)
-                epoch_node = self._epoch_node(client, deadline)
-                epoch, _ = decode_epoch(epoch_node[0])
-                ops: list[Op] = [
-                    ("delete", CONTROLLER, now[1].version),
-                    ("set", EPOCH, encode_epoch(epoch, None), epoch_node[1].version),
-                ]
-                return Plan(True, ops, records.controller_changed(seq, None))
-
-            return io.transact(client, prepare, deadline)
-
-    def _client_of(self, ctl: ControllerInfo) -> Any:
-        """The client to write as controller ``ctl``: its own session's if this handle holds
-        it (refused while SUSPENDED), else the main one."""
-        session = self._held(ctl.controller_id)
-        if session is None or session.incarnation_epoch != ctl.incarnation_epoch:
-            return self._main
-        if session.state is SessionState.SUSPENDED:
-            raise CoordinatorUnavailableError(
-                f"controller {ctl.controller_id}'s session is suspended"
-            )
-        return session.client
+        return self._controller.resign(broker_id, controller_epoch, deadline)
 
     def current_controller(self, *, timeout_ms: int | None = None) -> ControllerInfo | None:
         """See ``Coordinator.current_controller``."""
-        deadline = self._deadline(timeout_ms)
-        with kazoo_errors():
-            got = self._io.get(self._main, CONTROLLER, deadline)
-        return None if got is None else decode_controller(got[0])
-
-    def _controller_client(self, controller_epoch: int, deadline: float) -> Any:
-        got = self._io.get(self._main, CONTROLLER, deadline)
-        if got is not None:
-            ctl = decode_controller(got[0])
-            if ctl.controller_epoch == controller_epoch:
-                return self._client_of(ctl)
-        return self._main
-
-    def _fence(self, client: Any, controller_epoch: int, deadline: float) -> list[Op]:
-        """Checks that make a write conditional on ``controller_epoch`` being the active
-        controller's; raises ``FencedControllerError`` if it is not now."""
-        got = self._io.get(client, CONTROLLER, deadline)
-        active = rules.check_controller_epoch(
-            None if got is None else decode_controller(got[0]), controller_epoch
-        )
-        if got is None:  # pragma: no cover - check_controller_epoch raised
-            raise FencedControllerError(controller_epoch, None)
-        self._client_of(active)  # SUSPENDED check
-        epoch_node = self._epoch_node(client, deadline)
-        return [("check", CONTROLLER, got[1].version), ("check", EPOCH, epoch_node[1].version)]
+        return self._controller.current(self._deadline(timeout_ms))
 
     # ---- topics and partitions ----
-
-    def _read_topic(
-        self, client: Any, topic: str, deadline: float
-    ) -> tuple[TopicAssignment, Any, list[tuple[PartitionState, Any]]] | None:
-        """(assignment with current replicas, topic node stat, [(state, state stat)])."""
-        got = self._io.get(client, f"{TOPICS}/{topic}", deadline)
-        if got is None:
-            return None
-        topic_id, count, configs = decode_topic(got[0])
-        nodes = self._io.gets(client, [state_path(topic, p) for p in range(count)], deadline)
-        states = []
-        for node in nodes:
-            if node is None:
-                return None  # deleted meanwhile
-            states.append((decode_state(node[0], node[1].version), node[1]))
-        replicas = [s.replicas for s, _ in states]
-        assignment = TopicAssignment(
-            topic=topic, topic_id=topic_id, replicas=replicas, configs=configs
-        )
-        return assignment, got[1], states
-
-    @staticmethod
-    def _partition_ops(
-        topic: str, first: int, states: Sequence[PartitionState], controller_epoch: int
-    ) -> list[Op]:
-        ops: list[Op] = []
-        for i, state in enumerate(states):
-            base = f"{TOPICS}/{topic}/partitions/{first + i}"
-            ops.append(("create", base, b"", False))
-            ops.append(("create", f"{base}/state", encode_state(state, controller_epoch), False))
-        return ops
 
     def create_topic(
         self,
@@ -442,49 +384,14 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
             topic, replica_assignment, initial_states, configs
         )
         deadline = self._deadline(timeout_ms)
-        io = self._io
-        with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
-
-            def prepare(seq: int) -> Plan[TopicAssignment]:
-                ops = self._fence(client, controller_epoch, deadline)
-                rules.check_topic_free(topic, io.children(client, TOPICS, deadline))
-                result = TopicAssignment(
-                    topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment, configs=stored
-                )
-                base = f"{TOPICS}/{topic}"
-                data = encode_topic(result.topic_id, assignment, stored)
-                ops.append(("create", base, data, False))
-                ops.append(("create", f"{base}/partitions", b"", False))
-                ops += self._partition_ops(topic, 0, states, controller_epoch)
-                return Plan(result, ops, records.topic_created(seq, result, states))
-
-            return io.transact(client, prepare, deadline)
+        return self._topics.create(topic, assignment, states, stored, controller_epoch, deadline)
 
     def delete_topic(
         self, topic: str, *, controller_epoch: int, timeout_ms: int | None = None
     ) -> TopicAssignment:
         """See ``Coordinator.delete_topic``."""
         deadline = self._deadline(timeout_ms)
-        io = self._io
-        with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
-
-            def prepare(seq: int) -> Plan[TopicAssignment]:
-                ops = self._fence(client, controller_epoch, deadline)
-                read = self._read_topic(client, topic, deadline)
-                if read is None:
-                    raise UnknownTopicError(topic)
-                removed, topic_stat, states = read
-                base = f"{TOPICS}/{topic}"
-                for p, (_, stat) in enumerate(states):
-                    ops.append(("delete", f"{base}/partitions/{p}/state", stat.version))
-                    ops.append(("delete", f"{base}/partitions/{p}", -1))
-                ops.append(("delete", f"{base}/partitions", -1))
-                ops.append(("delete", base, topic_stat.version))
-                return Plan(removed, ops, records.topic_deleted(seq, removed))
-
-            return io.transact(client, prepare, deadline)
+        return self._topics.delete(topic, controller_epoch, deadline)
 
     def add_partitions(
         self,
@@ -498,48 +405,21 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         """See ``Coordinator.add_partitions``."""
         _, states = rules.new_partitions(new_replica_assignment, initial_states)
         deadline = self._deadline(timeout_ms)
-        io = self._io
-        with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
-
-            def prepare(seq: int) -> Plan[TopicAssignment]:
-                ops = self._fence(client, controller_epoch, deadline)
-                read = self._read_topic(client, topic, deadline)
-                if read is None:
-                    raise UnknownTopicError(topic)
-                current, topic_stat, _ = read
-                first = current.partition_count
-                result = rules.grown_assignment(current, states)
-                data = encode_topic(result.topic_id, result.replicas, result.configs)
-                ops.append(("set", f"{TOPICS}/{topic}", data, topic_stat.version))
-                ops += self._partition_ops(topic, first, states, controller_epoch)
-                return Plan(result, ops, records.partitions_added(seq, result, first, states))
-
-            return io.transact(client, prepare, deadline)
+        return self._topics.add_partitions(topic, states, controller_epoch, deadline)
 
     def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
         """See ``Coordinator.list_topics``."""
-        deadline = self._deadline(timeout_ms)
-        with kazoo_errors():
-            return self._io.children(self._main, TOPICS, deadline)
+        return self._topics.names(self._deadline(timeout_ms))
 
     def get_topic(self, topic: str, *, timeout_ms: int | None = None) -> TopicAssignment | None:
         """See ``Coordinator.get_topic``."""
-        deadline = self._deadline(timeout_ms)
-        with kazoo_errors():
-            read = self._read_topic(self._main, topic, deadline)
-        return None if read is None else read[0]
+        return self._topics.get(topic, self._deadline(timeout_ms))
 
     def get_partition_state(
         self, topic: str, partition: int, *, timeout_ms: int | None = None
     ) -> PartitionState | None:
         """See ``Coordinator.get_partition_state``."""
-        deadline = self._deadline(timeout_ms)
-        if partition < 0:
-            return None
-        with kazoo_errors():
-            got = self._io.get(self._main, state_path(topic, partition), deadline)
-        return None if got is None else decode_state(got[0], got[1].version)
+        return self._topics.partition_state(topic, partition, self._deadline(timeout_ms))
 
     def compare_and_set_partition_state(
         self,
@@ -555,26 +435,41 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         the state znode, checked against the controller nodes, in one multi-op."""
         validate_partition_state(new_state)
         deadline = self._deadline(timeout_ms)
-        io, path = self._io, state_path(topic, partition)
-        with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
+        return self._topics.compare_and_set(
+            topic, partition, expected_partition_epoch, new_state, controller_epoch, deadline
+        )
 
-            def prepare(seq: int) -> Plan[CasResult]:
-                try:
-                    ops = self._fence(client, controller_epoch, deadline)
-                except FencedControllerError as e:
-                    return Plan(rules.cas_fenced(e), write=False)
-                got = io.get(client, path, deadline) if partition >= 0 else None
-                current = None if got is None else decode_state(got[0], got[1].version)
-                stored = rules.cas_decision(current, expected_partition_epoch, new_state)
-                if isinstance(stored, CasResult):
-                    return Plan(stored, write=False)
-                data = encode_state(stored, controller_epoch)
-                ops.append(("set", path, data, expected_partition_epoch))
-                done = records.partition_changed(seq, topic, partition, stored)
-                return Plan(rules.cas_ok(stored, seq), ops, done)
+    # ---- dynamic configs ----
 
-            return io.transact(client, prepare, deadline)
+    def alter_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.alter_topic_configs`` (the configs live in the topic znode)."""
+        stored = topic_configs(configs)
+        deadline = self._deadline(timeout_ms)
+        return self._configs.alter_topic_configs(topic, stored, controller_epoch, deadline)
+
+    def alter_broker_configs(
+        self,
+        broker_id: int,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """See ``Coordinator.alter_broker_configs``."""
+        stored = rules.broker_configs_to_store(broker_id, configs)
+        deadline = self._deadline(timeout_ms)
+        self._configs.alter_broker_configs(broker_id, stored, controller_epoch, deadline)
+
+    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
+        """See ``Coordinator.broker_configs``."""
+        return self._configs.broker_configs(self._deadline(timeout_ms))
 
     # ---- the change feed ----
 
@@ -599,17 +494,17 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         with kazoo_errors():
             while True:
                 before = io.get(c, HEAD, deadline)
-                brokers = self._brokers(deadline)
+                brokers = read_brokers(io, c, deadline)
                 topics: dict[str, TopicAssignment] = {}
                 partitions: dict[tuple[str, int], PartitionState] = {}
                 for topic in io.children(c, TOPICS, deadline):
-                    read = self._read_topic(c, topic, deadline)
+                    read = read_topic(io, c, topic, deadline)
                     if read is not None:
                         topics[topic] = read[0]
                         for p, (state, _) in enumerate(read[2]):
                             partitions[(topic, p)] = state
                 got = io.get(c, CONTROLLER, deadline)
-                epoch, _ = decode_epoch(self._epoch_node(c, deadline)[0])
+                epoch, _ = decode_epoch(epoch_node(io, c, deadline)[0])
                 broker_configs = read_broker_configs(io, c, deadline)
                 after = io.get(c, HEAD, deadline)
                 if (
@@ -639,3 +534,65 @@ class ZooKeeperCoordinator(ZkSessionsMixin, ZkConfigsMixin, ZkRequestsMixin, Coo
         deadline = self._deadline(timeout_ms)
         with kazoo_errors():
             return self._feed.trim(before_seq, deadline)
+
+    # ---- admin queue ----
+
+    def submit_admin_request(
+        self, target: int, payload: AdminPayload, *, timeout_ms: int | None = None
+    ) -> AdminRequest:
+        """See ``Coordinator.submit_admin_request``: a persistent node
+        ``/admin/queues/<target>/<request_id>``; the request id is the submission's seq."""
+        validate_admin_request(target, payload)
+        deadline = self._deadline(timeout_ms)
+        with kazoo_errors():
+            return self._admin.submit(target, payload, deadline)
+
+    def pending_admin_requests(
+        self, target: int, *, timeout_ms: int | None = None
+    ) -> list[AdminRequest]:
+        """See ``Coordinator.pending_admin_requests``."""
+        deadline = self._deadline(timeout_ms)
+        with kazoo_errors():
+            return self._admin.pending(target, deadline)
+
+    def complete_admin_request(
+        self,
+        request_id: int,
+        *,
+        outcome: ErrorCode = ErrorCode.NONE,
+        message: str = "",
+        result: AlterPartitionResult | None = None,
+        controller_epoch: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.complete_admin_request``: with ``controller_epoch``, the checks
+        on the controller nodes go into the removal's multi-op, as in other controller writes."""
+        deadline = self._deadline(timeout_ms)
+        with kazoo_errors():
+            return self._admin.complete(
+                request_id, outcome, message, result, controller_epoch, deadline
+            )
+
+    # ---- producer ids ----
+
+    def allocate_producer_ids(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        count: int = PRODUCER_ID_BLOCK_SIZE,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> ProducerIdBlock:
+        """See ``Coordinator.allocate_producer_ids``: the blocks node is set at the version
+        read, in one multi-op with the controller fence (no feed record)."""
+        deadline = self._deadline(timeout_ms)
+        return self._producer_ids.allocate(
+            broker_id, broker_epoch, count, controller_epoch, deadline
+        )
+
+    def producer_id_block(
+        self, broker_id: int, *, timeout_ms: int | None = None
+    ) -> ProducerIdBlock | None:
+        """See ``Coordinator.producer_id_block``."""
+        return self._producer_ids.block(broker_id, self._deadline(timeout_ms))
