@@ -5,32 +5,29 @@ and the dynamic broker configs under::
     configs/brokers/<default>     the same, for the cluster-wide default (``ALL_BROKERS``)
 
 A broker whose configs become empty loses its key. Every write is one txn guarded like the
-other controller writes (``_guard``) and by the mod_revision of the key it replaces.
-
-``EtcdConfigsMixin`` is a part of ``EtcdCoordinator``, not used on its own.
+other controller writes (``EtcdController.guard``) and by the mod_revision of the key it
+replaces.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from replog.coord import rules
 from replog.coord.errors import UnknownTopicError
-from replog.coord.etcd.client import JsonObj, KeyValue, cmp_mod, op_delete, op_put, op_range
-from replog.coord.etcd.store import EtcdTxnBase, Plan, mod_rev, plan
+from replog.coord.etcd.client import KeyValue, cmp_mod, op_delete, op_put, op_range
+from replog.coord.etcd.controller import EtcdController
+from replog.coord.etcd.store import EtcdStore, Plan, mod_rev, plan
+from replog.coord.etcd.topics import EtcdTopics
 from replog.metadata import records
 from replog.metadata.types import (
     ALL_BROKERS,
     MetadataChange,
-    PartitionState,
     TopicAssignment,
     TopicConfigs,
     topic_configs,
 )
 
-__all__ = ["EtcdConfigsMixin", "decode_broker_configs"]
+__all__ = ["EtcdConfigs", "decode_broker_configs"]
 
 _DEFAULT_KEY = "<default>"
 
@@ -56,79 +53,67 @@ def decode_broker_configs(prefix: str, kvs: list[KeyValue]) -> dict[int, TopicCo
     return dict(sorted(out.items()))
 
 
-class EtcdConfigsMixin(EtcdTxnBase):
-    """The dynamic-config part of ``EtcdCoordinator``."""
+class EtcdConfigs:
+    """Dynamic topic and broker configs in ``store``, written as ``controller``'s writes; a
+    topic's configs live in its ``topics/<t>`` value, kept by ``topics``."""
 
-    if TYPE_CHECKING:  # provided by EtcdCoordinator; declared here for the type checker
-
-        def _ctl_ops(self) -> list[JsonObj]: ...
-
-        def _guard(self, controller_epoch: int, got: list[list[KeyValue]]) -> list[JsonObj]: ...
-
-        def _topic_key(self, topic: str) -> str: ...
-
-        def _topic_ops(self, topic: str) -> list[JsonObj]: ...
-
-        def _assignment(
-            self, topic: str, meta: list[KeyValue], parts: list[KeyValue]
-        ) -> tuple[TopicAssignment, dict[int, PartitionState]] | None: ...
-
-        def _put_topic(
-            self, topic: str, topic_id: str, count: int, configs: TopicConfigs
-        ) -> JsonObj: ...
+    def __init__(self, store: EtcdStore, controller: EtcdController, topics: EtcdTopics) -> None:
+        self._store = store
+        self._controller = controller
+        self._topics = topics
 
     @property
-    def _broker_configs_prefix(self) -> str:
-        return self._k("configs/brokers/")
+    def broker_configs_prefix(self) -> str:
+        """The prefix of every broker's configs key."""
+        return self._store.k("configs/brokers/")
 
     def alter_topic_configs(
         self,
         topic: str,
-        configs: Mapping[str, str],
-        *,
+        stored: TopicConfigs,
         controller_epoch: int,
-        timeout_ms: int | None = None,
+        timeout_ms: int | None,
     ) -> TopicAssignment:
-        """See ``Coordinator.alter_topic_configs`` (the configs live in ``topics/<t>``)."""
-        stored = topic_configs(configs)
+        """``alter_topic_configs`` with the configs normalised (the configs live in
+        ``topics/<t>``)."""
+        store, controller, topics = self._store, self._controller, self._topics
 
         def attempt() -> Plan[TopicAssignment]:
-            last, seq_mod, got = self._seq_read(
-                [*self._ctl_ops(), *self._topic_ops(topic)], timeout_ms
+            last, seq_mod, got = store.seq_read(
+                [*controller.ctl_ops(), *topics.topic_ops(topic)], timeout_ms
             )
-            compares = self._guard(controller_epoch, got[:3])
-            found = self._assignment(topic, got[3], got[4])
+            compares = controller.guard(controller_epoch, got[:3])
+            found = topics.assignment(topic, got[3], got[4])
             if found is None:
                 raise UnknownTopicError(topic)
             old = found[0]
             result = TopicAssignment(
                 topic=topic, topic_id=old.topic_id, replicas=old.replicas, configs=stored
             )
-            ops = [self._put_topic(topic, old.topic_id, old.partition_count, stored)]
-            compares.append(cmp_mod(self._topic_key(topic), got[3][0].mod_revision))
+            ops = [topics.put_topic(topic, old.topic_id, old.partition_count, stored)]
+            compares.append(cmp_mod(topics.topic_key(topic), got[3][0].mod_revision))
 
             def build(seq: int) -> list[MetadataChange]:
                 return records.topic_configs_altered(seq, result)
 
             return plan(last, seq_mod, compares, ops, build, lambda _: result)
 
-        return self._run(timeout_ms, attempt)
+        return store.run(timeout_ms, attempt)
 
     def alter_broker_configs(
         self,
         broker_id: int,
-        configs: Mapping[str, str],
-        *,
+        stored: TopicConfigs,
         controller_epoch: int,
-        timeout_ms: int | None = None,
+        timeout_ms: int | None,
     ) -> None:
-        """See ``Coordinator.alter_broker_configs``."""
-        stored = rules.broker_configs_to_store(broker_id, configs)
-        key = self._broker_configs_prefix + _name(broker_id)
+        """``alter_broker_configs`` with the configs ``rules.broker_configs_to_store`` made."""
+        store, controller = self._store, self._controller
+        key = self.broker_configs_prefix + _name(broker_id)
 
         def attempt() -> Plan[None]:
-            last, seq_mod, got = self._seq_read([*self._ctl_ops(), op_range(key)], timeout_ms)
-            compares = self._guard(controller_epoch, got[:3])
+            last, seq_mod, got = store.seq_read([*controller.ctl_ops(), op_range(key)], timeout_ms)
+            compares = controller.guard(controller_epoch, got[:3])
             compares.append(cmp_mod(key, mod_rev(got[3])))
             if stored:
                 ops = [op_put(key, json.dumps(dict(stored), separators=(",", ":")))]
@@ -140,10 +125,10 @@ class EtcdConfigsMixin(EtcdTxnBase):
 
             return plan(last, seq_mod, compares, ops, build, lambda _: None)
 
-        self._run(timeout_ms, attempt)
+        store.run(timeout_ms, attempt)
 
-    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
-        """See ``Coordinator.broker_configs``."""
-        prefix = self._broker_configs_prefix
-        (kvs,) = self._read([op_range(prefix, prefix=True)], timeout_ms)
+    def broker_configs(self, timeout_ms: int | None) -> dict[int, TopicConfigs]:
+        """``broker_configs``."""
+        prefix = self.broker_configs_prefix
+        (kvs,) = self._store.read([op_range(prefix, prefix=True)], timeout_ms)
         return decode_broker_configs(prefix, kvs)

@@ -32,7 +32,7 @@ Controller: ``controller`` + ``controller_epoch`` are written by the election tx
 ``controller`` key carries no lease: the role is *active* iff the registration of its broker
 incarnation (a leased key) is present. Every controller write compares ``controller``'s
 mod_revision and that broker key's create_revision, so a zombie whose lease expired is fenced
-even before a successor is elected.
+even before a successor is elected (``replog.coord.etcd.controller``).
 
 Lease expiry deletes ``brokers/ids/<id>`` without a feed record. Any handle that notices a
 ``brokers/seen/<id>`` without its ``brokers/ids/<id>`` (a background check every
@@ -49,62 +49,59 @@ Feed push: ``subscribe`` is served by polling (``changes_since`` from each subsc
 on the background thread every ``poll_interval_ms``, woken at once by this handle's own writes;
 polling keeps one code path with ``changes_since`` and no long-lived watch stream to babysit.
 
-The handle is split by responsibility: the txn plumbing in ``replog.coord.etcd.store``, broker
-sessions and expiry records in ``replog.coord.etcd.sessions``, the feed in
-``replog.coord.etcd.feed``, admin queues in ``replog.coord.etcd.admin_queues``, dynamic configs in
-``replog.coord.etcd.configs``; controller, topics, partition states, snapshot and the
-background thread here.
+The handle composes one part per concept, all sharing one ``EtcdStore`` (the key prefix, the
+reads and the write loop, ``replog.coord.etcd.store``): broker sessions and expiry records
+(``sessions``), the controller role and its guard (``controller``), topics and partition
+states (``topics``), dynamic configs (``configs``), admin queues (``admin_queues``),
+producer-id blocks (``producer_ids``) and the feed (``feed``). The handle itself checks each
+call's arguments, runs the background thread (lease renewals, expiry records, feed push) and
+owns the lifecycle.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import itertools
-import json
 import threading
 import urllib.parse
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from replog.clock import monotonic_s
-from replog.coord import codec, rules
-from replog.coord.contract import ADMIN_QUEUE_LIMIT, DEFAULT_TIMEOUT_MS, validate_partition_state
-from replog.coord.dispatch import Dispatcher
-from replog.coord.errors import (
-    CoordinatorClosedError,
-    CoordinatorUnavailableError,
-    FencedControllerError,
-    UnknownTopicError,
+from replog.coord import rules
+from replog.coord.admin import validate_admin_request
+from replog.coord.contract import (
+    ADMIN_QUEUE_LIMIT,
+    DEFAULT_TIMEOUT_MS,
+    MAX_CHANGES_PER_BATCH,
+    Coordinator,
+    validate_partition_state,
 )
-from replog.coord.etcd.admin_queues import EtcdAdminMixin
-from replog.coord.etcd.client import (
-    EtcdClient,
-    JsonObj,
-    KeyValue,
-    cmp_create,
-    cmp_mod,
-    op_delete,
-    op_put,
-    op_range,
-)
-from replog.coord.etcd.configs import EtcdConfigsMixin, decode_broker_configs
-from replog.coord.etcd.feed import EtcdFeedMixin, FeedSubscriber
-from replog.coord.etcd.sessions import EtcdSession, EtcdSessionsMixin
-from replog.coord.etcd.store import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
-from replog.coord.sessions import SessionListeners
-from replog.errors import InvalidConfigError, RequestTimeoutError
-from replog.metadata import records
+from replog.coord.errors import CoordinatorClosedError, CoordinatorUnavailableError
+from replog.coord.etcd.admin_queues import EtcdAdminQueues
+from replog.coord.etcd.client import EtcdClient, op_range
+from replog.coord.etcd.configs import EtcdConfigs, decode_broker_configs
+from replog.coord.etcd.controller import EtcdController
+from replog.coord.etcd.feed import EtcdFeed
+from replog.coord.etcd.producer_ids import EtcdProducerIds
+from replog.coord.etcd.sessions import EtcdSessions, decode_brokers
+from replog.coord.etcd.store import EtcdStore, last_int
+from replog.coord.etcd.topics import EtcdTopics
+from replog.errors import ErrorCode, InvalidConfigError, RequestTimeoutError
 from replog.metadata.types import (
     PRODUCER_ID_BLOCK_SIZE,
+    AdminPayload,
+    AdminRequest,
+    AlterPartitionResult,
+    BrokerInfo,
     CasResult,
+    ChangeBatch,
     ControllerInfo,
-    MetadataChange,
     MetadataSnapshot,
     PartitionState,
     ProducerIdBlock,
+    SessionEvent,
     SessionState,
+    Subscription,
     TopicAssignment,
     TopicConfigs,
     topic_configs,
@@ -113,7 +110,7 @@ from replog.metadata.types import (
 __all__ = ["EtcdCoordinator"]
 
 
-class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConfigsMixin):
+class EtcdCoordinator(Coordinator):
     """A coordinator on etcd; see the module docstring. Use ``from_url`` or pass endpoints
     (``http://host:port``) and a key prefix."""
 
@@ -131,22 +128,23 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         if default_timeout_ms <= 0 or poll_interval_ms <= 0 or admin_queue_limit < 1:
             raise ValueError("timeouts and intervals must be > 0, admin_queue_limit >= 1")
         self._p = prefix.strip("/") + "/"
-        self._client = EtcdClient(endpoints, timeout_ms=default_timeout_ms)
-        self._default_timeout_ms = default_timeout_ms
         self._bg_timeout_ms = background_timeout_ms
         self._poll_s = poll_interval_ms / 1000
         self._reap_s = reap_interval_ms / 1000
-        self._admin_limit = admin_queue_limit
-        self._lock = threading.RLock()
-        self._dispatcher = Dispatcher()
-        self._closed = False
-        self._sessions: dict[int, EtcdSession] = {}
-        self._listeners = SessionListeners()
-        self._subs: dict[int, FeedSubscriber] = {}
-        self._tokens = itertools.count(1)
+        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        client = EtcdClient(endpoints, timeout_ms=default_timeout_ms)
+        store = EtcdStore(client, self._p, default_timeout_ms, on_commit=self._wake.set)
+        self._store = store
+        self._sessions = EtcdSessions(store, background_timeout_ms, self._ensure_thread)
+        self._controller = EtcdController(store, self._sessions)
+        self._topics = EtcdTopics(store, self._controller)
+        self._configs = EtcdConfigs(store, self._controller, self._topics)
+        self._admin = EtcdAdminQueues(store, self._controller, admin_queue_limit)
+        self._producer_ids = EtcdProducerIds(store, self._controller)
+        self._feed = EtcdFeed(store, background_timeout_ms, self._ensure_thread, self._wake.set)
 
     @classmethod
     def from_url(cls, url: str, /, **options: Any) -> EtcdCoordinator:
@@ -160,43 +158,98 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         except TypeError as e:
             raise InvalidConfigError(f"bad option for the etcd backend: {e}") from e
 
-    # ---- controller ----
+    # ---- background: lease renewals, expiry records, feed push ----
 
-    def _active(
-        self, ctl_kvs: list[KeyValue], ids: list[KeyValue]
-    ) -> tuple[ControllerInfo | None, KeyValue | None]:
-        """The active controller and its broker's lease key, from one read."""
-        if not ctl_kvs:
-            return None, None
-        controller: ControllerInfo = codec.loads(ctl_kvs[0].value)
-        for kv in ids:
-            if kv.key == self._ids_key(controller.controller_id):
-                broker = self._broker([kv])
-                if broker is not None and broker.incarnation_epoch == controller.incarnation_epoch:
-                    return controller, kv
-        return None, None
+    def _ensure_thread(self) -> None:
+        """Start the background thread if it is not running (and the handle is open)."""
+        with self._lock:
+            if self._thread is None and not self._store.closed:
+                self._thread = threading.Thread(
+                    target=self._background, name=f"replog-etcd-{self._p}", daemon=True
+                )
+                self._thread.start()
 
-    def _ctl_ops(self) -> list[JsonObj]:
-        """The reads a controller check needs (controller, epoch, every lease key)."""
-        return [
-            op_range(self._k("controller")),
-            op_range(self._k("controller_epoch")),
-            op_range(self._k("brokers/ids/"), prefix=True),
-        ]
+    def _background(self) -> None:
+        next_reap = 0.0
+        while not self._stop.is_set():
+            self._wake.wait(self._poll_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            with contextlib.suppress(CoordinatorClosedError):
+                self._sessions.renew_due()
+                if monotonic_s() >= next_reap:
+                    next_reap = monotonic_s() + self._reap_s
+                    with contextlib.suppress(CoordinatorUnavailableError, RequestTimeoutError):
+                        self._sessions.reap(self._bg_timeout_ms)
+                self._feed.push()
 
-    def _guard(self, controller_epoch: int, got: list[list[KeyValue]]) -> list[JsonObj]:
-        """Check ``controller_epoch`` is the active controller's (``got`` from ``_ctl_ops``) and
-        return the compares that keep it so until the commit."""
-        ctl_kvs, _, ids = got
-        found, lease_kv = self._active(ctl_kvs, ids)
-        active = rules.check_controller_epoch(found, controller_epoch)
-        if lease_kv is None:  # pragma: no cover - found is None, check_controller_epoch raised
-            raise FencedControllerError(controller_epoch, None)
-        self._acting(active.controller_id, active.incarnation_epoch, [lease_kv])
-        return [
-            cmp_mod(self._k("controller"), ctl_kvs[0].mod_revision),
-            cmp_create(lease_kv.key, lease_kv.create_revision),
-        ]
+    # ---- lifecycle ----
+
+    def close(self) -> None:
+        """Unregister this handle's brokers (best effort, briefly; else their leases expire),
+        stop the background thread, close the HTTP pool. Idempotent."""
+        with self._lock:
+            if self._store.closed:
+                return
+        self._sessions.end_all()
+        with self._lock:
+            self._store.closed = True
+            thread = self._thread
+        self._feed.close()
+        self._sessions.drop_listeners()
+        self._stop.set()
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        self._store.client.close()
+
+    # ---- brokers and sessions ----
+
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        *,
+        rack: str | None = None,
+        session_timeout_ms: int,
+        timeout_ms: int | None = None,
+        clean_shutdown: bool = True,
+        fenced: bool = False,
+    ) -> BrokerInfo:
+        """See ``Coordinator.register_broker``: a lease carries the registration."""
+        rules.check_registration(broker_id, session_timeout_ms)
+        return self._sessions.register(
+            broker_id,
+            host,
+            port,
+            rack,
+            session_timeout_ms,
+            timeout_ms,
+            clean_shutdown=clean_shutdown,
+            fenced=fenced,
+        )
+
+    def heartbeat(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> SessionState:
+        """See ``Coordinator.heartbeat``: renews the lease now."""
+        return self._sessions.heartbeat(broker_id, incarnation_epoch, timeout_ms)
+
+    def update_broker(
+        self,
+        broker_id: int,
+        incarnation_epoch: int,
+        *,
+        fenced: bool | None = None,
+        in_controlled_shutdown: bool | None = None,
+        timeout_ms: int | None = None,
+    ) -> BrokerInfo:
+        """See ``Coordinator.update_broker``."""
+        return self._sessions.update(
+            broker_id, incarnation_epoch, fenced, in_controlled_shutdown, timeout_ms
+        )
 
     def admit_broker(
         self,
@@ -206,112 +259,69 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         controller_epoch: int,
         timeout_ms: int | None = None,
     ) -> bool:
-        """See ``Coordinator.admit_broker``: the registration key is rewritten
-        under the same lease, guarded by the controller fence and its own mod revision."""
-        ids = self._ids_key(broker_id)
+        """See ``Coordinator.admit_broker``: the registration key is rewritten under the same
+        lease, guarded by the controller fence and its own mod revision."""
+        return self._controller.admit(broker_id, incarnation_epoch, controller_epoch, timeout_ms)
 
-        def attempt() -> Plan[bool] | Done[bool]:
-            last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
-            compares = self._guard(controller_epoch, got)
-            kvs = [kv for kv in got[2] if kv.key == ids]
-            old = self._broker(kvs)
-            new = rules.admitted_broker(old, incarnation_epoch)
-            if new is None:
-                return Done(False)
-            if new == old:
-                return Done(True)
-            compares.append(cmp_mod(ids, kvs[0].mod_revision))
-            ops = [op_put(ids, codec.dumps(new), kvs[0].lease)]
-            build: Records = functools.partial(records.broker_updated, broker=new)
-            return plan(last, seq_mod, compares, ops, build, lambda _: True)
+    def unregister_broker(
+        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+    ) -> bool:
+        """See ``Coordinator.unregister_broker``."""
+        return self._sessions.unregister(broker_id, incarnation_epoch, timeout_ms)
 
-        return self._run(timeout_ms, attempt)
+    def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
+        """See ``Coordinator.get_broker``."""
+        return self._sessions.get(broker_id, timeout_ms)
+
+    def live_brokers(self, *, timeout_ms: int | None = None) -> dict[int, BrokerInfo]:
+        """See ``Coordinator.live_brokers``."""
+        return self._sessions.live(timeout_ms)
+
+    def session_state(self, broker_id: int) -> SessionState:
+        """See ``Coordinator.session_state`` (this handle's view, no store access)."""
+        return self._sessions.state(broker_id)
+
+    def add_session_listener(
+        self, broker_id: int, callback: Callable[[SessionEvent], None]
+    ) -> Subscription:
+        """See ``Coordinator.add_session_listener``."""
+        return self._sessions.add_listener(broker_id, callback)
+
+    # ---- SessionFaults (tests) ----
+
+    def expire_session(self, broker_id: int) -> None:
+        """Test hook: revoke the broker's lease now and record the expiry."""
+        self._sessions.expire(broker_id)
+
+    def suspend_session(self, broker_id: int) -> None:
+        """Test hook: stop renewing the broker's lease and refuse its calls (SUSPENDED); the
+        lease's TTL keeps running."""
+        self._sessions.suspend(broker_id)
+
+    def resume_session(self, broker_id: int) -> None:
+        """Test hook: renew once: CONNECTED if the lease is still alive, else LOST."""
+        self._sessions.resume(broker_id)
+
+    # ---- controller ----
 
     def elect_controller(
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> ControllerInfo:
-        """See ``Coordinator.elect_controller`` (the election txn of coordination.md §4)."""
-        ctl, epoch_key = self._k("controller"), self._k("controller_epoch")
-
-        def attempt() -> Plan[ControllerInfo] | Done[ControllerInfo] | Retry:
-            last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
-            ctl_kvs, epoch_kvs, ids = got
-            me = [kv for kv in ids if kv.key == self._ids_key(broker_id)]
-            self._acting(broker_id, incarnation_epoch, me)
-            active, _ = self._active(ctl_kvs, ids)
-            if active is not None:
-                return Done(active)
-            if ctl_kvs:  # its broker is gone: record that first
-                self._reap(timeout_ms)
-                return RETRY
-            won = ControllerInfo(broker_id, last_int(epoch_kvs) + 1, incarnation_epoch)
-            ops = [op_put(ctl, codec.dumps(won)), op_put(epoch_key, str(won.controller_epoch))]
-            compares = [
-                cmp_create(ctl, 0),
-                cmp_mod(epoch_key, mod_rev(epoch_kvs)),
-                cmp_create(me[0].key, me[0].create_revision),
-            ]
-            build: Records = functools.partial(records.controller_changed, controller=won)
-            return plan(last, seq_mod, compares, ops, build, lambda _: won)
-
-        return self._run(timeout_ms, attempt)
+        """See ``Coordinator.elect_controller``: one txn compares ``controller`` absent, the
+        ``controller_epoch`` read and the candidate's lease key present (module docstring)."""
+        return self._controller.elect(broker_id, incarnation_epoch, timeout_ms)
 
     def resign_controller(
         self, broker_id: int, controller_epoch: int, *, timeout_ms: int | None = None
     ) -> bool:
         """See ``Coordinator.resign_controller``."""
-        ctl = self._k("controller")
-
-        def attempt() -> Plan[bool] | Done[bool]:
-            last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
-            active, _ = self._active(got[0], got[2])
-            if not rules.holds_controller(active, broker_id, controller_epoch):
-                return Done(False)
-            compares = self._guard(controller_epoch, got)
-            build: Records = functools.partial(records.controller_changed, controller=None)
-            return plan(last, seq_mod, compares, [op_delete(ctl)], build, lambda _: True)
-
-        return self._run(timeout_ms, attempt)
+        return self._controller.resign(broker_id, controller_epoch, timeout_ms)
 
     def current_controller(self, *, timeout_ms: int | None = None) -> ControllerInfo | None:
         """See ``Coordinator.current_controller``."""
-        got = self._read(self._ctl_ops(), timeout_ms)
-        return self._active(got[0], got[2])[0]
+        return self._controller.current(timeout_ms)
 
     # ---- topics and partitions ----
-
-    def _topic_key(self, topic: str) -> str:
-        return self._k(f"topics/{topic}")
-
-    def _state_key(self, topic: str, partition: int) -> str:
-        return self._k(f"topics/{topic}/partitions/{partition}/state")
-
-    def _topic_ops(self, topic: str) -> list[JsonObj]:
-        return [
-            op_range(self._topic_key(topic)),
-            op_range(self._topic_key(topic) + "/", prefix=True),
-        ]
-
-    def _assignment(
-        self, topic: str, meta: list[KeyValue], parts: list[KeyValue]
-    ) -> tuple[TopicAssignment, dict[int, PartitionState]] | None:
-        if not meta:
-            return None
-        info = json.loads(meta[0].value)
-        base = self._topic_key(topic) + "/partitions/"
-        states: dict[int, PartitionState] = {}
-        for kv in parts:
-            states[int(kv.key[len(base) :].split("/")[0])] = codec.loads(kv.value)
-        replicas = [states[p].replicas for p in range(int(info["partition_count"]))]
-        configs = topic_configs(info.get("configs") or {})
-        assignment = TopicAssignment(
-            topic=topic, topic_id=info["topic_id"], replicas=replicas, configs=configs
-        )
-        return assignment, states
-
-    def _put_topic(self, topic: str, topic_id: str, count: int, configs: TopicConfigs) -> JsonObj:
-        meta = {"topic_id": topic_id, "partition_count": count, "configs": dict(configs)}
-        return op_put(self._topic_key(topic), json.dumps(meta))
 
     def create_topic(
         self,
@@ -327,50 +337,13 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         assignment, states, stored = rules.new_topic(
             topic, replica_assignment, initial_states, configs
         )
-        topics_p = self._k("topics/")
-
-        def attempt() -> Plan[TopicAssignment]:
-            last, seq_mod, got = self._seq_read(
-                [*self._ctl_ops(), op_range(topics_p, prefix=True, keys_only=True)], timeout_ms
-            )
-            compares = self._guard(controller_epoch, got[:3])
-            names = [kv.key[len(topics_p) :] for kv in got[3]]
-            rules.check_topic_free(topic, (n for n in names if "/" not in n))
-            result = TopicAssignment(
-                topic=topic, topic_id=uuid.uuid4().hex, replicas=assignment, configs=stored
-            )
-            ops = [self._put_topic(topic, result.topic_id, len(states), stored)]
-            ops += [op_put(self._state_key(topic, p), codec.dumps(s)) for p, s in enumerate(states)]
-            compares.append(cmp_create(self._topic_key(topic), 0))
-
-            def build(seq: int) -> list[MetadataChange]:
-                return records.topic_created(seq, result, states)
-
-            return plan(last, seq_mod, compares, ops, build, lambda _: result)
-
-        return self._run(timeout_ms, attempt)
+        return self._topics.create(topic, assignment, states, stored, controller_epoch, timeout_ms)
 
     def delete_topic(
         self, topic: str, *, controller_epoch: int, timeout_ms: int | None = None
     ) -> TopicAssignment:
         """See ``Coordinator.delete_topic``."""
-
-        def attempt() -> Plan[TopicAssignment]:
-            last, seq_mod, got = self._seq_read(
-                [*self._ctl_ops(), *self._topic_ops(topic)], timeout_ms
-            )
-            compares = self._guard(controller_epoch, got[:3])
-            found = self._assignment(topic, got[3], got[4])
-            if found is None:
-                raise UnknownTopicError(topic)
-            removed = found[0]
-            key = self._topic_key(topic)
-            ops = [op_delete(key), op_delete(key + "/", prefix=True)]
-            compares.append(cmp_mod(key, got[3][0].mod_revision))
-            build: Records = functools.partial(records.topic_deleted, removed=removed)
-            return plan(last, seq_mod, compares, ops, build, lambda _: removed)
-
-        return self._run(timeout_ms, attempt)
+        return self._topics.delete(topic, controller_epoch, timeout_ms)
 
     def add_partitions(
         self,
@@ -383,51 +356,21 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
     ) -> TopicAssignment:
         """See ``Coordinator.add_partitions``."""
         _, states = rules.new_partitions(new_replica_assignment, initial_states)
-
-        def attempt() -> Plan[TopicAssignment]:
-            last, seq_mod, got = self._seq_read(
-                [*self._ctl_ops(), *self._topic_ops(topic)], timeout_ms
-            )
-            compares = self._guard(controller_epoch, got[:3])
-            found = self._assignment(topic, got[3], got[4])
-            if found is None:
-                raise UnknownTopicError(topic)
-            old = found[0]
-            first = old.partition_count
-            result = rules.grown_assignment(old, states)
-            ops = [self._put_topic(topic, old.topic_id, result.partition_count, old.configs)]
-            ops += [
-                op_put(self._state_key(topic, first + i), codec.dumps(s))
-                for i, s in enumerate(states)
-            ]
-            compares.append(cmp_mod(self._topic_key(topic), got[3][0].mod_revision))
-
-            def build(seq: int) -> list[MetadataChange]:
-                return records.partitions_added(seq, result, first, states)
-
-            return plan(last, seq_mod, compares, ops, build, lambda _: result)
-
-        return self._run(timeout_ms, attempt)
+        return self._topics.add_partitions(topic, states, controller_epoch, timeout_ms)
 
     def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
         """See ``Coordinator.list_topics``."""
-        topics_p = self._k("topics/")
-        (kvs,) = self._read([op_range(topics_p, prefix=True, keys_only=True)], timeout_ms)
-        return sorted(n for n in (kv.key[len(topics_p) :] for kv in kvs) if "/" not in n)
+        return self._topics.names(timeout_ms)
 
     def get_topic(self, topic: str, *, timeout_ms: int | None = None) -> TopicAssignment | None:
         """See ``Coordinator.get_topic``."""
-        meta, parts = self._read(self._topic_ops(topic), timeout_ms)
-        found = self._assignment(topic, meta, parts)
-        return None if found is None else found[0]
+        return self._topics.get(topic, timeout_ms)
 
     def get_partition_state(
         self, topic: str, partition: int, *, timeout_ms: int | None = None
     ) -> PartitionState | None:
         """See ``Coordinator.get_partition_state``."""
-        (kvs,) = self._read([op_range(self._state_key(topic, partition))], timeout_ms)
-        state: PartitionState | None = codec.loads(kvs[0].value) if kvs else None
-        return state
+        return self._topics.partition_state(topic, partition, timeout_ms)
 
     def compare_and_set_partition_state(
         self,
@@ -442,38 +385,62 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         """See ``Coordinator.compare_and_set_partition_state``: a txn comparing the state key's
         mod_revision (and ``feed/seq``, and the controller's keys)."""
         validate_partition_state(new_state)
-        key = self._state_key(topic, partition)
+        return self._topics.compare_and_set(
+            topic, partition, expected_partition_epoch, new_state, controller_epoch, timeout_ms
+        )
 
-        def attempt() -> Plan[CasResult] | Done[CasResult]:
-            last, seq_mod, got = self._seq_read([*self._ctl_ops(), op_range(key)], timeout_ms)
-            try:
-                compares = self._guard(controller_epoch, got[:3])
-            except FencedControllerError as e:
-                return Done(rules.cas_fenced(e))
-            current: PartitionState | None = codec.loads(got[3][0].value) if got[3] else None
-            stored = rules.cas_decision(current, expected_partition_epoch, new_state)
-            if isinstance(stored, CasResult):
-                return Done(stored)
-            compares.append(cmp_mod(key, got[3][0].mod_revision))
+    # ---- dynamic configs ----
 
-            def build(seq: int) -> list[MetadataChange]:
-                return records.partition_changed(seq, topic, partition, stored)
+    def alter_topic_configs(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> TopicAssignment:
+        """See ``Coordinator.alter_topic_configs`` (the configs live in ``topics/<t>``)."""
+        stored = topic_configs(configs)
+        return self._configs.alter_topic_configs(topic, stored, controller_epoch, timeout_ms)
 
-            ops = [op_put(key, codec.dumps(stored))]
-            return plan(
-                last, seq_mod, compares, ops, build, functools.partial(rules.cas_ok, stored)
-            )
+    def alter_broker_configs(
+        self,
+        broker_id: int,
+        configs: Mapping[str, str],
+        *,
+        controller_epoch: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """See ``Coordinator.alter_broker_configs``."""
+        stored = rules.broker_configs_to_store(broker_id, configs)
+        self._configs.alter_broker_configs(broker_id, stored, controller_epoch, timeout_ms)
 
-        return self._run(timeout_ms, attempt)
+    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
+        """See ``Coordinator.broker_configs``."""
+        return self._configs.broker_configs(timeout_ms)
 
-    # ---- snapshot ----
+    # ---- the change feed ----
+
+    def changes_since(
+        self,
+        seq: int,
+        *,
+        max_changes: int = MAX_CHANGES_PER_BATCH,
+        timeout_ms: int | None = None,
+    ) -> ChangeBatch:
+        """See ``Coordinator.changes_since`` (a range read of ``changes/``)."""
+        return self._feed.changes_since(seq, timeout_ms, max_changes)
 
     def snapshot(self, *, timeout_ms: int | None = None) -> MetadataSnapshot:
         """See ``Coordinator.snapshot`` (one read at one revision)."""
-        topics_p = self._k("topics/")
-        configs_p = self._broker_configs_prefix
-        last, _, got = self._seq_read(
-            [*self._ctl_ops(), op_range(topics_p, prefix=True), op_range(configs_p, prefix=True)],
+        topics_p = self._topics.prefix
+        configs_p = self._configs.broker_configs_prefix
+        last, _, got = self._store.seq_read(
+            [
+                *self._controller.ctl_ops(),
+                op_range(topics_p, prefix=True),
+                op_range(configs_p, prefix=True),
+            ],
             timeout_ms,
         )
         ctl_kvs, epoch_kvs, ids, topic_kvs, config_kvs = got
@@ -485,45 +452,62 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         for name in sorted(metas):
             base = f"{topics_p}{name}/"
             parts = [kv for kv in topic_kvs if kv.key.startswith(base)]
-            found = self._assignment(name, [metas[name]], parts)
+            found = self._topics.assignment(name, [metas[name]], parts)
             if found is not None:
                 topics[name] = found[0]
                 for p, state in sorted(found[1].items()):
                     partitions[(name, p)] = state
         return MetadataSnapshot(
             seq=last + 1,
-            brokers=self._brokers(ids),
+            brokers=decode_brokers(ids),
             topics=topics,
             partitions=dict(sorted(partitions.items())),
-            controller=self._active(ctl_kvs, ids)[0],
+            controller=self._controller.active(ctl_kvs, ids)[0],
             controller_epoch=last_int(epoch_kvs),
             broker_configs=decode_broker_configs(configs_p, config_kvs),
         )
 
-    # ---- background: lease renewals, expiry records, feed push ----
+    def subscribe(
+        self, callback: Callable[[ChangeBatch], None], *, from_seq: int | None = None
+    ) -> Subscription:
+        """See ``Coordinator.subscribe`` (served by polling; module docstring)."""
+        return self._feed.subscribe(callback, from_seq)
 
-    def _ensure_thread(self) -> None:
-        with self._lock:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._background, name=f"replog-etcd-{self._p}", daemon=True
-                )
-                self._thread.start()
+    def trim_history(self, before_seq: int, *, timeout_ms: int | None = None) -> int:
+        """See ``Coordinator.trim_history``."""
+        return self._feed.trim(before_seq, timeout_ms)
 
-    def _background(self) -> None:
-        next_reap = 0.0
-        while not self._stop.is_set():
-            self._wake.wait(self._poll_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            with contextlib.suppress(CoordinatorClosedError):
-                self._renew_due()
-                if monotonic_s() >= next_reap:
-                    next_reap = monotonic_s() + self._reap_s
-                    with contextlib.suppress(CoordinatorUnavailableError, RequestTimeoutError):
-                        self._reap(self._bg_timeout_ms)
-                self._push_feed()
+    # ---- admin queue ----
+
+    def submit_admin_request(
+        self, target: int, payload: AdminPayload, *, timeout_ms: int | None = None
+    ) -> AdminRequest:
+        """See ``Coordinator.submit_admin_request`` (request id = the submission's seq)."""
+        validate_admin_request(target, payload)
+        return self._admin.submit(target, payload, timeout_ms)
+
+    def pending_admin_requests(
+        self, target: int, *, timeout_ms: int | None = None
+    ) -> list[AdminRequest]:
+        """See ``Coordinator.pending_admin_requests``."""
+        return self._admin.pending(target, timeout_ms)
+
+    def complete_admin_request(
+        self,
+        request_id: int,
+        *,
+        outcome: ErrorCode = ErrorCode.NONE,
+        message: str = "",
+        result: AlterPartitionResult | None = None,
+        controller_epoch: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> bool:
+        """See ``Coordinator.complete_admin_request``: with ``controller_epoch``, the controller
+        keys are read with the index and compared in the removal's txn, as in other controller
+        writes."""
+        return self._admin.complete(
+            request_id, outcome, message, result, controller_epoch, timeout_ms
+        )
 
     # ---- producer ids ----
 
@@ -538,55 +522,12 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
     ) -> ProducerIdBlock:
         """See ``Coordinator.allocate_producer_ids``: the ``producer_ids`` key is put at the
         mod revision read, guarded by the controller fence (no feed record)."""
-        key = self._k("producer_ids")
-        budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = monotonic_s() + budget / 1000
-        while True:
-            got = self._read([*self._ctl_ops(), op_range(key)], timeout_ms)
-            compares = self._guard(controller_epoch, got[:3])
-            stored = codec.loads(got[3][0].value) if got[3] else ()
-            block, blocks = rules.allocated_producer_ids(stored, broker_id, broker_epoch, count)
-            compares.append(cmp_mod(key, mod_rev(got[3])))
-            ops = [op_put(key, codec.dumps(blocks))]
-            left_ms = max(1, int((deadline - monotonic_s()) * 1000))
-            if self._client.txn(compares, ops, timeout_ms=left_ms).succeeded:
-                return block
-            if monotonic_s() > deadline:
-                raise RequestTimeoutError(f"etcd write kept conflicting for {budget} ms")
+        return self._producer_ids.allocate(
+            broker_id, broker_epoch, count, controller_epoch, timeout_ms
+        )
 
     def producer_id_block(
         self, broker_id: int, *, timeout_ms: int | None = None
     ) -> ProducerIdBlock | None:
         """See ``Coordinator.producer_id_block``."""
-        got = self._read([op_range(self._k("producer_ids"))], timeout_ms)
-        blocks: tuple[ProducerIdBlock, ...] = codec.loads(got[0][0].value) if got[0] else ()
-        return next((b for b in blocks if b.broker_id == broker_id), None)
-
-    # ---- lifecycle ----
-
-    def close(self) -> None:
-        """Unregister this handle's brokers (best effort, briefly; else their leases expire),
-        stop the background thread, close the HTTP pool. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            sessions = list(self._sessions.values())
-        for session in sessions:
-            broker = session.broker
-            with contextlib.suppress(Exception):
-                if session.state is SessionState.SUSPENDED:
-                    raise CoordinatorUnavailableError("suspended")
-                self.unregister_broker(
-                    broker.broker_id, broker.incarnation_epoch, timeout_ms=self._bg_timeout_ms
-                )
-            self._lose(broker.broker_id, broker.incarnation_epoch)
-        with self._lock:
-            self._closed = True
-            self._subs.clear()
-            self._listeners.clear()
-            thread = self._thread
-        self._stop.set()
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
-        self._client.close()
+        return self._producer_ids.block(broker_id, timeout_ms)
