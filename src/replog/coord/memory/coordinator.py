@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import attrs
 
 from replog.coord import rules
-from replog.coord.admin import AdminQueues
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
     DEFAULT_TIMEOUT_MS,
@@ -42,7 +41,9 @@ from replog.coord.errors import (
     SessionExpiredError,
     UnknownTopicError,
 )
-from replog.coord.feed import FeedLog, ManualClock, TimedLock
+from replog.coord.feed import FeedLog, ManualClock
+from replog.coord.memory.admin_queues import AdminQueues
+from replog.coord.memory.timed_lock import TimedLock
 from replog.coord.sessions import SessionListeners, session_event
 from replog.errors import ErrorCode
 from replog.metadata import records
