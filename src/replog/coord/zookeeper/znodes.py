@@ -1,7 +1,7 @@
 """The ZooKeeper backend's znode layout and the Kafka-shaped JSON of its broker, partition
 state, controller and topic znodes.
 
-Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
+Layout under the chroot (Kafka's znodes and JSON shapes, plus replog's feed and queues)::
 
     /brokers/ids/<id>                        ephemeral  {"version":5,"host","port","rack",
                                                          "broker_epoch","fenced",
