@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from replog.coord import codec
-from replog.coord.zk_codec import decode_broker, encode_broker
+from replog.coord.zookeeper.znodes import decode_broker, encode_broker
 from replog.metadata.types import (
     ALL_BROKERS,
     AlterConfigs,

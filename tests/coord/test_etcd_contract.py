@@ -35,7 +35,7 @@ class TestEtcdCoordinator(SecondHandleContract):
 def test_a_topic_written_before_configs_reads_with_none(etcd_server: EtcdServer) -> None:
     """A ``topics/<t>`` value in the shape written before topics had configs (no "configs")
     reads as a topic without configs, and can still grow and be deleted."""
-    from replog.coord.etcd_client import EtcdClient, op_put
+    from replog.coord.etcd.client import EtcdClient, op_put
 
     prefix = f"t-{uuid.uuid4().hex}"
     with etcd_factory(etcd_server, prefix=prefix)() as coord:

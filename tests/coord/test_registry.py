@@ -11,8 +11,7 @@ import pytest
 from replog.coord import registry
 from replog.coord.contract import Coordinator
 from replog.coord.errors import CoordinatorClosedError, UnknownBackendError
-from replog.coord.memory import MemoryCoordinator
-from replog.coord.memory_handle import MemoryHandle
+from replog.coord.memory import MemoryCoordinator, MemoryHandle
 from replog.errors import InvalidConfigError
 from replog.metadata.types import SessionState
 

@@ -134,7 +134,7 @@ def test_reconnect_back_off_stays_inside_the_session_timeout(
     opens (its own, each broker session's) retries forever, at most 1 s apart."""
     with ZooKeeperCoordinator.from_url(zk_server.url(zk_chroot), default_timeout_ms=5_000) as c:
         c.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=10_000)
-        session = c._held(1)
+        session = c._sessions.held(1)
         assert session is not None
         for client in (c._main, session.client):
             pauses = _reconnect_pauses(client, 40)

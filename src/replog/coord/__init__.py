@@ -9,6 +9,7 @@ third-party backends through the ``replog.coordinators`` entry point group). The
 
 from __future__ import annotations
 
+from replog.clock import ManualClock
 from replog.coord.contract import Coordinator, SessionFaults
 from replog.coord.errors import (
     AdminQueueFullError,
@@ -25,8 +26,7 @@ from replog.coord.errors import (
     UnknownBackendError,
     UnknownTopicError,
 )
-from replog.coord.memory import ManualClock, MemoryCoordinator
-from replog.coord.memory_handle import MemoryHandle
+from replog.coord.memory import MemoryCoordinator, MemoryHandle
 from replog.coord.registry import connect, register_backend
 from replog.metadata.types import (
     ALL_BROKERS,

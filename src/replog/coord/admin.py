@@ -1,20 +1,20 @@
-"""Admin request queues: the shared rules (payload checks, what a full queue may drop) and the
-in-process queue the memory backend keeps.
+"""Admin request queues: the rules every backend shares (payload checks, what a full queue may
+drop). Each backend keeps its queues its own way (``memory.admin_queues``,
+``zookeeper.admin_queues``, ``etcd.admin_queues``, the raft quorum's ``MetadataMachine``).
 
-As in the seeds' ``/brokers/state/[broker_id]`` queues, a request waits for its target however
-long the target is away. A queue has a limit; when it is reached, requests that a later one
-makes pointless are dropped first: every START_REPLICA (the target re-reads its assignment when
-it returns anyway) and every CLOSE_REPLICA but the newest per partition. Dropped requests are
-completed with OPERATION_NOT_ATTEMPTED, visibly in the feed, never silently.
+A request is stored durably per target and waits for its target however long the target is
+away (its sessions may end and begin again): only a completion removes it. A queue has a
+limit; when it is reached, requests that a later one makes pointless are dropped first: every
+START_REPLICA (the target re-reads its assignment when it returns anyway) and every
+CLOSE_REPLICA but the newest per partition. Dropped requests are completed with
+OPERATION_NOT_ATTEMPTED, visibly in the feed, never silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from replog.coord.errors import AdminQueueFullError
-from replog.errors import ErrorCode
-from replog.metadata import records
 from replog.metadata.types import (
     CONTROLLER_TARGET,
     AddPartitions,
@@ -22,22 +22,17 @@ from replog.metadata.types import (
     AdminRequest,
     AlterConfigs,
     AlterPartition,
-    AlterPartitionResult,
     CloseReplica,
     ConfigResourceType,
     CreateTopic,
     DamagedReplica,
     ElectLeader,
-    MetadataChange,
     ReassignPartition,
     StartReplica,
 )
 from replog.topics import validate_topic_name
 
-__all__ = ["AdminQueues", "requests_to_drop", "superseded_requests", "validate_admin_request"]
-
-WriteFn = Callable[[Callable[[int], Sequence[MetadataChange]]], int]
-"""A backend's "append one atomic write to the feed" function: builds records from the seq."""
+__all__ = ["requests_to_drop", "superseded_requests", "validate_admin_request"]
 
 
 def validate_admin_request(target: int, payload: AdminPayload) -> None:
@@ -110,57 +105,3 @@ def _close_rank(request: AdminRequest) -> tuple[int, int]:
     payload = request.payload
     epoch = payload.leader_epoch if isinstance(payload, CloseReplica) else -1
     return (epoch, request.request_id)
-
-
-class AdminQueues:
-    """Per-target FIFO queues of admin requests, held in process (the caller locks)."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._queues: dict[int, dict[int, AdminRequest]] = {}
-        self._target_of: dict[int, int] = {}
-        self._next_id = 1
-
-    def submit(self, write: WriteFn, target: int, payload: AdminPayload) -> AdminRequest:
-        """Queue a request, dropping superseded ones if the queue is full (one atomic write)."""
-        validate_admin_request(target, payload)
-        queue = self._queues.setdefault(target, {})
-        dropped = requests_to_drop(list(queue.values()), target, self._limit)
-        request_id = self._next_id
-        self._next_id += 1
-        made: list[AdminRequest] = []
-
-        def build(seq: int) -> list[MetadataChange]:
-            request = AdminRequest(
-                request_id=request_id, target=target, payload=payload, submitted_seq=seq
-            )
-            made.append(request)
-            return records.admin_submitted(seq, request, dropped)
-
-        write(build)
-        for old in dropped:
-            del queue[old.request_id]
-            del self._target_of[old.request_id]
-        queue[request_id] = made[0]
-        self._target_of[request_id] = target
-        return made[0]
-
-    def pending(self, target: int) -> list[AdminRequest]:
-        """The target's queued requests, oldest first."""
-        return list(self._queues.get(target, {}).values())
-
-    def complete(
-        self,
-        write: WriteFn,
-        request_id: int,
-        outcome: ErrorCode,
-        message: str,
-        result: AlterPartitionResult | None = None,
-    ) -> bool:
-        """Remove a queued request and record its outcome; False if it is not queued."""
-        target = self._target_of.pop(request_id, None)
-        if target is None:
-            return False
-        request = self._queues[target].pop(request_id)
-        write(lambda seq: records.admin_completed(seq, request, outcome, message, result))
-        return True

@@ -32,8 +32,9 @@ or are pushed batches by ``subscribe``; when history they need is gone they get
 on from ``snapshot.seq``.
 
 Admin requests are queued per target (a broker id or the controller role) and stay queued,
-whatever happens to the target's sessions, until someone completes them (the seeds' persistent
-state-change queues).
+whatever happens to the target's sessions, until someone completes them: a queue is persistent
+state of the store, not of a session, so what was addressed to a broker while it was away is
+still there when it registers again.
 """
 
 from __future__ import annotations
@@ -434,8 +435,8 @@ class Coordinator(abc.ABC):
         """Queue ``payload`` for ``target`` (a broker id, or ``CONTROLLER_TARGET``), durably and
         whether or not the target is live. Feed: AdminRequestChanged(SUBMITTED). When the
         queue is at its limit, superseded requests are dropped first (START_REPLICA entries,
-        and all but the newest CLOSE_REPLICA per partition, as in the seeds); if still full,
-        raises ``AdminQueueFullError``."""
+        and all but the newest CLOSE_REPLICA per partition: a later request makes them
+        pointless); if still full, raises ``AdminQueueFullError``."""
 
     @abc.abstractmethod
     def pending_admin_requests(

@@ -1,5 +1,5 @@
-"""The in-process store of feed records and the lock the memory backend uses (its clocks are
-``replog.clock``'s, re-exported here).
+"""The in-process store of feed records, kept by the memory backend and by the raft quorum's
+state machine (the clocks are ``replog.clock``'s, re-exported here).
 
 ``FeedLog`` assigns seqs (1, 2, 3, ... per atomic write), keeps the newest ``retention_max``
 records in whole seq groups, and remembers the trim boundary: every record with a seq below
@@ -9,41 +9,14 @@ records in whole seq groups, and remembers the trim boundary: every record with 
 from __future__ import annotations
 
 import bisect
-import contextlib
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from replog.clock import ManualClock, monotonic_ms
 from replog.coord.errors import MustResyncError
-from replog.errors import RequestTimeoutError, invariant
+from replog.errors import invariant
 from replog.metadata.types import ChangeBatch, MetadataChange
 
-__all__ = ["FeedLog", "ManualClock", "TimedLock", "monotonic_ms"]
-
-
-class TimedLock:
-    """A ``threading.Lock`` whose acquire is bounded (``RequestTimeoutError``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def acquire(self, timeout_ms: int) -> None:
-        """Take the lock within ``timeout_ms`` or raise ``RequestTimeoutError``."""
-        if not self._lock.acquire(timeout=timeout_ms / 1000):
-            raise RequestTimeoutError(f"coordinator busy for {timeout_ms} ms")
-
-    def release(self) -> None:
-        """Release the lock."""
-        self._lock.release()
-
-    @contextlib.contextmanager
-    def held(self, timeout_ms: int) -> Iterator[None]:
-        """Hold the lock for a ``with`` block."""
-        self.acquire(timeout_ms)
-        try:
-            yield
-        finally:
-            self._lock.release()
+__all__ = ["FeedLog", "ManualClock", "monotonic_ms"]
 
 
 def _seq(change: MetadataChange) -> int:

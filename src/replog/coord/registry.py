@@ -26,10 +26,10 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from replog.clock import monotonic_ms
 from replog.coord.contract import Coordinator
 from replog.coord.errors import UnknownBackendError
-from replog.coord.memory import MemoryCoordinator, monotonic_ms
-from replog.coord.memory_handle import MemoryHandle
+from replog.coord.memory import MemoryCoordinator, MemoryHandle
 from replog.errors import InvalidConfigError
 
 __all__ = [

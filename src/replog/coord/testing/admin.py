@@ -12,7 +12,7 @@ from replog.coord.errors import (
     CoordinatorClosedError,
     FencedControllerError,
 )
-from replog.coord.testing_base import ContractBase, CoordinatorFactory
+from replog.coord.testing.base import ContractBase, CoordinatorFactory
 from replog.errors import ErrorCode
 from replog.metadata.types import (
     CONTROLLER_TARGET,

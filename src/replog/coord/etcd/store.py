@@ -1,30 +1,28 @@
-"""The etcd backend's write machinery: every write is one txn planned from one read and
-committed with a compare on ``feed/seq`` (see ``replog.coord.etcd``), retried on conflict.
-
-``EtcdTxnBase`` is the base of the parts of ``EtcdCoordinator`` (sessions, feed, admin queue,
-the coordinator itself): the handle's state, declared here, and the read/commit plumbing."""
+"""The etcd backend's store access: the handle's keys under its prefix, reads at one revision,
+and the write loop. Every write is one txn planned from one read (an ``attempt`` returning a
+``Plan``, a ``Done`` or ``RETRY``) and committed with a compare on ``feed/seq``'s mod_revision
+plus the plan's own compares, putting ``feed/seq`` and the write's feed records
+(``changes/<seq>``) in the same txn; a failed compare plans again from fresh reads until the
+call's timeout (see ``replog.coord.etcd.coordinator``)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import attrs
 
 from replog.clock import monotonic_s
 from replog.coord import codec
-from replog.coord.contract import Coordinator
-from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import CoordinatorClosedError
-from replog.coord.etcd_client import EtcdClient, JsonObj, KeyValue, cmp_mod, op_put, op_range
+from replog.coord.etcd.client import EtcdClient, JsonObj, KeyValue, cmp_mod, op_put, op_range
 from replog.errors import RequestTimeoutError
 from replog.metadata.types import MetadataChange
 
 __all__ = [
     "RETRY",
     "Done",
-    "EtcdTxnBase",
+    "EtcdStore",
     "Plan",
     "Records",
     "Retry",
@@ -85,42 +83,52 @@ def plan(
     return Plan(seq_mod, last_seq, compares, ops, records, result)
 
 
-class EtcdTxnBase(Coordinator):
-    """The handle's state and its read/commit plumbing (not instantiated on its own)."""
+class EtcdStore:
+    """The handle's view of its keys: ``client`` talks to etcd, every key is under ``prefix``
+    (ending in "/"), a call without ``timeout_ms`` gets ``default_timeout_ms``, and
+    ``on_commit`` runs after each committed write (it wakes the handle's feed push). Reads and
+    writes raise ``CoordinatorClosedError`` once ``closed`` is set."""
 
-    _p: str
-    _client: EtcdClient
-    _default_timeout_ms: int
-    _bg_timeout_ms: int
-    _lock: threading.RLock
-    _dispatcher: Dispatcher
-    _closed: bool
-    _wake: threading.Event
+    def __init__(
+        self,
+        client: EtcdClient,
+        prefix: str,
+        default_timeout_ms: int,
+        on_commit: Callable[[], None],
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.default_timeout_ms = default_timeout_ms
+        self._on_commit = on_commit
+        self.closed = False
 
-    def _k(self, name: str) -> str:
-        return self._p + name
+    def k(self, name: str) -> str:
+        """The full key of ``name``."""
+        return self.prefix + name
 
-    def _check_open(self) -> None:
-        if self._closed:
+    def check_open(self) -> None:
+        """Raise ``CoordinatorClosedError`` if the handle is closed."""
+        if self.closed:
             raise CoordinatorClosedError("the etcd coordinator is closed")
 
-    def _read(self, ops: Sequence[JsonObj], timeout_ms: int | None) -> list[list[KeyValue]]:
-        self._check_open()
-        return self._client.read(ops, timeout_ms=timeout_ms)
+    def read(self, ops: Sequence[JsonObj], timeout_ms: int | None) -> list[list[KeyValue]]:
+        """The ranges ``ops`` read at one revision."""
+        self.check_open()
+        return self.client.read(ops, timeout_ms=timeout_ms)
 
-    def _seq_read(
+    def seq_read(
         self, ops: Sequence[JsonObj], timeout_ms: int | None
     ) -> tuple[int, int, list[list[KeyValue]]]:
         """Read ``feed/seq`` and ``ops`` at one revision: (last seq, its mod_revision, ranges)."""
-        got = self._read([op_range(self._k("feed/seq")), *ops], timeout_ms)
+        got = self.read([op_range(self.k("feed/seq")), *ops], timeout_ms)
         return last_int(got[0]), mod_rev(got[0]), got[1:]
 
-    def _run(self, timeout_ms: int | None, attempt: Callable[[], Plan[T] | Done[T] | Retry]) -> T:
+    def run(self, timeout_ms: int | None, attempt: Callable[[], Plan[T] | Done[T] | Retry]) -> T:
         """Plan and commit until a commit succeeds, a plan needs no write, or time runs out."""
-        budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
+        budget = self.default_timeout_ms if timeout_ms is None else timeout_ms
         deadline = monotonic_s() + budget / 1000
         while True:
-            self._check_open()
+            self.check_open()
             attempt_plan = attempt()
             if isinstance(attempt_plan, Done):
                 return attempt_plan.value
@@ -129,21 +137,16 @@ class EtcdTxnBase(Coordinator):
                 records = list(attempt_plan.records(seq))
                 ops = [
                     *attempt_plan.ops,
-                    op_put(self._k("feed/seq"), str(seq)),
-                    op_put(self._k(f"changes/{seq:020d}"), codec.dumps(records)),
+                    op_put(self.k("feed/seq"), str(seq)),
+                    op_put(self.k(f"changes/{seq:020d}"), codec.dumps(records)),
                 ]
                 compares = [
-                    cmp_mod(self._k("feed/seq"), attempt_plan.seq_mod),
+                    cmp_mod(self.k("feed/seq"), attempt_plan.seq_mod),
                     *attempt_plan.compares,
                 ]
                 left_ms = max(1, int((deadline - monotonic_s()) * 1000))
-                if self._client.txn(compares, ops, timeout_ms=left_ms).succeeded:
-                    self._wake.set()
+                if self.client.txn(compares, ops, timeout_ms=left_ms).succeeded:
+                    self._on_commit()
                     return attempt_plan.result(seq)
             if monotonic_s() > deadline:
                 raise RequestTimeoutError(f"etcd write kept conflicting for {budget} ms")
-
-    if TYPE_CHECKING:  # provided by EtcdCoordinator; declared here for the type checker
-
-        def _ensure_thread(self) -> None:
-            """Start the background thread (renewals, expiry records, feed push) if needed."""

@@ -1,5 +1,5 @@
 """The ZooKeeper backend's change feed: reading ``/replog/changes/c-<seq>`` nodes, pushing
-them to subscribers, and trimming. Writes append to the feed in ``replog.coord.zk_io``.
+them to subscribers, and trimming. Writes append to the feed in ``replog.coord.zookeeper.znode_io``.
 
 Subscribers are woken by a data watch on the feed head (``/replog/head``) and by every
 reconnect of the main client; the handle's worker thread then reads from each subscriber's
@@ -18,7 +18,7 @@ from replog.clock import monotonic_s
 from replog.coord import codec
 from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
-from replog.coord.zk_io import CHANGES, HEAD, ZkIo, change_path, kazoo_errors
+from replog.coord.zookeeper.znode_io import CHANGES, HEAD, ZkIo, change_path, kazoo_errors
 from replog.metadata.types import ChangeBatch, MetadataChange, Subscription
 
 __all__ = ["ZkFeed"]

@@ -1,31 +1,31 @@
 """Broker sessions of the etcd backend: a lease per registered broker (its registration key
 ``brokers/ids/<id>`` carries it), renewed by the handle's background thread; registration, flag
 updates, unregistration; the feed record of an expiry (any handle that notices a lease gone
-writes it, once); and the ``SessionFaults`` test hooks. See ``replog.coord.etcd``.
-
-``EtcdSessionsMixin`` is a part of ``EtcdCoordinator``, not used on its own."""
+writes it, once); and the ``SessionFaults`` test hooks. See ``replog.coord.etcd.coordinator``."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import math
+import threading
 from collections.abc import Callable
 
 import attrs
 
 from replog.clock import monotonic_s
 from replog.coord import codec, rules
+from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import (
     BrokerIdInUseError,
     CoordinatorUnavailableError,
     SessionExpiredError,
 )
-from replog.coord.etcd_client import KeyValue, cmp_create, cmp_mod, op_delete, op_put, op_range
-from replog.coord.etcd_txn import (
+from replog.coord.etcd.client import KeyValue, cmp_create, cmp_mod, op_delete, op_put, op_range
+from replog.coord.etcd.store import (
     RETRY,
     Done,
-    EtcdTxnBase,
+    EtcdStore,
     Plan,
     Records,
     Retry,
@@ -44,7 +44,7 @@ from replog.metadata.types import (
     Subscription,
 )
 
-__all__ = ["EtcdSession", "EtcdSessionsMixin"]
+__all__ = ["EtcdSession", "EtcdSessions", "decode_broker", "decode_brokers"]
 
 
 @attrs.define
@@ -59,11 +59,36 @@ class EtcdSession:
     next_renewal_s: float = 0.0
 
 
-class EtcdSessionsMixin(EtcdTxnBase):
-    """The broker-session part of ``EtcdCoordinator``."""
+def decode_broker(kvs: list[KeyValue]) -> BrokerInfo | None:
+    """The registration a read of one ``brokers/ids/<id>`` key found (None: absent)."""
+    if not kvs:
+        return None
+    broker: BrokerInfo = codec.loads(kvs[0].value)
+    return broker
 
-    _sessions: dict[int, EtcdSession]
-    _listeners: SessionListeners
+
+def decode_brokers(kvs: list[KeyValue]) -> dict[int, BrokerInfo]:
+    """The registrations a read of ``brokers/ids/`` found, by broker id."""
+    brokers = [b for b in (decode_broker([kv]) for kv in kvs) if b is not None]
+    return {b.broker_id: b for b in sorted(brokers, key=lambda b: b.broker_id)}
+
+
+class EtcdSessions:
+    """The broker sessions one handle holds, in ``store``. Lease calls the handle makes in the
+    background (renewals, revocations after a failure) take ``bg_timeout_ms``;
+    ``ensure_thread`` starts the handle's background thread (renewals, expiry records) once a
+    session needs it."""
+
+    def __init__(
+        self, store: EtcdStore, bg_timeout_ms: int, ensure_thread: Callable[[], None]
+    ) -> None:
+        self._store = store
+        self._bg_timeout_ms = bg_timeout_ms
+        self._ensure_thread = ensure_thread
+        self._lock = threading.RLock()
+        self._dispatcher = Dispatcher()
+        self._sessions: dict[int, EtcdSession] = {}
+        self._listeners = SessionListeners()
 
     def _emit(self, session: EtcdSession, state: SessionState) -> None:
         """Move a local session to ``state`` and queue its listeners (caller holds the lock)."""
@@ -79,7 +104,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         for callback in self._listeners.callbacks(event.broker_id):
             self._dispatcher.enqueue(functools.partial(callback, event))
 
-    def _lose(self, broker_id: int, incarnation_epoch: int) -> None:
+    def lose(self, broker_id: int, incarnation_epoch: int) -> None:
         """Mark the local session of that incarnation LOST and deliver the event."""
         with self._lock:
             session = self._sessions.get(broker_id)
@@ -88,19 +113,13 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 del self._sessions[broker_id]
         self._dispatcher.run()
 
-    def _broker(self, kvs: list[KeyValue]) -> BrokerInfo | None:
-        if not kvs:
-            return None
-        broker: BrokerInfo = codec.loads(kvs[0].value)
-        return broker
-
-    def _acting(self, broker_id: int, incarnation_epoch: int, kvs: list[KeyValue]) -> BrokerInfo:
+    def acting(self, broker_id: int, incarnation_epoch: int, kvs: list[KeyValue]) -> BrokerInfo:
         """The incarnation's registration, if it may act: else ``SessionExpiredError`` (not
         current) or ``CoordinatorUnavailableError`` (this handle's session is SUSPENDED)."""
         try:
-            current = rules.check_incarnation(broker_id, incarnation_epoch, self._broker(kvs))
+            current = rules.check_incarnation(broker_id, incarnation_epoch, decode_broker(kvs))
         except SessionExpiredError:
-            self._lose(broker_id, incarnation_epoch)
+            self.lose(broker_id, incarnation_epoch)
             raise
         with self._lock:
             session = self._sessions.get(broker_id)
@@ -108,37 +127,40 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
         return current
 
-    def _ids_key(self, broker_id: int) -> str:
-        return self._k(f"brokers/ids/{broker_id}")
+    def ids_key(self, broker_id: int) -> str:
+        """The registration key of ``broker_id`` (it carries the session's lease)."""
+        return self._store.k(f"brokers/ids/{broker_id}")
 
-    def register_broker(
+    def register(
         self,
         broker_id: int,
         host: str,
         port: int,
-        *,
-        rack: str | None = None,
+        rack: str | None,
         session_timeout_ms: int,
-        timeout_ms: int | None = None,
-        clean_shutdown: bool = True,
-        fenced: bool = False,
+        timeout_ms: int | None,
+        *,
+        clean_shutdown: bool,
+        fenced: bool,
     ) -> BrokerInfo:
-        """See ``Coordinator.register_broker``."""
-        rules.check_registration(broker_id, session_timeout_ms)
-        self._check_open()
-        self._reap(timeout_ms)
-        lease_id, ttl_s = self._client.lease_grant(
+        """``register_broker`` (arguments checked by the caller): records the expiries it finds
+        first, then a lease with TTL = ceil(session timeout) carries the registration key."""
+        self._store.check_open()
+        self.reap(timeout_ms)
+        lease_id, ttl_s = self._store.client.lease_grant(
             max(1, math.ceil(session_timeout_ms / 1000)), timeout_ms=timeout_ms
         )
-        ids, seen = self._ids_key(broker_id), self._k(f"brokers/seen/{broker_id}")
+        ids, seen = self.ids_key(broker_id), self._store.k(f"brokers/seen/{broker_id}")
 
         def attempt() -> Plan[BrokerInfo] | Retry:
-            last, seq_mod, (held, was) = self._seq_read([op_range(ids), op_range(seen)], timeout_ms)
+            last, seq_mod, (held, was) = self._store.seq_read(
+                [op_range(ids), op_range(seen)], timeout_ms
+            )
             if held:
-                current = self._broker(held)
+                current = decode_broker(held)
                 raise BrokerIdInUseError(broker_id, current.incarnation_epoch if current else 0)
             if was:
-                self._reap(timeout_ms)
+                self.reap(timeout_ms)
                 return RETRY
             broker = rules.registration(
                 broker_id,
@@ -155,10 +177,10 @@ class EtcdSessionsMixin(EtcdTxnBase):
             return plan(last, seq_mod, compares, ops, build, lambda _: broker)
 
         try:
-            broker = self._run(timeout_ms, attempt)
+            broker = self._store.run(timeout_ms, attempt)
         except BaseException:
             with contextlib.suppress(Exception):
-                self._client.lease_revoke(lease_id, timeout_ms=self._bg_timeout_ms)
+                self._store.client.lease_revoke(lease_id, timeout_ms=self._bg_timeout_ms)
             raise
         with self._lock:
             session = EtcdSession(broker, lease_id, ttl_s, next_renewal_s=monotonic_s() + ttl_s / 3)
@@ -169,31 +191,30 @@ class EtcdSessionsMixin(EtcdTxnBase):
         return broker
 
     def heartbeat(
-        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
+        self, broker_id: int, incarnation_epoch: int, timeout_ms: int | None
     ) -> SessionState:
-        """See ``Coordinator.heartbeat``: renews the lease now."""
-        (kvs,) = self._read([op_range(self._ids_key(broker_id))], timeout_ms)
-        self._acting(broker_id, incarnation_epoch, kvs)
-        if self._client.lease_keepalive(kvs[0].lease, timeout_ms=timeout_ms) is None:
-            self._lose(broker_id, incarnation_epoch)
+        """``heartbeat``: renews the lease now."""
+        (kvs,) = self._store.read([op_range(self.ids_key(broker_id))], timeout_ms)
+        self.acting(broker_id, incarnation_epoch, kvs)
+        if self._store.client.lease_keepalive(kvs[0].lease, timeout_ms=timeout_ms) is None:
+            self.lose(broker_id, incarnation_epoch)
             raise SessionExpiredError(broker_id, incarnation_epoch, None)
         return SessionState.CONNECTED
 
-    def update_broker(
+    def update(
         self,
         broker_id: int,
         incarnation_epoch: int,
-        *,
-        fenced: bool | None = None,
-        in_controlled_shutdown: bool | None = None,
-        timeout_ms: int | None = None,
+        fenced: bool | None,
+        in_controlled_shutdown: bool | None,
+        timeout_ms: int | None,
     ) -> BrokerInfo:
-        """See ``Coordinator.update_broker``."""
-        ids = self._ids_key(broker_id)
+        """``update_broker``: the registration key rewritten under the same lease."""
+        ids = self.ids_key(broker_id)
 
         def attempt() -> Plan[BrokerInfo] | Done[BrokerInfo]:
-            last, seq_mod, (kvs,) = self._seq_read([op_range(ids)], timeout_ms)
-            old = self._acting(broker_id, incarnation_epoch, kvs)
+            last, seq_mod, (kvs,) = self._store.seq_read([op_range(ids)], timeout_ms)
+            old = self.acting(broker_id, incarnation_epoch, kvs)
             new = rules.updated_broker(old, fenced, in_controlled_shutdown)
             if new == old:
                 return Done(new)
@@ -202,27 +223,26 @@ class EtcdSessionsMixin(EtcdTxnBase):
             build: Records = functools.partial(records.broker_updated, broker=new)
             return plan(last, seq_mod, compares, ops, build, lambda _: new)
 
-        return self._run(timeout_ms, attempt)
+        return self._store.run(timeout_ms, attempt)
 
-    def unregister_broker(
-        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
-    ) -> bool:
-        """See ``Coordinator.unregister_broker``."""
-        ids, ctl = self._ids_key(broker_id), self._k("controller")
+    def unregister(self, broker_id: int, incarnation_epoch: int, timeout_ms: int | None) -> bool:
+        """``unregister_broker``: the registration, its ``seen`` key and (if it held the role)
+        ``controller`` deleted in one txn, then the lease revoked."""
+        ids, ctl = self.ids_key(broker_id), self._store.k("controller")
         lease: list[int] = []
 
         def attempt() -> Plan[bool] | Done[bool]:
-            last, seq_mod, (kvs, ctl_kvs) = self._seq_read(
+            last, seq_mod, (kvs, ctl_kvs) = self._store.seq_read(
                 [op_range(ids), op_range(ctl)], timeout_ms
             )
             try:
-                self._acting(broker_id, incarnation_epoch, kvs)
+                self.acting(broker_id, incarnation_epoch, kvs)
             except SessionExpiredError:
                 return Done(False)
             lease[:] = [kvs[0].lease]
             controller: ControllerInfo | None = codec.loads(ctl_kvs[0].value) if ctl_kvs else None
             was_controller = controller is not None and controller.controller_id == broker_id
-            ops = [op_delete(ids), op_delete(self._k(f"brokers/seen/{broker_id}"))]
+            ops = [op_delete(ids), op_delete(self._store.k(f"brokers/seen/{broker_id}"))]
             if was_controller:
                 ops.append(op_delete(ctl))
 
@@ -238,53 +258,68 @@ class EtcdSessionsMixin(EtcdTxnBase):
             compares = [cmp_mod(ids, kvs[0].mod_revision), cmp_mod(ctl, mod_rev(ctl_kvs))]
             return plan(last, seq_mod, compares, ops, build, lambda _: True)
 
-        done = self._run(timeout_ms, attempt)
+        done = self._store.run(timeout_ms, attempt)
         if done:
             with contextlib.suppress(Exception):
-                self._client.lease_revoke(lease[0], timeout_ms=self._bg_timeout_ms)
-            self._lose(broker_id, incarnation_epoch)
+                self._store.client.lease_revoke(lease[0], timeout_ms=self._bg_timeout_ms)
+            self.lose(broker_id, incarnation_epoch)
         return done
 
-    def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
-        """See ``Coordinator.get_broker``."""
-        (kvs,) = self._read([op_range(self._ids_key(broker_id))], timeout_ms)
-        return self._broker(kvs)
+    def get(self, broker_id: int, timeout_ms: int | None) -> BrokerInfo | None:
+        """``get_broker``."""
+        (kvs,) = self._store.read([op_range(self.ids_key(broker_id))], timeout_ms)
+        return decode_broker(kvs)
 
-    def _brokers(self, kvs: list[KeyValue]) -> dict[int, BrokerInfo]:
-        brokers = [b for b in (self._broker([kv]) for kv in kvs) if b is not None]
-        return {b.broker_id: b for b in sorted(brokers, key=lambda b: b.broker_id)}
+    def live(self, timeout_ms: int | None) -> dict[int, BrokerInfo]:
+        """``live_brokers``."""
+        (kvs,) = self._store.read(
+            [op_range(self._store.k("brokers/ids/"), prefix=True)], timeout_ms
+        )
+        return decode_brokers(kvs)
 
-    def live_brokers(self, *, timeout_ms: int | None = None) -> dict[int, BrokerInfo]:
-        """See ``Coordinator.live_brokers``."""
-        (kvs,) = self._read([op_range(self._k("brokers/ids/"), prefix=True)], timeout_ms)
-        return self._brokers(kvs)
-
-    def session_state(self, broker_id: int) -> SessionState:
-        """See ``Coordinator.session_state`` (this handle's view, no store access)."""
+    def state(self, broker_id: int) -> SessionState:
+        """``session_state``: this handle's view, no store access."""
         with self._lock:
             session = self._sessions.get(broker_id)
             return SessionState.LOST if session is None else session.state
 
-    def add_session_listener(
+    def add_listener(
         self, broker_id: int, callback: Callable[[SessionEvent], None]
     ) -> Subscription:
-        """See ``Coordinator.add_session_listener``."""
-        self._check_open()
+        """``add_session_listener``."""
+        self._store.check_open()
         return self._listeners.add(broker_id, callback)
+
+    def end_all(self) -> None:
+        """Unregister every session this handle holds (best effort, within ``bg_timeout_ms``; a
+        SUSPENDED one is left to expire) and report each LOST."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            broker = session.broker
+            with contextlib.suppress(Exception):
+                if session.state is SessionState.SUSPENDED:
+                    raise CoordinatorUnavailableError("suspended")
+                self.unregister(broker.broker_id, broker.incarnation_epoch, self._bg_timeout_ms)
+            self.lose(broker.broker_id, broker.incarnation_epoch)
+
+    def drop_listeners(self) -> None:
+        """Forget every session listener (the handle is closed)."""
+        self._listeners.clear()
 
     # ---- expiry bookkeeping ----
 
-    def _reap(self, timeout_ms: int | None) -> list[int]:
+    def reap(self, timeout_ms: int | None) -> list[int]:
         """Record the expiry of every broker whose lease is gone; return their ids."""
         seen_p, ids_p, ctl = (
-            self._k("brokers/seen/"),
-            self._k("brokers/ids/"),
-            self._k("controller"),
+            self._store.k("brokers/seen/"),
+            self._store.k("brokers/ids/"),
+            self._store.k("controller"),
         )
         reaped: list[int] = []
 
         def attempt() -> Plan[int] | Done[int]:
-            last, seq_mod, (seen, ids, ctl_kvs) = self._seq_read(
+            last, seq_mod, (seen, ids, ctl_kvs) = self._store.seq_read(
                 [op_range(seen_p, prefix=True), op_range(ids_p, prefix=True, keys_only=True),
                  op_range(ctl)],
                 timeout_ms,
@@ -310,21 +345,23 @@ class EtcdSessionsMixin(EtcdTxnBase):
 
             compares = [
                 cmp_mod(kv.key, kv.mod_revision),
-                cmp_create(self._ids_key(broker_id), 0),
+                cmp_create(self.ids_key(broker_id), 0),
                 cmp_mod(ctl, mod_rev(ctl_kvs)),
             ]
             return plan(last, seq_mod, compares, ops, build, lambda _: broker_id)
 
-        while (broker_id := self._run(timeout_ms, attempt)) >= 0:
+        while (broker_id := self._store.run(timeout_ms, attempt)) >= 0:
             reaped.append(broker_id)
             with self._lock:
                 session = self._sessions.get(broker_id)
                 incarnation = None if session is None else session.broker.incarnation_epoch
             if incarnation is not None:
-                self._lose(broker_id, incarnation)
+                self.lose(broker_id, incarnation)
         return reaped
 
-    def _renew_due(self) -> None:
+    def renew_due(self) -> None:
+        """Renew the leases due (background thread): SUSPENDED while a renewal cannot reach
+        etcd (retried 0.1 s later), CONNECTED when one succeeds, LOST when the lease is gone."""
         now = monotonic_s()
         with self._lock:
             due = [
@@ -334,7 +371,9 @@ class EtcdSessionsMixin(EtcdTxnBase):
             ]
         for session in due:
             try:
-                ttl = self._client.lease_keepalive(session.lease_id, timeout_ms=self._bg_timeout_ms)
+                ttl = self._store.client.lease_keepalive(
+                    session.lease_id, timeout_ms=self._bg_timeout_ms
+                )
             except CoordinatorUnavailableError:
                 with self._lock:
                     if not session.hook_suspended:
@@ -343,7 +382,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 self._dispatcher.run()
                 continue
             if ttl is None:
-                self._lose(session.broker.broker_id, session.broker.incarnation_epoch)
+                self.lose(session.broker.broker_id, session.broker.incarnation_epoch)
                 continue
             with self._lock:
                 session.next_renewal_s = monotonic_s() + session.ttl_s / 3
@@ -353,17 +392,17 @@ class EtcdSessionsMixin(EtcdTxnBase):
 
     # ---- test hooks (SessionFaults) ----
 
-    def expire_session(self, broker_id: int) -> None:
+    def expire(self, broker_id: int) -> None:
         """Test hook: revoke the broker's lease now and record the expiry."""
-        (kvs,) = self._read([op_range(self._ids_key(broker_id))], None)
+        (kvs,) = self._store.read([op_range(self.ids_key(broker_id))], None)
         if kvs:
-            self._client.lease_revoke(kvs[0].lease)
-            broker = self._broker(kvs)
+            self._store.client.lease_revoke(kvs[0].lease)
+            broker = decode_broker(kvs)
             if broker is not None:
-                self._lose(broker_id, broker.incarnation_epoch)
-        self._reap(None)
+                self.lose(broker_id, broker.incarnation_epoch)
+        self.reap(None)
 
-    def suspend_session(self, broker_id: int) -> None:
+    def suspend(self, broker_id: int) -> None:
         """Test hook: stop renewing the broker's lease and refuse its calls (SUSPENDED); the
         lease's TTL keeps running."""
         with self._lock:
@@ -373,18 +412,18 @@ class EtcdSessionsMixin(EtcdTxnBase):
                 self._emit(session, SessionState.SUSPENDED)
         self._dispatcher.run()
 
-    def resume_session(self, broker_id: int) -> None:
+    def resume(self, broker_id: int) -> None:
         """Test hook: renew once: CONNECTED if the lease is still alive, else LOST."""
         with self._lock:
             session = self._sessions.get(broker_id)
         if session is None or not session.hook_suspended:
             return
-        ttl = self._client.lease_keepalive(session.lease_id)
+        ttl = self._store.client.lease_keepalive(session.lease_id)
         with self._lock:
             session.hook_suspended = False
             if ttl is not None:
                 self._emit(session, SessionState.CONNECTED)
         if ttl is None:
-            self._lose(broker_id, session.broker.incarnation_epoch)
-            self._reap(None)
+            self.lose(broker_id, session.broker.incarnation_epoch)
+            self.reap(None)
         self._dispatcher.run()

@@ -16,7 +16,7 @@ from replog.coord.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from replog.coord.testing_base import ContractBase
+from replog.coord.testing.base import ContractBase
 from replog.errors import ErrorCode, InvalidTopicError
 from replog.metadata.types import (
     CONTROLLER_TARGET,

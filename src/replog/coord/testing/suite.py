@@ -1,22 +1,6 @@
-"""The coordinator contract suite: every backend runs it, so all behave the same.
-
-A backend author subclasses ``CoordinatorContract`` in a pytest file (the class name must start
-with ``Test``) and provides a ``coordinator_factory`` fixture returning a callable that opens a
-fresh, empty, isolated store (a new chroot, key prefix or database)::
-
-    class TestSqliteCoordinator(CoordinatorContract):
-        @pytest.fixture
-        def coordinator_factory(self, tmp_path):
-            return lambda: SqliteCoordinator.open(tmp_path / "meta.db")
-
-Session tests need the backend to implement ``SessionFaults`` and are skipped otherwise.
-A backend that can open a second handle on one store also subclasses ``SecondHandleContract``
-(instead of ``CoordinatorContract``) and provides a ``peer_factory`` fixture that opens one
-(often ``coordinator_factory`` itself, when it reopens one chroot, key prefix or file); its
-tests check what the second handle sees.
-Listener assertions wait up to ``settle_timeout_s`` for asynchronous backends; the in-memory
-backend delivers before the writing call returns.
-"""
+"""``CoordinatorContract``, the whole contract suite (its groups of tests are the other modules
+of ``replog.coord.testing``), and ``SecondHandleContract``, the suite plus what a second handle
+on the same store sees. How a backend runs them: ``replog.coord.testing``'s docstring."""
 
 from __future__ import annotations
 
@@ -29,12 +13,12 @@ from replog.coord.contract import Coordinator
 from replog.coord.errors import (
     CoordinatorClosedError,
 )
-from replog.coord.testing_admin import AdminQueueContract
-from replog.coord.testing_base import ContractBase, CoordinatorFactory, replay
-from replog.coord.testing_brokers import BrokerContract
-from replog.coord.testing_configs import DynamicConfigsContract
-from replog.coord.testing_partitions import PartitionStateContract
-from replog.coord.testing_topics import TopicContract
+from replog.coord.testing.admin import AdminQueueContract
+from replog.coord.testing.base import ContractBase, CoordinatorFactory
+from replog.coord.testing.brokers import BrokerContract
+from replog.coord.testing.configs import DynamicConfigsContract
+from replog.coord.testing.partitions import PartitionStateContract
+from replog.coord.testing.topics import TopicContract
 from replog.metadata.types import (
     ChangeBatch,
     SessionState,
@@ -43,7 +27,7 @@ from replog.metadata.types import (
     TopicChangeReason,
 )
 
-__all__ = ["CoordinatorContract", "CoordinatorFactory", "SecondHandleContract", "replay"]
+__all__ = ["CoordinatorContract", "SecondHandleContract"]
 
 
 class CoordinatorContract(
@@ -54,13 +38,13 @@ class CoordinatorContract(
     DynamicConfigsContract,
     ContractBase,
 ):
-    """The contract tests; subclass with a ``coordinator_factory`` fixture (module docstring).
-    The tests are grouped in the ``replog.coord.testing_*`` modules."""
+    """The contract tests; subclass with a ``coordinator_factory`` fixture (see
+    ``replog.coord.testing``). The tests are grouped in the modules of that package."""
 
 
 class SecondHandleContract(CoordinatorContract):
     """The contract plus what a second handle on the same store sees; subclass it with a
-    ``peer_factory`` fixture as well (module docstring)."""
+    ``peer_factory`` fixture as well (see ``replog.coord.testing``)."""
 
     @pytest.fixture
     def peer(self, coord: Coordinator, peer_factory: CoordinatorFactory) -> Iterator[Any]:

@@ -15,7 +15,7 @@ from replog.coord.errors import (
     FencedControllerError,
     SessionExpiredError,
 )
-from replog.coord.testing_base import ContractBase
+from replog.coord.testing.base import ContractBase
 from replog.errors import ErrorCode
 from replog.metadata.types import (
     CONTROLLER_TARGET,

@@ -8,66 +8,59 @@ Expiries of dead processes. A broker killed uncleanly never runs its own LOST ha
 handle records expiries it notices: registration also writes the persistent
 ``/replog/seen/<id>`` (its incarnation), and the end of a session (unregister or an expiry
 record) deletes it. A ``seen`` node without its ephemeral ``/brokers/ids/<id>`` is an
-unrecorded expiry: ``_reap`` writes BrokerChanged(EXPIRED), plus ControllerChanged(None) if
+unrecorded expiry: ``reap`` writes BrokerChanged(EXPIRED), plus ControllerChanged(None) if
 that incarnation held the role, in one multi-op whose create of the marker fails if another
 handle won. It runs on the worker thread whenever the main client's watches on
 ``/brokers/ids`` children or ``/controller`` fire, on every reconnect of the main client (and
-again 0.5 s after a failed attempt); ``elect_controller`` reaps first, and a re-registration
-records its predecessor's expiry in its own write. Until the record lands, reads already see
-the vacancy: the server deleted the ephemerals.
-
-``ZkSessionsMixin`` is a part of ``ZooKeeperCoordinator``: it uses the handle's state, declared
-below, and is not used on its own."""
+again 0.5 s after a failed attempt); an election reaps first, and a re-registration records
+its predecessor's expiry in its own write. Until the record lands, reads already see the
+vacancy: the server deleted the ephemerals.
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
-import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
-from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-from kazoo.retry import KazooRetry
 
 from replog.clock import monotonic_s
 from replog.coord import rules
 from replog.coord.errors import (
     BrokerIdInUseError,
-    CoordinatorClosedError,
     CoordinatorUnavailableError,
     SessionExpiredError,
 )
 from replog.coord.sessions import SessionListeners, session_event
-from replog.coord.zk_codec import (
-    CONTROLLER,
-    EPOCH,
-    GONE,
-    IDS,
-    SEEN,
-    decode_broker,
-    decode_controller,
-    decode_epoch,
-    encode_broker,
-    encode_epoch,
+from replog.coord.zookeeper.clients import new_client, stop_client
+from replog.coord.zookeeper.expiry import (
+    expiry_parts,
+    gone_marker,
+    record_gone,
+    unsee_ops,
+    vacate_if_holder,
 )
-from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znode_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znodes import CONTROLLER, IDS, SEEN, decode_broker, encode_broker
 from replog.metadata import records
 from replog.metadata.types import (
     BrokerChangeReason,
     BrokerInfo,
-    MetadataChange,
     SessionEvent,
     SessionState,
     Subscription,
 )
 
-__all__ = ["ZkSession", "ZkSessionsMixin", "new_client", "stop_client"]
+__all__ = ["ZkSession", "ZkSessions"]
 
 _log = logging.getLogger(__name__)
+
+Schedule = Callable[[Callable[[], None]], None]
+"""Runs a function on the handle's worker thread (in order, after what was queued before)."""
 
 
 @attrs.define(eq=False)
@@ -93,49 +86,27 @@ class ZkSession:
         return SessionState.CONNECTED
 
 
-#: The longest pause between reconnect attempts, and the share of a session's timeout it may take.
-RECONNECT_MAX_DELAY_S = 1.0
-_RECONNECT_SHARE_OF_TIMEOUT = 0.25
+class ZkSessions:
+    """The broker sessions one handle holds. ``hosts`` is the ensemble each session's client
+    connects to; ``io`` and the handle's ``main`` client read and write the store; ``schedule``
+    runs listener callbacks and expiry records on the handle's worker thread. Callers pass
+    deadlines (monotonic seconds) and check that the handle is open."""
 
+    def __init__(
+        self, hosts: str, io: ZkIo, main: Any, schedule: Schedule, default_timeout_ms: int
+    ) -> None:
+        self._hosts = hosts
+        self._io = io
+        self._main = main
+        self._schedule = schedule
+        self._default_timeout_ms = default_timeout_ms
+        self._lock = threading.Lock()
+        self._closed = False
+        self._sessions: dict[int, ZkSession] = {}
+        self._listeners = SessionListeners()
+        self._reap_pending = False
 
-def new_client(hosts: str, session_timeout_s: float, **kwargs: Any) -> KazooClient:
-    """A kazoo client that keeps trying to reconnect at most ``RECONNECT_MAX_DELAY_S`` apart.
-
-    kazoo's default reconnect back-off doubles up to an hour: after a ZooKeeper server is down a
-    few seconds, the next attempt can come later than the session timeout, so a session that a
-    restarted server would have kept expires instead. Attempts stay well inside the timeout.
-    """
-    max_delay = min(RECONNECT_MAX_DELAY_S, session_timeout_s * _RECONNECT_SHARE_OF_TIMEOUT)
-    retry = KazooRetry(max_tries=-1, delay=min(0.1, max_delay), backoff=2, max_delay=max_delay)
-    return KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=retry, **kwargs)
-
-
-def stop_client(client: Any) -> None:
-    """Stop and close a kazoo client, ignoring failures."""
-    try:
-        client.stop()
-        client.close()
-    except Exception:
-        _log.debug("stopping a kazoo client failed", exc_info=True)
-
-
-class ZkSessionsMixin:
-    """The broker-session part of ``ZooKeeperCoordinator``."""
-
-    _hosts: str
-    _io: ZkIo
-    _main: Any
-    _default_timeout_ms: int
-    _lock: threading.Lock
-    _closed: bool
-    _sessions: dict[int, ZkSession]
-    _listeners: SessionListeners
-    _events: queue.Queue[Callable[[], None] | None]
-    _reap_pending: bool
-
-    if TYPE_CHECKING:  # provided by ZooKeeperCoordinator; declared here for the type checker
-
-        def _deadline(self, timeout_ms: int | None) -> float: ...
+    # ---- session states ----
 
     def _emit(self, session: ZkSession, state: SessionState) -> None:
         """Deliver a session transition (worker thread), skipping repeats."""
@@ -158,13 +129,13 @@ class ZkSessionsMixin:
                     return
                 if state == KazooState.LOST:
                     session.lost = True
-                    self._events.put(functools.partial(self._session_lost, session))
+                    self._schedule(functools.partial(self._session_lost, session))
                     return
                 if state == KazooState.SUSPENDED and session.expiring:
                     return
                 session.kazoo_suspended = state == KazooState.SUSPENDED
                 now = session.state
-            self._events.put(functools.partial(self._emit, session, now))
+            self._schedule(functools.partial(self._emit, session, now))
 
         return listener
 
@@ -172,9 +143,12 @@ class ZkSessionsMixin:
         """The session expired (worker thread): record it in the feed, then report LOST."""
         if session.ended:
             return
+        deadline = monotonic_s() + self._default_timeout_ms / 1000
         try:
             with kazoo_errors():
-                self._record_expiry(session, monotonic_s() + self._default_timeout_ms / 1000)
+                record_gone(
+                    self._io, self._main, session.broker_id, session.incarnation_epoch, deadline
+                )
         except Exception:
             _log.exception("could not record the expiry of broker %d", session.broker_id)
         self._end(session)
@@ -185,139 +159,10 @@ class ZkSessionsMixin:
             session.ended = True
             if self._sessions.get(session.broker_id) is session:
                 del self._sessions[session.broker_id]
-        self._events.put(functools.partial(self._emit, session, SessionState.LOST))
+        self._schedule(functools.partial(self._emit, session, SessionState.LOST))
 
-    def _record_expiry(self, session: ZkSession, deadline: float) -> None:
-        self._record_gone(session.broker_id, session.incarnation_epoch, deadline)
-
-    def _record_gone(self, broker_id: int, inc: int, deadline: float) -> bool:
-        """Write BrokerChanged(EXPIRED) for incarnation ``inc`` (plus ControllerChanged(None) if
-        it held the role) unless it is alive or its end is already in the feed. Any handle may
-        call this: the marker's create makes exactly one writer win. True if that end is in
-        the feed now (whoever wrote it), False if the incarnation is alive or superseded."""
-        marker = f"{GONE}/{broker_id}-{inc}"
-        io, c = self._io, self._main
-
-        def prepare(seq: int) -> Plan[bool]:
-            if io.get(c, marker, deadline) is not None:
-                return Plan(True, write=False)
-            if io.get(c, f"{IDS}/{broker_id}", deadline) is not None:
-                return Plan(False, write=False)  # alive, or re-registered (which recorded it)
-            ops, gone = self._expiry_parts(c, broker_id, inc, seq, deadline)
-            return Plan(True, [*ops, *self._unsee_ops(c, broker_id, inc, deadline)], gone)
-
-        return io.transact(c, prepare, deadline)
-
-    def _expiry_parts(
-        self, c: Any, broker_id: int, inc: int, seq: int, deadline: float
-    ) -> tuple[list[Op], list[MetadataChange]]:
-        """The ops (marker create, end of the controller role if it held it) and feed records
-        of the expiry of incarnation ``inc``, whose registration is already gone."""
-        vacate = self._vacate_if_holder(c, broker_id, inc, deadline)
-        gone = records.broker_gone(
-            seq, BrokerChangeReason.EXPIRED, broker_id, inc, was_controller=bool(vacate)
-        )
-        return [("create", f"{GONE}/{broker_id}-{inc}", b"", False), *vacate], gone
-
-    def _unsee_ops(self, c: Any, broker_id: int, inc: int, deadline: float) -> list[Op]:
-        """Delete ``/replog/seen/<id>`` if it still names incarnation ``inc``."""
-        got = self._io.get(c, f"{SEEN}/{broker_id}", deadline)
-        if got is None or int(got[0] or b"0") != inc:
-            return []
-        return [("delete", f"{SEEN}/{broker_id}", got[1].version)]
-
-    # ---- expiries noticed by any handle ----
-
-    def _reap(self, deadline: float) -> list[int]:
-        """Record the expiry of every broker whose ``seen`` node outlived its registration (its
-        process died with its session, so its own handle never wrote the record), and end
-        this handle's sessions of those incarnations now (kazoo's LOST may come later); return
-        their ids."""
-        io, c = self._io, self._main
-        alive = set(io.children(c, IDS, deadline))
-        reaped: list[int] = []
-        for name in io.children(c, SEEN, deadline):
-            if name in alive:
-                continue
-            got = io.get(c, f"{SEEN}/{name}", deadline)
-            if got is None:
-                continue
-            broker_id, inc = int(name), int(got[0] or b"0")
-            if not self._record_gone(broker_id, inc, deadline):
-                continue
-            reaped.append(broker_id)
-            session = self._held(broker_id)
-            if session is not None and session.incarnation_epoch == inc:
-                self._end(session)
-                stop_client(session.client)
-        return reaped
-
-    def _start_reaper(self) -> None:
-        """Watch ``/brokers/ids`` children and ``/controller`` on the main client: every change
-        (and every reconnect, see ``_schedule_reap``) runs ``_reap`` on the worker thread."""
-        self._reap_pending = False
-        self._main.ChildrenWatch(self._io.p(IDS), self._vacancy_hint)
-        self._main.DataWatch(self._io.p(CONTROLLER), self._vacancy_hint)
-
-    def _vacancy_hint(self, *_: Any) -> bool:
-        if self._closed:
-            return False  # stops the kazoo watch
-        self._schedule_reap()
-        return True
-
-    def _schedule_reap(self) -> None:
-        """Queue one ``_reap`` on the worker thread (coalesced)."""
-        with self._lock:
-            if self._closed or self._reap_pending:
-                return
-            self._reap_pending = True
-        self._events.put(self._reap_now)
-
-    def _reap_now(self) -> None:
-        with self._lock:
-            self._reap_pending = False
-        if self._closed:
-            return
-        try:
-            with kazoo_errors():
-                self._reap(monotonic_s() + self._default_timeout_ms / 1000)
-        except Exception:
-            if self._closed:
-                return
-            _log.debug("recording expiries failed; retrying", exc_info=True)
-            retry = threading.Timer(0.5, self._schedule_reap)
-            retry.daemon = True
-            retry.start()
-
-    def _vacate_if_holder(
-        self,
-        c: Any,
-        broker_id: int,
-        inc: int,
-        deadline: float,
-    ) -> list[Op]:
-        """Ops ending the controller role if this incarnation holds it (none: it does not)."""
-        ops: list[Op] = []
-        got = self._io.get(c, CONTROLLER, deadline)
-        epoch_node = self._epoch_node(c, deadline)
-        epoch, holder = decode_epoch(epoch_node[0])
-        if got is not None:
-            ctl = decode_controller(got[0])
-            if (ctl.controller_id, ctl.incarnation_epoch) != (broker_id, inc):
-                return ops
-            ops.append(("delete", CONTROLLER, got[1].version))
-        elif holder != [broker_id, inc]:
-            return ops
-        ops.append(("set", EPOCH, encode_epoch(epoch, None), epoch_node[1].version))
-        return ops
-
-    def _epoch_node(self, client: Any, deadline: float) -> tuple[bytes, Any]:
-        got = self._io.get(client, EPOCH, deadline)
-        if got is None:
-            raise CoordinatorUnavailableError("the ZooKeeper layout is missing /controller_epoch")
-        return got
-
-    def _held(self, broker_id: int) -> ZkSession | None:
+    def held(self, broker_id: int) -> ZkSession | None:
+        """The broker's session if this handle holds it and it has not ended."""
         with self._lock:
             session = self._sessions.get(broker_id)
         return None if session is None or session.ended else session
@@ -326,8 +171,11 @@ class ZkSessionsMixin:
         got = self._io.get(self._main, f"{IDS}/{broker_id}", deadline)
         return None if got is None else decode_broker(broker_id, got[0]).incarnation_epoch
 
-    def _session_for(self, broker_id: int, inc: int, deadline: float) -> ZkSession:
-        session = self._held(broker_id)
+    def session_for(self, broker_id: int, inc: int, deadline: float) -> ZkSession:
+        """The held session of incarnation ``inc``, if it may act: else
+        ``SessionExpiredError`` (not held, or another incarnation) or
+        ``CoordinatorUnavailableError`` (SUSPENDED). Runs inside the caller's ``kazoo_errors``."""
+        session = self.held(broker_id)
         if session is None or session.incarnation_epoch != inc:
             current = (
                 session.incarnation_epoch
@@ -339,25 +187,96 @@ class ZkSessionsMixin:
             raise CoordinatorUnavailableError(f"broker {broker_id}'s session is suspended")
         return session
 
-    # ---- brokers ----
+    def state(self, broker_id: int) -> SessionState:
+        """``session_state``: this handle's view of the broker's session."""
+        session = self.held(broker_id)
+        return SessionState.LOST if session is None else session.state
 
-    def register_broker(
+    def add_listener(
+        self, broker_id: int, callback: Callable[[SessionEvent], None]
+    ) -> Subscription:
+        """``add_session_listener`` (callbacks run on the worker thread)."""
+        return self._listeners.add(broker_id, callback)
+
+    # ---- expiries noticed by any handle ----
+
+    def reap(self, deadline: float) -> list[int]:
+        """Record the expiry of every broker whose ``seen`` node outlived its registration (its
+        process died with its session, so its own handle never wrote the record), and end
+        this handle's sessions of those incarnations now (kazoo's LOST may come later); return
+        their ids. Runs inside the caller's ``kazoo_errors``."""
+        io, c = self._io, self._main
+        alive = set(io.children(c, IDS, deadline))
+        reaped: list[int] = []
+        for name in io.children(c, SEEN, deadline):
+            if name in alive:
+                continue
+            got = io.get(c, f"{SEEN}/{name}", deadline)
+            if got is None:
+                continue
+            broker_id, inc = int(name), int(got[0] or b"0")
+            if not record_gone(io, c, broker_id, inc, deadline):
+                continue
+            reaped.append(broker_id)
+            session = self.held(broker_id)
+            if session is not None and session.incarnation_epoch == inc:
+                self._end(session)
+                stop_client(session.client)
+        return reaped
+
+    def start_reaper(self) -> None:
+        """Watch ``/brokers/ids`` children and ``/controller`` on the main client: every change
+        (and every reconnect, see ``schedule_reap``) runs ``reap`` on the worker thread."""
+        self._main.ChildrenWatch(self._io.p(IDS), self._vacancy_hint)
+        self._main.DataWatch(self._io.p(CONTROLLER), self._vacancy_hint)
+
+    def _vacancy_hint(self, *_: Any) -> bool:
+        if self._closed:
+            return False  # stops the kazoo watch
+        self.schedule_reap()
+        return True
+
+    def schedule_reap(self) -> None:
+        """Queue one ``reap`` on the worker thread (coalesced)."""
+        with self._lock:
+            if self._closed or self._reap_pending:
+                return
+            self._reap_pending = True
+        self._schedule(self._reap_now)
+
+    def _reap_now(self) -> None:
+        with self._lock:
+            self._reap_pending = False
+        if self._closed:
+            return
+        try:
+            with kazoo_errors():
+                self.reap(monotonic_s() + self._default_timeout_ms / 1000)
+        except Exception:
+            if self._closed:
+                return
+            _log.debug("recording expiries failed; retrying", exc_info=True)
+            retry = threading.Timer(0.5, self.schedule_reap)
+            retry.daemon = True
+            retry.start()
+
+    # ---- registration ----
+
+    def register(
         self,
         broker_id: int,
         host: str,
         port: int,
-        *,
-        rack: str | None = None,
+        rack: str | None,
         session_timeout_ms: int,
-        timeout_ms: int | None = None,
-        clean_shutdown: bool = True,
-        fenced: bool = False,
+        deadline: float,
+        *,
+        clean_shutdown: bool,
+        fenced: bool,
     ) -> BrokerInfo:
-        """See ``Coordinator.register_broker``. Opens a kazoo client whose session is the
-        broker's, with ``session_timeout_ms`` (the server clamps it to its min/max)."""
-        rules.check_registration(broker_id, session_timeout_ms)
-        deadline = self._deadline(timeout_ms)
-        held = self._held(broker_id)
+        """``register_broker`` (arguments checked by the caller): opens a kazoo client whose
+        session is the broker's, with ``session_timeout_ms`` (the server clamps it)."""
+        held = self.held(broker_id)
         if held is not None and not held.lost:
             raise BrokerIdInUseError(broker_id, held.incarnation_epoch)
         client = new_client(self._hosts, session_timeout_ms / 1000)
@@ -387,8 +306,8 @@ class ZkSessionsMixin:
                 ops.append(("create", f"{SEEN}/{broker_id}", str(seq).encode(), False))
                 return Plan(broker, ops, done)
             old = int(seen[0] or b"0")  # an earlier incarnation whose end may be unrecorded
-            if io.get(client, f"{GONE}/{broker_id}-{old}", deadline) is None:
-                gone_ops, gone = self._expiry_parts(client, broker_id, old, seq, deadline)
+            if io.get(client, gone_marker(broker_id, old), deadline) is None:
+                gone_ops, gone = expiry_parts(io, client, broker_id, old, seq, deadline)
                 ops, done = [*gone_ops, *ops], [*gone, *done]
             ops.append(("set", f"{SEEN}/{broker_id}", str(seq).encode(), seen[1].version))
             return Plan(broker, ops, done)
@@ -403,31 +322,26 @@ class ZkSessionsMixin:
         with self._lock:
             session.incarnation_epoch = broker.incarnation_epoch
             self._sessions[broker_id] = session
-        self._events.put(functools.partial(self._emit, session, SessionState.CONNECTED))
+        self._schedule(functools.partial(self._emit, session, SessionState.CONNECTED))
         return broker
 
-    def heartbeat(
-        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
-    ) -> SessionState:
-        """See ``Coordinator.heartbeat``: kazoo pings by itself, so this only checks."""
-        deadline = self._deadline(timeout_ms)
+    def heartbeat(self, broker_id: int, incarnation_epoch: int, deadline: float) -> SessionState:
+        """``heartbeat``: kazoo pings by itself, so this only checks."""
         with kazoo_errors():
-            return self._session_for(broker_id, incarnation_epoch, deadline).state
+            return self.session_for(broker_id, incarnation_epoch, deadline).state
 
-    def update_broker(
+    def update(
         self,
         broker_id: int,
         incarnation_epoch: int,
-        *,
-        fenced: bool | None = None,
-        in_controlled_shutdown: bool | None = None,
-        timeout_ms: int | None = None,
+        fenced: bool | None,
+        in_controlled_shutdown: bool | None,
+        deadline: float,
     ) -> BrokerInfo:
-        """See ``Coordinator.update_broker``."""
-        deadline = self._deadline(timeout_ms)
+        """``update_broker``, written through the broker's own session."""
         io, path = self._io, f"{IDS}/{broker_id}"
         with kazoo_errors():
-            client = self._session_for(broker_id, incarnation_epoch, deadline).client
+            client = self.session_for(broker_id, incarnation_epoch, deadline).client
 
             def prepare(seq: int) -> Plan[BrokerInfo]:
                 got = io.get(client, path, deadline)
@@ -451,12 +365,12 @@ class ZkSessionsMixin:
             got = io.get(client, path, deadline)
             if got is None or decode_broker(broker_id, got[0]).incarnation_epoch != inc:
                 return Plan(False, write=False)
-            vacate = self._vacate_if_holder(client, broker_id, inc, deadline)
+            vacate = vacate_if_holder(io, client, broker_id, inc, deadline)
             ops: list[Op] = [
                 ("delete", path, got[1].version),
-                ("create", f"{GONE}/{broker_id}-{inc}", b"", False),
+                ("create", gone_marker(broker_id, inc), b"", False),
                 *vacate,
-                *self._unsee_ops(client, broker_id, inc, deadline),
+                *unsee_ops(io, client, broker_id, inc, deadline),
             ]
             gone = records.broker_gone(
                 seq, BrokerChangeReason.UNREGISTERED, broker_id, inc, was_controller=bool(vacate)
@@ -465,13 +379,10 @@ class ZkSessionsMixin:
 
         return io.transact(client, prepare, deadline)
 
-    def unregister_broker(
-        self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
-    ) -> bool:
-        """See ``Coordinator.unregister_broker`` (also works for a session another handle
-        holds: the ephemeral is deleted and that session later sees nothing but a gap)."""
-        deadline = self._deadline(timeout_ms)
-        session = self._held(broker_id)
+    def unregister(self, broker_id: int, incarnation_epoch: int, deadline: float) -> bool:
+        """``unregister_broker`` (also works for a session another handle holds: the
+        ephemeral is deleted and that session later sees nothing but a gap)."""
+        session = self.held(broker_id)
         if session is not None and session.incarnation_epoch != incarnation_epoch:
             return False
         if session is not None and session.state is SessionState.SUSPENDED:
@@ -484,26 +395,36 @@ class ZkSessionsMixin:
             stop_client(session.client)
         return done
 
-    def session_state(self, broker_id: int) -> SessionState:
-        """See ``Coordinator.session_state``."""
-        if self._closed:
-            raise CoordinatorClosedError("the ZooKeeper coordinator is closed")
-        session = self._held(broker_id)
-        return SessionState.LOST if session is None else session.state
+    def close(self) -> None:
+        """End every session this handle holds: unregister it (best effort, within 2 s), report
+        LOST and stop its client. The reaper stops too."""
+        with self._lock:
+            self._closed = True
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            try:
+                with kazoo_errors():
+                    self._unregister(
+                        session.client,
+                        session.broker_id,
+                        session.incarnation_epoch,
+                        monotonic_s() + 2.0,
+                    )
+            except Exception:
+                _log.debug("unregistering broker %d at close failed", session.broker_id)
+            self._end(session)
+            stop_client(session.client)
 
-    def add_session_listener(
-        self, broker_id: int, callback: Callable[[SessionEvent], None]
-    ) -> Subscription:
-        """See ``Coordinator.add_session_listener`` (callbacks run on the worker thread)."""
-        self._deadline(None)
-        return self._listeners.add(broker_id, callback)
+    def drop_listeners(self) -> None:
+        """Forget every session listener (after the worker delivered the last events)."""
+        self._listeners.clear()
 
     # ---- SessionFaults (tests) ----
 
-    def expire_session(self, broker_id: int) -> None:
+    def expire(self, broker_id: int) -> None:
         """Expire the broker's session now: a twin client on the same session id and password
         connects and closes it (the server deletes its ephemerals); LOST follows."""
-        session = self._held(broker_id)
+        session = self.held(broker_id)
         if session is None:
             return
         client_id = session.client.client_id
@@ -518,21 +439,21 @@ class ZkSessionsMixin:
             finally:
                 stop_client(twin)
 
-    def suspend_session(self, broker_id: int) -> None:
+    def suspend(self, broker_id: int) -> None:
         """Simulated SUSPENDED (calls as this broker raise ``CoordinatorUnavailableError``);
         the real session stays alive."""
-        session = self._held(broker_id)
+        session = self.held(broker_id)
         if session is None:
             return
         with self._lock:
             if session.state is not SessionState.CONNECTED:
                 return
             session.fault_suspended = True
-        self._events.put(functools.partial(self._emit, session, SessionState.SUSPENDED))
+        self._schedule(functools.partial(self._emit, session, SessionState.SUSPENDED))
 
-    def resume_session(self, broker_id: int) -> None:
+    def resume(self, broker_id: int) -> None:
         """End a simulated SUSPENDED (CONNECTED again unless the session was lost)."""
-        session = self._held(broker_id)
+        session = self.held(broker_id)
         if session is None:
             return
         with self._lock:
@@ -541,11 +462,11 @@ class ZkSessionsMixin:
             session.fault_suspended = False
             now = session.state
         if now is SessionState.CONNECTED:
-            self._events.put(functools.partial(self._emit, session, now))
+            self._schedule(functools.partial(self._emit, session, now))
 
-    def broker_client_id(self, broker_id: int) -> tuple[int, bytes] | None:
+    def client_id(self, broker_id: int) -> tuple[int, bytes] | None:
         """The (session id, password) of the broker's session held here (fault tests)."""
-        session = self._held(broker_id)
+        session = self.held(broker_id)
         if session is None:
             return None
         client_id: tuple[int, bytes] | None = session.client.client_id

@@ -19,7 +19,7 @@ from typing import Any
 
 from replog.coord.contract import Coordinator
 from replog.coord.errors import CoordinatorClosedError, CoordinatorError
-from replog.coord.memory import MemoryCoordinator
+from replog.coord.memory.coordinator import MemoryCoordinator
 from replog.metadata.types import BrokerInfo, Subscription
 
 __all__ = ["MemoryHandle"]

@@ -9,8 +9,9 @@ from typing import Any
 
 from replog.coord import codec
 from replog.coord.admin import requests_to_drop
-from replog.coord.zk_codec import QUEUES, queue_dir
-from replog.coord.zk_io import Op, Plan, ZkIo
+from replog.coord.zookeeper.controller import ZkController
+from replog.coord.zookeeper.znode_io import Op, Plan, ZkIo
+from replog.coord.zookeeper.znodes import QUEUES, queue_dir
 from replog.errors import ErrorCode, invariant
 from replog.metadata import records
 from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult
@@ -25,13 +26,15 @@ def _decode(data: bytes) -> AdminRequest:
 
 
 class ZkAdminQueues:
-    """The queues under the chroot of ``io``, read and written with the ``main`` client
-    (calls run inside the caller's ``kazoo_errors``)."""
+    """The queues under the chroot of ``io``, read and written with the ``main`` client, or
+    as ``controller``'s writes when a controller completes a request; each queue holds at most
+    ``limit`` requests (calls run inside the caller's ``kazoo_errors``)."""
 
-    def __init__(self, io: ZkIo, main: Any, limit: int) -> None:
+    def __init__(self, io: ZkIo, main: Any, limit: int, controller: ZkController) -> None:
         self._io = io
         self._main = main
         self._limit = limit
+        self._controller = controller
 
     def _pending(
         self, target: int, deadline: float, names: list[str] | None = None
@@ -79,17 +82,40 @@ class ZkAdminQueues:
         outcome: ErrorCode,
         message: str,
         result: AlterPartitionResult | None,
+        controller_epoch: int | None,
+        deadline: float,
+    ) -> bool:
+        """Remove a queued request and record its outcome; False if it is not queued.
+
+        With ``controller_epoch`` (a controller's completion) the write goes through that
+        controller's client and its fence (which raises ``FencedControllerError`` unless the
+        epoch is the active one) is checked first, and its version checks go into the same
+        multi-op as the removal, so a controller replaced meanwhile removes nothing."""
+        if controller_epoch is None:
+            return self._complete(request_id, outcome, message, result, deadline)
+        epoch, controller = controller_epoch, self._controller
+        client = controller.client_for(epoch, deadline)
+        return self._complete(
+            request_id,
+            outcome,
+            message,
+            result,
+            deadline,
+            client=client,
+            fence=lambda: controller.fence(client, epoch, deadline),
+        )
+
+    def _complete(
+        self,
+        request_id: int,
+        outcome: ErrorCode,
+        message: str,
+        result: AlterPartitionResult | None,
         deadline: float,
         *,
         client: Any = None,
         fence: Callable[[], list[Op]] | None = None,
     ) -> bool:
-        """Remove a queued request and record its outcome; False if it is not queued.
-
-        With ``fence`` (a controller's completion) the write goes through ``client`` and
-        ``fence()`` (which raises ``FencedControllerError`` unless the caller's controller epoch
-        is the active one) is checked first, and its version checks go into the same multi-op
-        as the removal, so a controller replaced meanwhile removes nothing."""
         io = self._io
         c = self._main if client is None else client
         dirs = io.children(c, QUEUES, deadline)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import attrs
 
 from replog.coord import rules
-from replog.coord.admin import AdminQueues
 from replog.coord.contract import (
     ADMIN_QUEUE_LIMIT,
     DEFAULT_TIMEOUT_MS,
@@ -42,7 +41,9 @@ from replog.coord.errors import (
     SessionExpiredError,
     UnknownTopicError,
 )
-from replog.coord.feed import FeedLog, ManualClock, TimedLock, monotonic_ms
+from replog.coord.feed import FeedLog, ManualClock
+from replog.coord.memory.admin_queues import AdminQueues
+from replog.coord.memory.timed_lock import TimedLock
 from replog.coord.sessions import SessionListeners, session_event
 from replog.errors import ErrorCode
 from replog.metadata import records
@@ -69,7 +70,7 @@ from replog.metadata.types import (
 )
 from replog.topics import new_topic_id
 
-__all__ = ["FEED_RETENTION_MAX", "ManualClock", "MemoryCoordinator", "monotonic_ms"]
+__all__ = ["FEED_RETENTION_MAX", "MemoryCoordinator"]
 
 FEED_RETENTION_MAX = 100_000
 """Default number of feed records the memory store keeps."""

@@ -14,7 +14,7 @@ from replog.coord.errors import (
     InvalidPartitionStateError,
     MustResyncError,
 )
-from replog.coord.testing_base import EMPTY, ContractBase, replay
+from replog.coord.testing.base import EMPTY, ContractBase, replay
 from replog.errors import ErrorCode
 from replog.metadata.image import MetadataImage
 from replog.metadata.types import (

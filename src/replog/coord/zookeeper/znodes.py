@@ -1,7 +1,7 @@
 """The ZooKeeper backend's znode layout and the Kafka-shaped JSON of its broker, partition
 state, controller and topic znodes.
 
-Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
+Layout under the chroot (Kafka's znodes and JSON shapes, plus replog's feed and queues)::
 
     /brokers/ids/<id>                        ephemeral  {"version":5,"host","port","rack",
                                                          "broker_epoch","fenced",
@@ -20,7 +20,7 @@ Layout under the chroot (Kafka's, §6, plus replog's feed and queues)::
     /replog/seen/<id>                        the incarnation of the latest registration of
                                              <id> whose end is not in the feed yet (decimal)
     /admin/queues/<target>/<request_id:010d> a queued AdminRequest (target "controller" = -1)
-    /config/brokers/<id> | <default>         dynamic broker configs (``replog.coord.zk_configs``)
+    /config/brokers/<id> | <default>         dynamic broker configs (``zookeeper.configs``)
 
 Feed records and admin requests are stored in the encoding shared with the etcd backend,
 ``replog.coord.codec``.

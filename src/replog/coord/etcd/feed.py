@@ -1,13 +1,12 @@
 """The etcd backend's change feed: range reads of ``changes/``, push to subscribers by polling
 (on the handle's background thread, woken by its own writes), and trimming. Writes append to the
-feed in ``replog.coord.etcd_txn``.
-
-``EtcdFeedMixin`` is a part of ``EtcdCoordinator``, not used on its own."""
+feed in ``replog.coord.etcd.store``."""
 
 from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Callable
 
 import attrs
@@ -16,43 +15,55 @@ from replog.clock import monotonic_s
 from replog.coord import codec, rules
 from replog.coord.contract import MAX_CHANGES_PER_BATCH
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
-from replog.coord.etcd_client import cmp_mod, op_put, op_range, prefix_end
-from replog.coord.etcd_txn import EtcdTxnBase, last_int, mod_rev
+from replog.coord.etcd.client import cmp_mod, op_put, op_range, prefix_end
+from replog.coord.etcd.store import EtcdStore, last_int, mod_rev
 from replog.errors import RequestTimeoutError
 from replog.metadata.types import ChangeBatch, MetadataChange, Subscription
 
-__all__ = ["EtcdFeedMixin", "FeedSubscriber"]
+__all__ = ["EtcdFeed", "FeedSubscriber"]
 
 _log = logging.getLogger(__name__)
 
 
 @attrs.define
 class FeedSubscriber:
+    """One subscription: its callback and the seq it reads from next."""
+
     callback: Callable[[ChangeBatch], None]
     cursor: int
     closed: bool = False
 
 
-class EtcdFeedMixin(EtcdTxnBase):
-    """The change-feed part of ``EtcdCoordinator``."""
+class EtcdFeed:
+    """The feed in ``store`` and this handle's subscriptions. ``push`` runs on the handle's
+    background thread (its reads take ``bg_timeout_ms``); ``ensure_thread`` starts that thread
+    and ``wake`` makes it poll now."""
 
-    _subs: dict[int, FeedSubscriber]
-    _tokens: itertools.count[int]
+    def __init__(
+        self,
+        store: EtcdStore,
+        bg_timeout_ms: int,
+        ensure_thread: Callable[[], None],
+        wake: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._bg_timeout_ms = bg_timeout_ms
+        self._ensure_thread = ensure_thread
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._subs: dict[int, FeedSubscriber] = {}
+        self._tokens = itertools.count(1)
 
     def changes_since(
-        self,
-        seq: int,
-        *,
-        max_changes: int = MAX_CHANGES_PER_BATCH,
-        timeout_ms: int | None = None,
+        self, seq: int, timeout_ms: int | None, max_changes: int = MAX_CHANGES_PER_BATCH
     ) -> ChangeBatch:
-        """See ``Coordinator.changes_since`` (a range read of ``changes/``)."""
+        """``changes_since`` (a range read of ``changes/``)."""
         rules.check_feed_read(seq, max_changes)
-        end = prefix_end(self._k("changes/"))
-        trimmed, groups = self._read(
+        end = prefix_end(self._store.k("changes/"))
+        trimmed, groups = self._store.read(
             [
-                op_range(self._k("feed/trimmed")),
-                op_range(self._k(f"changes/{seq:020d}"), range_end=end, limit=max_changes),
+                op_range(self._store.k("feed/trimmed")),
+                op_range(self._store.k(f"changes/{seq:020d}"), range_end=end, limit=max_changes),
             ],
             timeout_ms,
         )
@@ -66,11 +77,11 @@ class EtcdFeedMixin(EtcdTxnBase):
         return ChangeBatch(tuple(changes), changes[-1].seq + 1 if changes else seq)
 
     def subscribe(
-        self, callback: Callable[[ChangeBatch], None], *, from_seq: int | None = None
+        self, callback: Callable[[ChangeBatch], None], from_seq: int | None
     ) -> Subscription:
-        """See ``Coordinator.subscribe`` (served by polling; module docstring)."""
+        """``subscribe``, served by polling from the subscriber's cursor."""
         if from_seq is None:
-            (kvs,) = self._read([op_range(self._k("feed/seq"))], None)
+            (kvs,) = self._store.read([op_range(self._store.k("feed/seq"))], None)
             from_seq = last_int(kvs) + 1
         token = next(self._tokens)
         sub = FeedSubscriber(callback, from_seq)
@@ -83,26 +94,28 @@ class EtcdFeedMixin(EtcdTxnBase):
                 self._subs.pop(token, None)
 
         self._ensure_thread()
-        self._wake.set()
+        self._wake()
         return Subscription(cancel)
 
-    def trim_history(self, before_seq: int, *, timeout_ms: int | None = None) -> int:
-        """See ``Coordinator.trim_history``."""
-        key = self._k("feed/trimmed")
-        budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
+    def trim(self, before_seq: int, timeout_ms: int | None) -> int:
+        """``trim_history``: moves ``feed/trimmed`` and deletes the records below it in one
+        txn."""
+        key = self._store.k("feed/trimmed")
+        budget = self._store.default_timeout_ms if timeout_ms is None else timeout_ms
         deadline = monotonic_s() + budget / 1000
         while True:
-            last, _, (trimmed,) = self._seq_read([op_range(key)], timeout_ms)
+            last, _, (trimmed,) = self._store.seq_read([op_range(key)], timeout_ms)
             boundary = max(last_int(trimmed), min(before_seq, last + 1))
             ops = [
                 op_put(key, str(boundary)),
                 {
                     "request_delete_range": op_range(
-                        self._k("changes/"), range_end=self._k(f"changes/{boundary:020d}")
+                        self._store.k("changes/"),
+                        range_end=self._store.k(f"changes/{boundary:020d}"),
                     )["request_range"]
                 },
             ]
-            if self._client.txn(
+            if self._store.client.txn(
                 [cmp_mod(key, mod_rev(trimmed))], ops, timeout_ms=timeout_ms
             ).succeeded:
                 return boundary
@@ -111,14 +124,23 @@ class EtcdFeedMixin(EtcdTxnBase):
                     f"trimming the etcd feed kept conflicting for {budget} ms"
                 )
 
-    def _push_feed(self) -> None:
+    def close(self) -> None:
+        """Drop every subscription (the handle is closed)."""
+        with self._lock:
+            self._subs.clear()
+
+    def push(self) -> None:
+        """Deliver new records to every subscriber (background thread): a batch from its
+        cursor, or a ``resync_required`` batch if its records were trimmed."""
         with self._lock:
             subs = list(self._subs.values())
         for sub in subs:
             try:
-                batch = self.changes_since(sub.cursor, timeout_ms=self._bg_timeout_ms)
+                batch = self.changes_since(sub.cursor, self._bg_timeout_ms)
             except MustResyncError:
-                (kvs,) = self._read([op_range(self._k("feed/seq"))], self._bg_timeout_ms)
+                (kvs,) = self._store.read(
+                    [op_range(self._store.k("feed/seq"))], self._bg_timeout_ms
+                )
                 batch = ChangeBatch((), last_int(kvs) + 1, resync_required=True)
             except (CoordinatorUnavailableError, RequestTimeoutError):
                 continue

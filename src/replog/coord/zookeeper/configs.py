@@ -5,32 +5,24 @@ the dynamic broker configs in Kafka's znodes::
     /config/brokers/<default>    the same, for the cluster-wide default (``ALL_BROKERS``)
 
 A broker whose configs become empty loses its znode. Every write is one multi-op checked against
-the controller nodes (``_fence``) and the versions it read, committed with its feed record.
-
-``ZkConfigsMixin`` is a part of ``ZooKeeperCoordinator``: it uses the handle's state and
-helpers, declared below, and is not used on its own.
+the controller nodes (``ZkController.fence``) and the versions it read, committed with its feed
+record.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from replog.coord import rules
 from replog.coord.errors import UnknownTopicError
-from replog.coord.zk_codec import TOPICS, encode_topic
-from replog.coord.zk_io import Op, Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.controller import ZkController
+from replog.coord.zookeeper.topics import read_topic
+from replog.coord.zookeeper.znode_io import Plan, ZkIo, kazoo_errors
+from replog.coord.zookeeper.znodes import TOPICS, encode_topic
 from replog.metadata import records
-from replog.metadata.types import (
-    ALL_BROKERS,
-    PartitionState,
-    TopicAssignment,
-    TopicConfigs,
-    topic_configs,
-)
+from replog.metadata.types import ALL_BROKERS, TopicAssignment, TopicConfigs, topic_configs
 
-__all__ = ["BROKER_CONFIGS", "ZkConfigsMixin", "broker_config_path", "read_broker_configs"]
+__all__ = ["BROKER_CONFIGS", "ZkConfigs", "broker_config_path", "read_broker_configs"]
 
 BROKER_CONFIGS = "/config/brokers"
 _DEFAULT_NODE = "<default>"
@@ -68,42 +60,27 @@ def read_broker_configs(io: ZkIo, client: Any, deadline: float) -> dict[int, Top
     return dict(sorted(out.items()))
 
 
-class ZkConfigsMixin:
-    """The dynamic-config part of ``ZooKeeperCoordinator``."""
+class ZkConfigs:
+    """Dynamic topic and broker configs: read with ``io`` and the ``main`` client, written as
+    ``controller``'s writes. Callers pass deadlines (monotonic seconds)."""
 
-    _io: ZkIo
-    _main: Any
-
-    if TYPE_CHECKING:  # provided by ZooKeeperCoordinator; declared here for the type checker
-
-        def _deadline(self, timeout_ms: int | None) -> float: ...
-
-        def _controller_client(self, controller_epoch: int, deadline: float) -> Any: ...
-
-        def _fence(self, client: Any, controller_epoch: int, deadline: float) -> list[Op]: ...
-
-        def _read_topic(
-            self, client: Any, topic: str, deadline: float
-        ) -> tuple[TopicAssignment, Any, list[tuple[PartitionState, Any]]] | None: ...
+    def __init__(self, io: ZkIo, main: Any, controller: ZkController) -> None:
+        self._io = io
+        self._main = main
+        self._controller = controller
 
     def alter_topic_configs(
-        self,
-        topic: str,
-        configs: Mapping[str, str],
-        *,
-        controller_epoch: int,
-        timeout_ms: int | None = None,
+        self, topic: str, stored: TopicConfigs, controller_epoch: int, deadline: float
     ) -> TopicAssignment:
-        """See ``Coordinator.alter_topic_configs`` (the configs live in the topic znode)."""
-        stored = topic_configs(configs)
-        deadline = self._deadline(timeout_ms)
-        io = self._io
+        """``alter_topic_configs`` with the configs normalised (the configs live in the topic
+        znode)."""
+        io, controller = self._io, self._controller
         with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
+            client = controller.client_for(controller_epoch, deadline)
 
             def prepare(seq: int) -> Plan[TopicAssignment]:
-                ops = self._fence(client, controller_epoch, deadline)
-                read = self._read_topic(client, topic, deadline)
+                ops = controller.fence(client, controller_epoch, deadline)
+                read = read_topic(io, client, topic, deadline)
                 if read is None:
                     raise UnknownTopicError(topic)
                 current, topic_stat, _ = read
@@ -120,22 +97,15 @@ class ZkConfigsMixin:
             return io.transact(client, prepare, deadline)
 
     def alter_broker_configs(
-        self,
-        broker_id: int,
-        configs: Mapping[str, str],
-        *,
-        controller_epoch: int,
-        timeout_ms: int | None = None,
+        self, broker_id: int, stored: TopicConfigs, controller_epoch: int, deadline: float
     ) -> None:
-        """See ``Coordinator.alter_broker_configs``."""
-        stored = rules.broker_configs_to_store(broker_id, configs)
-        deadline = self._deadline(timeout_ms)
-        io, path = self._io, broker_config_path(broker_id)
+        """``alter_broker_configs`` with the configs ``rules.broker_configs_to_store`` made."""
+        io, path, controller = self._io, broker_config_path(broker_id), self._controller
         with kazoo_errors():
-            client = self._controller_client(controller_epoch, deadline)
+            client = controller.client_for(controller_epoch, deadline)
 
             def prepare(seq: int) -> Plan[None]:
-                ops = self._fence(client, controller_epoch, deadline)
+                ops = controller.fence(client, controller_epoch, deadline)
                 got = io.get(client, path, deadline)
                 if got is None and stored:
                     ops.append(("create", path, _encode(stored), False))
@@ -147,8 +117,7 @@ class ZkConfigsMixin:
 
             io.transact(client, prepare, deadline)
 
-    def broker_configs(self, *, timeout_ms: int | None = None) -> dict[int, TopicConfigs]:
-        """See ``Coordinator.broker_configs``."""
-        deadline = self._deadline(timeout_ms)
+    def broker_configs(self, deadline: float) -> dict[int, TopicConfigs]:
+        """``broker_configs``."""
         with kazoo_errors():
             return read_broker_configs(self._io, self._main, deadline)
