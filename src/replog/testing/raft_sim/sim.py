@@ -1,4 +1,4 @@
-"""The quorum simulator: ``python -m replog.raft.sim --seeds N [--seed S] [--verbose]``.
+"""The Raft simulator: ``python -m replog.testing.raft_sim.sim --seeds N [--seed S] [--verbose]``.
 
 Theory of operation. One seed fixes everything: ``SimOptions.draw(seed)`` picks the quorum (1,
 3 or 5 voters, maybe an observer), the timeouts, the snapshot interval and chunk size, the
@@ -10,11 +10,11 @@ delay and the node's messages wait for it, so a crash in between loses what was 
 The network is ``replog.simkit.net.SimNetwork``: delay, loss, duplication, reordering,
 symmetric and one-way partitions, clogged links.
 
-Clients (``sim_clients.py``) run read / write / compare-and-set operations on a replicated
+Clients (``clients.py``) run read / write / compare-and-set operations on a replicated
 register (`KvStateMachine`) through the node they believe leads, and record a history: ok,
 fail (definitely not applied) or info (unknown). That is the default `Workload`; another one
 brings its own state machine, node-side request layer and clients (the metadata quorum's:
-``python -m replog.quorum.sim``).
+``python -m replog.testing.quorum_sim``).
 
 A run has two phases. **Safety** (``safety_ms``): operations while faults fire: process crashes,
 power losses (unsynced writes lost, the last one maybe torn) of one, several or all nodes,
@@ -26,7 +26,7 @@ reconnects), and a fault tells a node its leader is unreachable when it may not 
 **liveness**: the network heals, every node restarts, and within ``liveness_ms_max`` a leader
 must be elected, every client must complete operations again and every node must catch up.
 
-After every event the `QuorumChecker` (``sim_checks.py``) checks the nodes that event touched
+After every event the `QuorumChecker` (``checks.py``) checks the nodes that event touched
 (nothing else can have changed); at the end the client history
 must be linearizable (``replog.simkit.linearizability``). The first violation stops the run;
 ``--seed S`` replays it exactly.
@@ -55,11 +55,11 @@ from replog.raft.entries import Entry
 from replog.raft.messages import Message, SnapshotId
 from replog.raft.node import RaftNode
 from replog.raft.ready import LeaderAndEpoch
-from replog.raft.sim_checks import NodeView, QuorumChecker
-from replog.raft.sim_clients import ClientPool, Workload
 from replog.raft.states import Leader
 from replog.raft.storage import metadata_log_config
 from replog.simkit.net import NetConfig, SimNetwork
+from replog.testing.raft_sim.checks import NodeView, QuorumChecker
+from replog.testing.raft_sim.clients import ClientPool, Workload
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "WorkloadFactory", "main", "run_seed"]
 
@@ -635,7 +635,7 @@ def run_seed(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def reproduce_command(seed: int, module: str = "replog.raft.sim") -> str:
+def reproduce_command(seed: int, module: str = "replog.testing.raft_sim.sim") -> str:
     """The one command that replays ``seed``."""
     return f"python -m {module} --seed {seed} --verbose"
 
@@ -644,7 +644,7 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     workload: WorkloadFactory | None = None,
-    module: str = "replog.raft.sim",
+    module: str = "replog.testing.raft_sim.sim",
 ) -> int:
     """CLI entry point; exit status 1 when any seed has a violation. ``workload`` and
     ``module`` let another workload's entry point reuse it."""

@@ -13,7 +13,7 @@ Every call and return is stamped from one counter that follows the simulator's e
 which is the real-time order the linearizability checker needs.
 
 `ClientPool` is the simulator's default `Workload`; another workload (the metadata quorum's,
-``replog.quorum.sim``) brings its own state machine, request layer on the nodes and
+``replog.testing.quorum_sim``) brings its own state machine, request layer on the nodes and
 clients through the same protocol.
 """
 
@@ -29,11 +29,11 @@ from replog.raft.entries import Entry
 from replog.raft.kv import KvOp, KvStateMachine
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch
-from replog.raft.sim_checks import CheckedMachine
 from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
+from replog.testing.raft_sim.checks import CheckedMachine
 
 if TYPE_CHECKING:
-    from replog.raft.sim import Simulation
+    from replog.testing.raft_sim.sim import Simulation
 
 __all__ = ["ClientPool", "ClientRecord", "Workload"]
 
