@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from replog.testing.raft_sim.sim import SimOptions, main, reproduce_command, run_seed
+from replog.testing.raft_sim.options import RaftSimOptions
+from replog.testing.raft_sim.sim import main, reproduce_command, run_seed
 
 pytestmark = pytest.mark.sim
 
@@ -42,7 +43,7 @@ def test_same_seed_same_run() -> None:
 
 
 def test_seeds_cover_the_quorum_sizes_and_faults() -> None:
-    drawn = [SimOptions.draw(seed) for seed in range(SEED_COUNT)]
+    drawn = [RaftSimOptions.draw(seed) for seed in range(SEED_COUNT)]
     assert {o.voters for o in drawn} == {1, 3, 5}
     assert any(o.observers for o in drawn)
     assert any(o.snapshot_interval for o in drawn)

@@ -25,7 +25,7 @@ from replog.controller.alter_partition import (
 )
 from replog.controller.service import (
     CONFLICT_RETRIES_MAX,
-    ControllerRole,
+    ControllerRoleState,
     ControllerService,
     random_placement_start,
 )
@@ -40,7 +40,7 @@ __all__ = [
     "CONFLICT_RETRIES_MAX",
     "ControllerConfig",
     "ControllerMachine",
-    "ControllerRole",
+    "ControllerRoleState",
     "ControllerService",
     "TopicPolicy",
     "alter_partition_result",

@@ -92,7 +92,7 @@ from replog.coord.etcd_client import (
 from replog.coord.etcd_configs import EtcdConfigsMixin, decode_broker_configs
 from replog.coord.etcd_feed import EtcdFeedMixin, FeedSubscriber
 from replog.coord.etcd_sessions import EtcdSession, EtcdSessionsMixin
-from replog.coord.etcd_txn import RETRY, Done, Plan, Records, Retry, last_int, mod_rev, plan
+from replog.coord.etcd_txn import RETRY, Done, Records, Retry, TxnPlan, last_int, mod_rev, plan
 from replog.coord.sessions import SessionListeners
 from replog.errors import InvalidConfigError, RequestTimeoutError
 from replog.metadata import records
@@ -210,7 +210,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         under the same lease, guarded by the controller fence and its own mod revision."""
         ids = self._ids_key(broker_id)
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
             compares = self._guard(controller_epoch, got)
             kvs = [kv for kv in got[2] if kv.key == ids]
@@ -233,7 +233,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         """See ``Coordinator.elect_controller`` (the election txn of coordination.md §4)."""
         ctl, epoch_key = self._k("controller"), self._k("controller_epoch")
 
-        def attempt() -> Plan[ControllerInfo] | Done[ControllerInfo] | Retry:
+        def attempt() -> TxnPlan[ControllerInfo] | Done[ControllerInfo] | Retry:
             last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
             ctl_kvs, epoch_kvs, ids = got
             me = [kv for kv in ids if kv.key == self._ids_key(broker_id)]
@@ -262,7 +262,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         """See ``Coordinator.resign_controller``."""
         ctl = self._k("controller")
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, got = self._seq_read(self._ctl_ops(), timeout_ms)
             active, _ = self._active(got[0], got[2])
             if not rules.holds_controller(active, broker_id, controller_epoch):
@@ -329,7 +329,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         )
         topics_p = self._k("topics/")
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = self._seq_read(
                 [*self._ctl_ops(), op_range(topics_p, prefix=True, keys_only=True)], timeout_ms
             )
@@ -355,7 +355,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
     ) -> TopicAssignment:
         """See ``Coordinator.delete_topic``."""
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = self._seq_read(
                 [*self._ctl_ops(), *self._topic_ops(topic)], timeout_ms
             )
@@ -384,7 +384,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         """See ``Coordinator.add_partitions``."""
         _, states = rules.new_partitions(new_replica_assignment, initial_states)
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = self._seq_read(
                 [*self._ctl_ops(), *self._topic_ops(topic)], timeout_ms
             )
@@ -444,7 +444,7 @@ class EtcdCoordinator(EtcdSessionsMixin, EtcdFeedMixin, EtcdAdminMixin, EtcdConf
         validate_partition_state(new_state)
         key = self._state_key(topic, partition)
 
-        def attempt() -> Plan[CasResult] | Done[CasResult]:
+        def attempt() -> TxnPlan[CasResult] | Done[CasResult]:
             last, seq_mod, got = self._seq_read([*self._ctl_ops(), op_range(key)], timeout_ms)
             try:
                 compares = self._guard(controller_epoch, got[:3])

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from replog.coord import codec
 from replog.coord.admin import requests_to_drop, validate_admin_request
 from replog.coord.etcd_client import JsonObj, KeyValue, op_delete, op_put, op_range
-from replog.coord.etcd_txn import Done, EtcdTxnBase, Plan, plan
+from replog.coord.etcd_txn import Done, EtcdTxnBase, TxnPlan, plan
 from replog.errors import ErrorCode
 from replog.metadata import records
 from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult, MetadataChange
@@ -31,7 +31,7 @@ class EtcdAdminMixin(EtcdTxnBase):
         validate_admin_request(target, payload)
         queue_p = self._k(f"admin/q/{target}/")
 
-        def attempt() -> Plan[AdminRequest]:
+        def attempt() -> TxnPlan[AdminRequest]:
             last, seq_mod, (queued,) = self._seq_read([op_range(queue_p, prefix=True)], timeout_ms)
             pending: list[AdminRequest] = [codec.loads(kv.value) for kv in queued]
             dropped = requests_to_drop(pending, target, self._admin_limit)
@@ -77,7 +77,7 @@ class EtcdAdminMixin(EtcdTxnBase):
         id_key = self._k(f"admin/id/{request_id:020d}")
         ctl_ops = [] if controller_epoch is None else self._ctl_ops()
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, got = self._seq_read([*ctl_ops, op_range(id_key)], timeout_ms)
             compares = [] if controller_epoch is None else self._guard(controller_epoch, got[:3])
             index = got[-1]

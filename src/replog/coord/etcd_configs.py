@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from replog.coord import rules
 from replog.coord.errors import UnknownTopicError
 from replog.coord.etcd_client import JsonObj, KeyValue, cmp_mod, op_delete, op_put, op_range
-from replog.coord.etcd_txn import EtcdTxnBase, Plan, mod_rev, plan
+from replog.coord.etcd_txn import EtcdTxnBase, TxnPlan, mod_rev, plan
 from replog.metadata import records
 from replog.metadata.types import (
     ALL_BROKERS,
@@ -92,7 +92,7 @@ class EtcdConfigsMixin(EtcdTxnBase):
         """See ``Coordinator.alter_topic_configs`` (the configs live in ``topics/<t>``)."""
         stored = topic_configs(configs)
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = self._seq_read(
                 [*self._ctl_ops(), *self._topic_ops(topic)], timeout_ms
             )
@@ -126,7 +126,7 @@ class EtcdConfigsMixin(EtcdTxnBase):
         stored = rules.broker_configs_to_store(broker_id, configs)
         key = self._broker_configs_prefix + _name(broker_id)
 
-        def attempt() -> Plan[None]:
+        def attempt() -> TxnPlan[None]:
             last, seq_mod, got = self._seq_read([*self._ctl_ops(), op_range(key)], timeout_ms)
             compares = self._guard(controller_epoch, got[:3])
             compares.append(cmp_mod(key, mod_rev(got[3])))

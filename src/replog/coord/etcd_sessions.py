@@ -26,9 +26,9 @@ from replog.coord.etcd_txn import (
     RETRY,
     Done,
     EtcdTxnBase,
-    Plan,
     Records,
     Retry,
+    TxnPlan,
     mod_rev,
     plan,
 )
@@ -132,7 +132,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         )
         ids, seen = self._ids_key(broker_id), self._k(f"brokers/seen/{broker_id}")
 
-        def attempt() -> Plan[BrokerInfo] | Retry:
+        def attempt() -> TxnPlan[BrokerInfo] | Retry:
             last, seq_mod, (held, was) = self._seq_read([op_range(ids), op_range(seen)], timeout_ms)
             if held:
                 current = self._broker(held)
@@ -191,7 +191,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         """See ``Coordinator.update_broker``."""
         ids = self._ids_key(broker_id)
 
-        def attempt() -> Plan[BrokerInfo] | Done[BrokerInfo]:
+        def attempt() -> TxnPlan[BrokerInfo] | Done[BrokerInfo]:
             last, seq_mod, (kvs,) = self._seq_read([op_range(ids)], timeout_ms)
             old = self._acting(broker_id, incarnation_epoch, kvs)
             new = rules.updated_broker(old, fenced, in_controlled_shutdown)
@@ -211,7 +211,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         ids, ctl = self._ids_key(broker_id), self._k("controller")
         lease: list[int] = []
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, (kvs, ctl_kvs) = self._seq_read(
                 [op_range(ids), op_range(ctl)], timeout_ms
             )
@@ -283,7 +283,7 @@ class EtcdSessionsMixin(EtcdTxnBase):
         )
         reaped: list[int] = []
 
-        def attempt() -> Plan[int] | Done[int]:
+        def attempt() -> TxnPlan[int] | Done[int]:
             last, seq_mod, (seen, ids, ctl_kvs) = self._seq_read(
                 [op_range(seen_p, prefix=True), op_range(ids_p, prefix=True, keys_only=True),
                  op_range(ctl)],

@@ -25,7 +25,7 @@ __all__ = [
     "RETRY",
     "Done",
     "EtcdTxnBase",
-    "Plan",
+    "TxnPlan",
     "Records",
     "Retry",
     "last_int",
@@ -38,7 +38,7 @@ Records = Callable[[int], Sequence[MetadataChange]]
 
 
 @attrs.frozen
-class Plan(Generic[T]):
+class TxnPlan(Generic[T]):
     """One write to attempt: extra compares and ops, its feed records, and its result."""
 
     seq_mod: int
@@ -80,9 +80,9 @@ def plan(
     ops: list[JsonObj],
     records: Records,
     result: Callable[[int], T],
-) -> Plan[T]:
+) -> TxnPlan[T]:
     """A write to commit as seq ``last_seq + 1``, read when ``feed/seq`` had ``seq_mod``."""
-    return Plan(seq_mod, last_seq, compares, ops, records, result)
+    return TxnPlan(seq_mod, last_seq, compares, ops, records, result)
 
 
 class EtcdTxnBase(Coordinator):
@@ -115,7 +115,9 @@ class EtcdTxnBase(Coordinator):
         got = self._read([op_range(self._k("feed/seq")), *ops], timeout_ms)
         return last_int(got[0]), mod_rev(got[0]), got[1:]
 
-    def _run(self, timeout_ms: int | None, attempt: Callable[[], Plan[T] | Done[T] | Retry]) -> T:
+    def _run(
+        self, timeout_ms: int | None, attempt: Callable[[], TxnPlan[T] | Done[T] | Retry]
+    ) -> T:
         """Plan and commit until a commit succeeds, a plan needs no write, or time runs out."""
         budget = self._default_timeout_ms if timeout_ms is None else timeout_ms
         deadline = monotonic_s() + budget / 1000
@@ -124,7 +126,7 @@ class EtcdTxnBase(Coordinator):
             attempt_plan = attempt()
             if isinstance(attempt_plan, Done):
                 return attempt_plan.value
-            if isinstance(attempt_plan, Plan):
+            if isinstance(attempt_plan, TxnPlan):
                 seq = attempt_plan.last_seq + 1
                 records = list(attempt_plan.records(seq))
                 ops = [

@@ -22,12 +22,12 @@ from replog.election import controller_admin
 from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
 from replog.election.controller_writes import (
-    AddPartitionsWrite,
-    AllocateProducerIdsWrite,
     ControllerWrite,
-    CreateTopicWrite,
-    DeleteTopicWrite,
+    NewPartitionsWrite,
+    NewTopicWrite,
+    ProducerIdBlockWrite,
     SubmitRequestWrite,
+    TopicDeletionWrite,
     WriteCause,
     alter_partition_result,
     partition_state,
@@ -172,7 +172,7 @@ def _allocate_producer_ids(
         message = f"broker {payload.broker_id} epoch {payload.broker_epoch} is not registered"
         return reject(machine, request, ErrorCode.STALE_BROKER_EPOCH, message, now_ms)
     group = machine.new_group()
-    allocate = AllocateProducerIdsWrite(
+    allocate = ProducerIdBlockWrite(
         group=group,
         cause=WriteCause(request=request),
         broker_id=payload.broker_id,
@@ -266,7 +266,7 @@ def _create_topic(
     if error is not ErrorCode.NONE:
         return [machine.complete(request, group, error, message, records)]
     record_topic(machine, topic, 0, registrations, configs=payload.configs)
-    write = CreateTopicWrite(
+    write = NewTopicWrite(
         group=group,
         cause=WriteCause(request=request),
         topic=topic,
@@ -307,7 +307,7 @@ def _add_partitions(
     if error is not ErrorCode.NONE:
         return [machine.complete(request, group, error, message, records)]
     record_topic(machine, topic, current, registrations)
-    write = AddPartitionsWrite(
+    write = NewPartitionsWrite(
         group=group,
         cause=WriteCause(request=request),
         topic=topic,
@@ -358,7 +358,7 @@ def _delete_topic(
                 )
             )
     machine.forget_topic(topic)
-    deletion = DeleteTopicWrite(group=group, cause=cause, topic=topic)
+    deletion = TopicDeletionWrite(group=group, cause=cause, topic=topic)
     message = f"deleted {topic}"
     return [deletion, *closes, machine.complete(request, group, ErrorCode.NONE, message)]
 

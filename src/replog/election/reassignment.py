@@ -39,7 +39,7 @@ import attrs
 from replog.election.decision import Decision
 from replog.election.partition_change import (
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionChangeBuilder,
     ReplicaAssignment,
 )
@@ -172,7 +172,7 @@ def next_reassignment_step(
         builder = base.with_target_isr((*current.isr, *joining))
         return _step(ReassignmentStep.EXPAND_ISR, builder, now_ms, detail)
     if current.leader not in target_t or not cluster.is_acceptable_leader(current.leader):
-        builder = base.with_election(ElectionType.REASSIGN)
+        builder = base.with_election(LeaderElectionStrategy.REASSIGN)
         progress = _step(ReassignmentStep.ELECT_LEADER, builder, now_ms, detail)
         if progress.decision.ok and not progress.registration.has_leader:
             return _reject(
@@ -257,7 +257,7 @@ def cancel_reassignment(
         PartitionChangeBuilder.for_partition(topic_partition, current, cluster, policy, requester)
         .with_assignment(original)
         .with_target_isr(revert_isr)
-        .with_election(ElectionType.UNCLEAN if unclean else ElectionType.ONLINE)
+        .with_election(LeaderElectionStrategy.UNCLEAN if unclean else LeaderElectionStrategy.ONLINE)
     )
     outcome, changes = builder.build(now_ms)
     record = handled_request(

@@ -25,11 +25,11 @@ from replog.isr.isr_state import (
 from replog.isr.messages import (
     CONSUMER_REPLICA_ID,
     DEBUGGING_CONSUMER_ID,
-    EpochEndOffset,
-    FetchRequest,
-    FetchResponse,
+    LeaderEpochEnd,
+    PartitionFetchRequest,
+    PartitionFetchResponse,
+    PartitionReady,
     ProduceResult,
-    Ready,
 )
 from replog.isr.partition import Partition, ReplicaRole
 from replog.isr.purgatory import DelayedProduce, Purgatory
@@ -47,9 +47,9 @@ __all__ = [
     "CommittedIsr",
     "DelayedProduce",
     "DurabilityMode",
-    "EpochEndOffset",
-    "FetchRequest",
-    "FetchResponse",
+    "LeaderEpochEnd",
+    "PartitionFetchRequest",
+    "PartitionFetchResponse",
     "FollowerAction",
     "FollowerFetcher",
     "FollowerOutcome",
@@ -61,7 +61,7 @@ __all__ = [
     "PendingShrinkIsr",
     "ProduceResult",
     "Purgatory",
-    "Ready",
+    "PartitionReady",
     "ReplicaLog",
     "ReplicaState",
     "ReplicaRole",

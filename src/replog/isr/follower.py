@@ -22,7 +22,7 @@ import attrs
 from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode, invariant
 from replog.isr.config import DurabilityMode, PartitionConfig
-from replog.isr.messages import EpochEndOffset, FetchRequest, FetchResponse
+from replog.isr.messages import LeaderEpochEnd, PartitionFetchRequest, PartitionFetchResponse
 from replog.isr.replica_log import ReplicaLog
 
 __all__ = [
@@ -42,7 +42,7 @@ class TruncationDecision:
     complete: bool
 
 
-def truncation_offset(leader: EpochEndOffset, log: ReplicaLog) -> TruncationDecision:
+def truncation_offset(leader: LeaderEpochEnd, log: ReplicaLog) -> TruncationDecision:
     """The follower truncation rule for a leader answer ``(E, End)`` (§5).
 
     - ``End`` undefined: back to the HW (the initial fetch offset without epochs);
@@ -92,11 +92,11 @@ class FollowerFetcher:
     leader_id: int
     leader_epoch: int
     next_request_id: int = 1
-    outstanding: FetchRequest | None = None
+    outstanding: PartitionFetchRequest | None = None
 
     def fetch_request(
         self, log: ReplicaLog, replica_id: int, broker_epoch: int, config: PartitionConfig
-    ) -> FetchRequest:
+    ) -> PartitionFetchRequest:
         """The next fetch: from the LEO, with the last fetched epoch; it supersedes any
         outstanding one (a lost request or response is simply asked again)."""
         latest_epoch = log.latest_epoch()
@@ -104,7 +104,7 @@ class FollowerFetcher:
         requires_flush = (
             config.durability is DurabilityMode.FSYNC and log.recovery_point < log_end_offset
         )
-        request = FetchRequest(
+        request = PartitionFetchRequest(
             replica_id=replica_id,
             fetch_offset=log_end_offset,
             current_leader_epoch=self.leader_epoch,
@@ -122,7 +122,7 @@ class FollowerFetcher:
         return request
 
     def on_fetch_response(
-        self, log: ReplicaLog, response: FetchResponse, now_ms: int
+        self, log: ReplicaLog, response: PartitionFetchResponse, now_ms: int
     ) -> FollowerOutcome:
         """Apply the leader's answer to the outstanding request (§4 processPartitionData)."""
         request = self.outstanding
@@ -146,7 +146,7 @@ class FollowerFetcher:
             )
         return self._append(log, response)
 
-    def _append(self, log: ReplicaLog, response: FetchResponse) -> FollowerOutcome:
+    def _append(self, log: ReplicaLog, response: PartitionFetchResponse) -> FollowerOutcome:
         appended_bytes = 0
         if response.records is not None and response.records.size_bytes > 0:
             data = response.records.to_bytes()
@@ -162,7 +162,7 @@ class FollowerFetcher:
         return FollowerOutcome(FollowerAction.APPENDED, appended_bytes=appended_bytes)
 
     @staticmethod
-    def _on_out_of_range(log: ReplicaLog, response: FetchResponse) -> FollowerOutcome:
+    def _on_out_of_range(log: ReplicaLog, response: PartitionFetchResponse) -> FollowerOutcome:
         """Leader behind us (unclean election): cut to its LEO. Leader's log starts past our
         LEO (retention): restart empty at its log start. Otherwise refetch from our LEO."""
         log_end_offset = log.log_end_offset

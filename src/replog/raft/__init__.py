@@ -13,7 +13,7 @@ from __future__ import annotations
 from replog.raft.config import RaftConfig
 from replog.raft.core import RaftCore
 from replog.raft.entries import Entry
-from replog.raft.messages import Message, OffsetAndEpoch, Outbound, SnapshotId
+from replog.raft.messages import Message, OffsetAndEpoch, Outbound, RaftSnapshotId
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch, ProposeResult, Ready
 from replog.raft.states import ElectionState, EpochState
@@ -34,7 +34,7 @@ __all__ = [
     "RaftNode",
     "RaftStorage",
     "Ready",
-    "SnapshotId",
+    "RaftSnapshotId",
     "StateMachine",
     "metadata_log_config",
 ]

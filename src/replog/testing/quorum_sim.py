@@ -67,7 +67,7 @@ from replog.testing.raft_sim.checks import CheckedMachine
 from replog.testing.raft_sim.sim import main as sim_main
 
 if TYPE_CHECKING:
-    from replog.testing.raft_sim.sim import Simulation
+    from replog.testing.raft_sim.sim import RaftSimulation
 
 __all__ = ["MetadataWorkload", "main"]
 
@@ -117,7 +117,7 @@ class _Process:
 class MetadataWorkload:
     """The metadata stack and its clients (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: RaftSimulation) -> None:
         self.sim = sim
         opts = sim.opts
         self.partitions = max(1, opts.keys)

@@ -33,7 +33,7 @@ from replog.simkit.linearizability import KvOperation, LinearizabilityResult, ch
 from replog.testing.raft_sim.checks import CheckedMachine
 
 if TYPE_CHECKING:
-    from replog.testing.raft_sim.sim import Simulation
+    from replog.testing.raft_sim.sim import RaftSimulation
 
 __all__ = ["ClientPool", "ClientRecord", "Workload"]
 
@@ -143,7 +143,7 @@ class _Client:
 
 
 @attrs.define
-class _Proposal:
+class _ClientProposal:
     epoch: int
     client: int
     token: int
@@ -152,7 +152,7 @@ class _Proposal:
 class ClientPool:
     """The clients of one simulation and the nodes' pending proposals."""
 
-    def __init__(self, sim: Simulation, count: int, keys: int) -> None:
+    def __init__(self, sim: RaftSimulation, count: int, keys: int) -> None:
         self.sim = sim
         self.keys = [f"k{i}" for i in range(keys)]
         voters = sorted(sim.voters)
@@ -162,7 +162,7 @@ class ClientPool:
         self._tokens = itertools.count(1)
         self._values = itertools.count(1)
         self._written: dict[str, list[int]] = {k: [] for k in self.keys}
-        self._pending: dict[int, dict[int, _Proposal]] = {}
+        self._pending: dict[int, dict[int, _ClientProposal]] = {}
         self._healed = False
 
     def node_ids(self) -> set[int]:
@@ -273,7 +273,7 @@ class ClientPool:
                 self._reply(node_id, client, token, "fail", None, result.leader_id)
             else:
                 proposals = self._pending.setdefault(node_id, {})
-                proposals[result.base_offset] = _Proposal(result.epoch, client.index, token)
+                proposals[result.base_offset] = _ClientProposal(result.epoch, client.index, token)
 
         self.sim.with_node(node_id, propose)
 
