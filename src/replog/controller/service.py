@@ -28,7 +28,7 @@ request never completes on a write that did not happen. FENCED_CONTROLLER (or
 ending) means the role is lost: the service stops acting at once, ``role`` becomes LOST and
 ``lost_reason`` says why; the broker may campaign again later with a new service state.
 
-``poll`` returns the state-change records (seed 000 §7) of the writes it applied.
+``poll`` returns the state-change records (``replog.state_change``) of the writes it applied.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ Topic-level records (a refused create or delete) are filed under partition 0 of 
 a state-change record always names a partition.
 
 Delete topic queues a CloseReplica(delete) for every replica's broker after the deletion, so a
-broker that is down meanwhile finds it queued when it returns (the seeds' persistent queues).
+broker that is down meanwhile finds it queued when it returns (a broker's queue of state-change
+requests is persistent).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def handling_order(
 
     After a fault every leader proposes at once (``__consumer_offsets`` alone has 50
     partitions); handled oldest first and all in one round, a proposal that unblocked writes
-    waited behind a hundred others, and one that arrived meanwhile behind the whole round
-    (issue 23 §1). The order changes nothing else: each request is checked against the state
-    as it is when handled, and the proposals for one partition keep their order (one rank)."""
+    waited behind a hundred others, and one that arrived meanwhile behind the whole round. The
+    order changes nothing else: each request is checked against the state as it is when
+    handled, and the proposals for one partition keep their order (one rank)."""
 
     def rank(request: ct.AdminRequest) -> int:
         payload = request.payload
@@ -390,8 +391,9 @@ def _preferred_election(
 def alter_partition(
     machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AlterPartition, now_ms: int
 ) -> list[ControllerWrite]:
-    """A leader's ISR proposal, validated in the reference's order; the completion carries
-    the error and the resulting (or current) partition as an ``AlterPartitionResult``."""
+    """A leader's ISR proposal, validated in KRaft's order (``alter_partition.py``); the
+    completion carries the error and the resulting (or current) partition as an
+    ``AlterPartitionResult``."""
     tp = payload.topic_partition
     current = machine.partitions.get(tp)
     decision = handle_alter_partition(

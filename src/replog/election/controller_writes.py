@@ -10,8 +10,8 @@ completion). When a write of a group fails, the driver skips the rest of that gr
 machine to decide again from the cause (``ControllerMachine.on_cas_conflict``), so a request is
 never completed on the strength of a write that did not happen.
 
-``state_changes`` on a write are the state-change records (seed 000 §7) that become true when
-the write is applied; the driver reports them only then.
+``state_changes`` on a write are the state-change records (``replog.state_change``) that become
+true when the write is applied; the driver reports them only then.
 
 This module also holds the conversions between the coordinator's values (``PartitionState``,
 ``BrokerInfo``, ``AlterPartitionResult``) and the election package's (``PartitionRegistration``,
@@ -113,8 +113,8 @@ class TopicDeletionWrite:
 
 @attrs.frozen(kw_only=True)
 class SubmitRequestWrite:
-    """``submit_admin_request(target, payload)``: a request queued for a broker (the seeds'
-    persistent state-change queue, e.g. CloseReplica for a broker that may be down)."""
+    """``submit_admin_request(target, payload)``: a request queued for a broker (its persistent
+    queue of state-change requests, e.g. CloseReplica for a broker that may be down)."""
 
     group: int
     cause: WriteCause

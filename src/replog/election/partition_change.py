@@ -1,8 +1,8 @@
 """The partition change builder: from a registration and a requested change to the next one.
 
-Theory of operation (§6, KIP-966, KIP-704). A caller describes what it wants (a new ISR, a new
-assignment, an election type, ELR on/off, whether unclean election is allowed) and ``build()``
-works out everything that follows, in this order:
+Theory of operation (KRaft's PartitionChangeBuilder, KIP-966, KIP-704). A caller describes what it
+wants (a new ISR, a new assignment, an election type, ELR on/off, whether unclean election is
+allowed) and ``build()`` works out everything that follows, in this order:
 
 1. **Assignment.** The target replicas/adding/removing, and the ISR restricted to the replicas.
 2. **Reassignment completion (KRaft rule).** When the ISR minus the removing replicas is

@@ -1,4 +1,4 @@
-"""Partition reassignment as explicit steps (seed 001, ZK controller; KIP-455 vocabulary).
+"""Partition reassignment as explicit steps (the ZK controller's; KIP-455 vocabulary).
 
 Moving a partition from its original replicas (OAR) to the reassigned ones (RAR) goes through
 these steps; each call of ``next_reassignment_step`` takes the partition one step further (or
@@ -22,7 +22,7 @@ COMPLETE       AR = RAR; OAR - RAR stopped and deleted           {4,5,6}  4/{4,5
 WAIT means nothing can happen until more of RAR catches up (or a leader becomes available);
 DONE means the partition is already at its target. The KRaft builder would collapse EXPAND_ISR..
 COMPLETE into one record (its completion rule); here completion is switched off so that each
-seed step is one registration.
+step of the table above is one registration.
 
 ``cancel_reassignment`` reverts to OAR: the adding replicas leave the assignment and the ISR. If
 no original replica is left in the ISR, reverting needs an unclean election, so it is refused

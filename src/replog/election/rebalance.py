@@ -1,4 +1,4 @@
-"""Preferred-leader balance and leader elections asked for by an operator (§6, scenario 29).
+"""Preferred-leader balance and leader elections asked for by an operator.
 
 Over time leadership drifts away from ``replicas[0]`` (the preferred leader) as brokers fail and
 return. Two rules pick the partitions to move back:

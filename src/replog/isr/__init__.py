@@ -1,4 +1,5 @@
-"""replog.isr: the replication core as sans-IO state machines (§4, §5 of the reference).
+"""replog.isr: the replication core as sans-IO state machines (Kafka's current replication and
+leader-epoch rules).
 
 ``Partition`` is one replica of one partition: leader-side ISR management, the high watermark,
 acks and delayed produces/fetches, and follower-side fetch and truncation by leader epoch. It

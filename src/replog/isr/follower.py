@@ -1,13 +1,13 @@
 """Follower side of replication: build fetches, apply responses, truncate by leader epoch.
 
-Theory of operation (§4 "Follower fetch protocol", §5). A follower always fetches from its own
-LEO and names the epoch of its last appended batch (``last_fetched_epoch``). It never truncates
-to its local HW (the KIP-101 loss). Instead the leader compares that epoch with its own cache
-and, on a mismatch, answers ``diverging_epoch``; the follower then truncates with
-``truncation_offset`` and fetches again. When it lacks the epoch the leader named, it truncates
-to the end of its own largest smaller epoch and the next fetch asks again (KIP-279), so several
-rounds may be needed. A diverging response carries no records, and its HW is **not** applied
-(KAFKA-14704): it could expose offsets the follower is about to lose.
+Theory of operation. A follower always fetches from its own LEO and names the epoch of its last
+appended batch (``last_fetched_epoch``). It never truncates to its local HW (the KIP-101 loss).
+Instead the leader compares that epoch with its own cache and, on a mismatch, answers
+``diverging_epoch``; the follower then truncates with ``truncation_offset`` and fetches again. When
+it lacks the epoch the leader named, it truncates to the end of its own largest smaller epoch and
+the next fetch asks again (KIP-279), so several rounds may be needed. A diverging response carries
+no records, and its HW is **not** applied (KAFKA-14704): it could expose offsets the follower is
+about to lose.
 
 Only the answer to the outstanding request is processed; any other response (late, duplicated,
 or for an older leader) is ignored, so message loss and duplication are harmless.
@@ -43,7 +43,8 @@ class TruncationDecision:
 
 
 def truncation_offset(leader: LeaderEpochEnd, log: ReplicaLog) -> TruncationDecision:
-    """The follower truncation rule for a leader answer ``(E, End)`` (§5).
+    """The follower truncation rule for a leader answer ``(E, End)`` (Kafka's
+    ``AbstractFetcherThread.getOffsetTruncationState``).
 
     - ``End`` undefined: back to the HW (the initial fetch offset without epochs);
     - ``E`` undefined (no epoch protocol): ``min(End, LEO)``;
@@ -124,7 +125,8 @@ class FollowerFetcher:
     def on_fetch_response(
         self, log: ReplicaLog, response: PartitionFetchResponse, now_ms: int
     ) -> FollowerOutcome:
-        """Apply the leader's answer to the outstanding request (§4 processPartitionData)."""
+        """Apply the leader's answer to the outstanding request (Kafka's
+        ``processPartitionData``)."""
         request = self.outstanding
         if request is None or response.request_id != request.request_id:
             return FollowerOutcome(FollowerAction.IGNORED)

@@ -1,4 +1,4 @@
-"""Leader side of a fetch: epoch fencing, the divergence check and the read (§4, KIP-320).
+"""Leader side of a fetch: epoch fencing (KIP-320), the divergence check and the read.
 
 Pure functions over a ``ReplicaLog``: they sample the HW, log start and LEO *before* reading,
 and return a ``PartitionFetchResponse`` holding a slice of the log, never the bytes themselves.

@@ -1,4 +1,4 @@
-"""``Partition``: one replica of one partition, as a sans-IO state machine (§4, §5).
+"""``Partition``: one replica of one partition, as a sans-IO state machine.
 
 Theory of operation. A broker holds one ``Partition`` per replica it hosts. The driver feeds it
 inputs (``become_leader``, ``append_as_leader``, ``on_fetch``, ``on_alter_partition_response``,
@@ -7,12 +7,12 @@ returned directly, or queued for ``take_ready()`` (AlterPartition writes, produc
 Fetches are answered at once; long polls wait in the broker's request layer. It never reads a
 clock, opens a socket or starts a thread.
 
-As **leader** it keeps the seeds' sets: AR (``assigned``), ISR (``isr``, the committed one, and
-``maximal_isr`` while a change is pending), CUR (``catching_up`` = AR - ISR) and RAR
-(``reassigning``). The high watermark is the minimum LEO over the maximal ISR and the caught-up
-eligible replicas, never advancing while the ISR is below min ISR (KAFKA-15583). In ``FSYNC``
-mode the leader's own contribution is its flushed offset. ISR changes are conditional writes on
-the partition epoch; one at a time.
+As **leader** it keeps the sets of Kafka's original replication design: AR (``assigned``), ISR
+(``isr``, the committed one, and ``maximal_isr`` while a change is pending), CUR (``catching_up`` =
+AR - ISR) and RAR (``reassigning``). The high watermark is the minimum LEO over the maximal ISR and
+the caught-up eligible replicas, never advancing while the ISR is below min ISR (KAFKA-15583). In
+``FSYNC`` mode the leader's own contribution is its flushed offset. ISR changes are conditional
+writes on the partition epoch; one at a time.
 
 As **follower** it delegates to ``FollowerFetcher``: fetch from the LEO with the last fetched
 epoch, truncate on ``diverging_epoch``, never to the local HW. Every role change, ISR change
@@ -90,7 +90,7 @@ class Partition:
         capacity = self.config.delayed_operations_max
         self._produces = Purgatory(capacity, watch_key=lambda op: op.required_offset)
 
-    # ------------------------------------------------------------------ the seeds' vocabulary
+    # ------------------------------------------------------------------ AR, ISR, CUR, RAR
 
     @property
     def assigned(self) -> tuple[int, ...]:

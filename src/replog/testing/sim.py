@@ -397,7 +397,7 @@ class Simulation:
 
     def groups_settled(self, partitions: int) -> bool:
         """Every group stable and committing every partition since the heal; a violation
-        once ``GroupOptions.settle_bound_ms`` has passed without it (issue 23 §5)."""
+        once ``GroupOptions.settle_bound_ms`` has passed without it."""
         if self.groups_settled_ms is not None:
             return True
         if self.groups.settled(self.healed_ms, partitions):
