@@ -60,9 +60,10 @@ sim-coverage: $(STAMP)
 	$(BIN)/coverage run --data-file=.coverage.sim -m replog.testing.sim --seeds $(if $(filter 1000,$(SEEDS)),100,$(SEEDS))
 	$(BIN)/coverage report --data-file=.coverage.sim --include='$(SIM_COVERED)'
 
-# The metadata quorum's simulator (replog.raft.sim): SEEDS seeds; prints "N seeds, K violations".
+# The metadata quorum's simulator (replog.testing.raft_sim): SEEDS seeds; prints
+# "N seeds, K violations".
 raft-sim: $(STAMP)
-	$(BIN)/python -m replog.raft.sim --seeds $(SEEDS) --stats
+	$(BIN)/python -m replog.testing.raft_sim.sim --seeds $(SEEDS) --stats
 
 # Only the multi-process fault suite (real broker processes on ZooKeeper; make test runs it too).
 faults: $(STAMP) system-deps

@@ -19,7 +19,7 @@ import timeit
 from collections.abc import Callable
 
 from replog.broker.convert import follower_fetch_request
-from replog.isr import FetchRequest
+from replog.isr import PartitionFetchRequest
 from replog.log import encode_batch
 from replog.protocol import (
     RequestHeader,
@@ -40,7 +40,7 @@ def steps(partitions: int, records: int) -> dict[str, Callable[[], object]]:
     requests = [
         (
             ("bench", p),
-            FetchRequest(
+            PartitionFetchRequest(
                 request_id=1,
                 replica_id=2,
                 fetch_offset=1000,

@@ -10,7 +10,7 @@ values, null keys, 2 partitions), then on a local[2] SparkSession measures, best
   Python data source; every record is fetched, CRC-checked and decoded into Arrow columns);
 - ``rdd_count``: ``create_rdd(...).count()`` (counted in the executors after every record is
   fetched and decoded into columns, keys and values included; no count from offset ranges);
-- ``rdd_full``: ``create_rdd(...).map(lambda r: 1).sum()`` (every ``Record`` tuple is built and
+- ``rdd_full``: ``create_rdd(...).map(lambda r: 1).sum()`` (every ``RddRecord`` tuple is built and
   reaches Python code).
 
 Baselines, measured in the same run, read nothing from replog:
@@ -200,7 +200,7 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from replog.spark import AdminOffsetSource, Record, create_rdd, register, resolve_ranges
+    from replog.spark import AdminOffsetSource, RddRecord, create_rdd, register, resolve_ranges
 
     with _broker(args.in_process_broker, args.bootstrap, args.records) as bootstrap:
         spark: Any = (
@@ -222,8 +222,8 @@ def main() -> None:
             df = df.option("subscribe", "bench")
             baseline_df = spark.read.format("replog_baseline")
 
-            def as_record(i: int) -> Record:
-                return Record("bench", i & 1, i >> 1, 1_700_000_000_000, None, VALUE, ())
+            def as_record(i: int) -> RddRecord:
+                return RddRecord("bench", i & 1, i >> 1, 1_700_000_000_000, None, VALUE, ())
 
             cases: dict[str, Callable[[], int]] = {
                 "df_baseline": lambda: int(baseline_df.load().count()),

@@ -1,7 +1,8 @@
 """State-change records: who asked whom to do what, for which partition, at which epoch, when.
 
-The one record type every package writes (seed 000 section 7: "monitoring the entire lifecycle
-of a state change"): the controller's decisions (``replog.election``) start records REQUESTED,
+The one record type every package writes, so that the whole life of a state change can be
+followed across brokers (requested by the controller, received and completed by the broker that
+acts on it): the controller's decisions (``replog.election``) start records REQUESTED,
 a broker's partition machines (``replog.isr``) record what they received and completed, and the
 state-change log (``state-change.log``) holds them as lines. One record renders as one line::
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from replog.controller import ControllerRole
+from replog.controller import ControllerRoleState
 from replog.coord.contract import Coordinator
 from replog.errors import ErrorCode
 from replog.metadata.types import (
@@ -71,7 +71,7 @@ def test_zombie_partition_write_is_fenced_and_it_stops(coordinator: Coordinator)
     cluster.poll(old)
     shrink = cluster.propose_isr("t", 0, [1, 2])
     assert cluster.poll(old) == []  # the CAS was refused: nothing happened
-    assert old.role is ControllerRole.LOST and "fenced" in old.lost_reason
+    assert old.role is ControllerRoleState.LOST and "fenced" in old.lost_reason
     assert set(cluster.state("t").isr) == {1, 2, 3}
     assert coordinator.pending_admin_requests(-1)[0].request_id == shrink.request_id
     assert cluster.poll(old) == []  # and it keeps doing nothing
@@ -87,7 +87,7 @@ def test_zombie_topic_write_is_fenced(coordinator: Coordinator) -> None:
     old, won = _zombie(cluster, "create_topic")
     create = cluster.submit(CreateTopic(topic="t", partition_count=1, replication_factor=3))
     cluster.poll(old)
-    assert old.role is ControllerRole.LOST
+    assert old.role is ControllerRoleState.LOST
     assert coordinator.get_topic("t") is None
     cluster.poll(won[0])
     assert cluster.outcome(create) is ErrorCode.NONE
@@ -99,7 +99,7 @@ def test_controller_stops_when_the_feed_names_a_new_term(coordinator: Coordinato
     cluster.expire(OLD)
     new = cluster.controller(NEW)
     assert new.controller_epoch == (old.controller_epoch or 0) + 1
-    assert cluster.poll(old) == [] and old.role is ControllerRole.LOST
+    assert cluster.poll(old) == [] and old.role is ControllerRoleState.LOST
     assert new.is_active
 
 
@@ -147,7 +147,7 @@ def test_zombie_admin_completion_is_fenced(coordinator: Coordinator) -> None:
     old, won = _zombie(cluster, "complete_admin_request")
     delete = cluster.submit(DeleteTopic(topic="missing"))
     assert cluster.poll(old) == []  # the completion was refused: nothing happened
-    assert old.role is ControllerRole.LOST and "fenced" in old.lost_reason
+    assert old.role is ControllerRoleState.LOST and "fenced" in old.lost_reason
     assert coordinator.pending_admin_requests(CONTROLLER_TARGET) == [delete]
     assert not any(
         isinstance(c, AdminRequestChanged) and c.reason is AdminRequestChangeReason.COMPLETED

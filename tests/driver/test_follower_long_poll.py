@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from replog.broker.convert import follower_fetch_request
-from replog.isr import FetchRequest
+from replog.isr import PartitionFetchRequest
 from replog.log import encode_batch
 from replog.metadata.types import PartitionState
 from replog.protocol import RequestHeader
@@ -42,7 +42,9 @@ def _leading(tmp_path: Any) -> ScriptedShell:
 
 def _fetch(shell: ScriptedShell, conn_id: int, replica_id: int, offset: int) -> None:
     """Connection ``conn_id`` sends a long-polling Fetch of ``t``-0 from ``offset``."""
-    request = FetchRequest(replica_id=replica_id, fetch_offset=offset, current_leader_epoch=0)
+    request = PartitionFetchRequest(
+        replica_id=replica_id, fetch_offset=offset, current_leader_epoch=0
+    )
     body = follower_fetch_request(
         replica_id, [(("t", 0), request)], max_wait_ms=WAIT_MS, min_bytes=1, max_bytes=1 << 20
     )

@@ -14,7 +14,7 @@ from replog.broker.driver_services import DriverServices
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests.base import Reply, RequestContext
 from replog.broker.requests.fetch import handle_fetch
-from replog.isr import FetchRequest
+from replog.isr import PartitionFetchRequest
 from replog.log import encode_batch
 from replog.metadata.types import ALL_BROKERS, PartitionState
 from replog.protocol import RequestHeader
@@ -52,7 +52,7 @@ def _started(tmp_path: Any, isr: tuple[int, ...], throttled: str) -> ScriptedShe
 
 
 def _fetch(shell: ScriptedShell, replica_id: int, fetch_offset: int) -> m.FetchResponsePartition:
-    request = FetchRequest(
+    request = PartitionFetchRequest(
         replica_id=replica_id,
         fetch_offset=fetch_offset,
         current_leader_epoch=0,

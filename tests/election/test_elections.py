@@ -9,7 +9,7 @@ from replog.election import (
     ClusterView,
     Decision,
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionChangeBuilder,
     handle_alter_partition,
     on_broker_fenced,
@@ -145,7 +145,7 @@ def test_shutting_down_broker_is_not_acceptable_as_leader() -> None:
     assert after.leader == 3
     assert set(after.isr) == {2, 3}  # 2 stays in the ISR until its own shutdown is processed
     preferred = PartitionChangeBuilder.for_partition(TP, after, cluster, POLICY).with_election(
-        ElectionType.PREFERRED
+        LeaderElectionStrategy.PREFERRED
     )
     assert applied(preferred.build(now_ms=2)).leader == 3  # 1 is shutting down, 2 as well
 
@@ -194,7 +194,7 @@ def test_current_leader_kept_when_still_valid_even_if_not_first() -> None:
 def test_preferred_election_moves_leadership_back_to_first_replica() -> None:
     before = registration([1, 2, 3], [1, 2, 3], 2)
     builder = PartitionChangeBuilder.for_partition(TP, before, ClusterView.of(1, 2, 3), POLICY)
-    after = applied(builder.with_election(ElectionType.PREFERRED).build(now_ms=1))
+    after = applied(builder.with_election(LeaderElectionStrategy.PREFERRED).build(now_ms=1))
     assert (after.leader, after.leader_epoch) == (1, before.leader_epoch + 1)
 
 
@@ -202,5 +202,5 @@ def test_preferred_election_never_elects_uncleanly() -> None:
     before = registration([1, 2, 3], [1], NO_LEADER)
     cluster = ClusterView.of(1, 2, 3).with_fenced(1)
     builder = PartitionChangeBuilder.for_partition(TP, before, cluster, UNCLEAN)
-    assert builder.with_election(ElectionType.PREFERRED).build(now_ms=1).outcome == before
+    assert builder.with_election(LeaderElectionStrategy.PREFERRED).build(now_ms=1).outcome == before
     assert applied(builder.build(now_ms=1)).leader == 2  # ONLINE with unclean allowed does

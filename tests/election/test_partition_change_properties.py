@@ -20,7 +20,7 @@ from replog.election import (
     ClusterView,
     Decision,
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionChangeBuilder,
     PartitionRegistration,
     cancel_reassignment,
@@ -158,8 +158,10 @@ class PartitionMachine(RuleBasedStateMachine):
         )
         self.apply(decision, self.cluster, frozenset(proposed))
 
-    @rule(election=st.sampled_from([ElectionType.ONLINE, ElectionType.PREFERRED]))
-    def elect(self, election: ElectionType) -> None:
+    @rule(
+        election=st.sampled_from([LeaderElectionStrategy.ONLINE, LeaderElectionStrategy.PREFERRED])
+    )
+    def elect(self, election: LeaderElectionStrategy) -> None:
         builder = PartitionChangeBuilder.for_partition(
             TP, self.partition, self.cluster, self.policy
         ).with_election(election)

@@ -7,7 +7,7 @@ from replog.election import (
     ClusterView,
     Decision,
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionRegistration,
     TopicPartition,
     elect_leader,
@@ -73,7 +73,7 @@ def test_kraft_rule_attempts_every_imbalanced_partition() -> None:
 
 def elect(
     partition: PartitionRegistration,
-    election: ElectionType,
+    election: LeaderElectionStrategy,
     cluster: ClusterView = CLUSTER,
 ) -> Decision:
     """An operator's election request, unclean election off in the topic config."""
@@ -90,25 +90,25 @@ def elect(
 
 
 def test_preferred_election_outcomes() -> None:
-    moved = elect(registration([1, 2, 3], [1, 2, 3], 2), ElectionType.PREFERRED)
+    moved = elect(registration([1, 2, 3], [1, 2, 3], 2), LeaderElectionStrategy.PREFERRED)
     assert applied(moved).leader == 1
     assert str(moved.state_changes[0]) == (
         "controller 0 completed elect-leader for foo-0 requested by admin -1 at epoch 6"
     )
-    not_needed = elect(registration([1, 2, 3], [1, 2, 3], 1), ElectionType.PREFERRED)
+    not_needed = elect(registration([1, 2, 3], [1, 2, 3], 1), LeaderElectionStrategy.PREFERRED)
     assert not_needed.outcome is ErrorCode.ELECTION_NOT_NEEDED
-    unavailable = elect(registration([1, 2, 3], [2, 3], 2), ElectionType.PREFERRED)
+    unavailable = elect(registration([1, 2, 3], [2, 3], 2), LeaderElectionStrategy.PREFERRED)
     assert unavailable.outcome is ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
 
 
 def test_unclean_election_on_request_overrides_config() -> None:
     offline = registration([1, 2, 3], [1], NO_LEADER)
-    elected = applied(elect(offline, ElectionType.UNCLEAN, CLUSTER.with_fenced(1)))
+    elected = applied(elect(offline, LeaderElectionStrategy.UNCLEAN, CLUSTER.with_fenced(1)))
     assert (elected.leader, elected.isr) == (2, (2,))
     assert elected.leader_recovery_state is LeaderRecoveryState.RECOVERING
     online = registration([1, 2, 3], [1], 1)
-    assert elect(online, ElectionType.UNCLEAN).outcome is ErrorCode.ELECTION_NOT_NEEDED
+    assert elect(online, LeaderElectionStrategy.UNCLEAN).outcome is ErrorCode.ELECTION_NOT_NEEDED
     all_down = CLUSTER.with_fenced(1).with_fenced(2).with_fenced(3)
-    assert elect(offline, ElectionType.UNCLEAN, all_down).outcome is (
+    assert elect(offline, LeaderElectionStrategy.UNCLEAN, all_down).outcome is (
         ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
     )

@@ -19,12 +19,12 @@ from replog.errors import ErrorCode
 from replog.isr import (
     Acks,
     DurabilityMode,
-    FetchRequest,
-    FetchResponse,
     Partition,
     PartitionConfig,
+    PartitionFetchRequest,
+    PartitionFetchResponse,
+    PartitionReady,
     ProduceResult,
-    Ready,
     StateChange,
 )
 from replog.log import Log, read_header
@@ -39,7 +39,7 @@ class FetchMsg:
 
     follower: int
     leader: int
-    request: FetchRequest
+    request: PartitionFetchRequest
 
 
 @attrs.frozen
@@ -47,7 +47,7 @@ class FetchRespMsg:
     """A fetch response to ``follower``."""
 
     follower: int
-    response: FetchResponse
+    response: PartitionFetchResponse
 
 
 @attrs.frozen
@@ -296,9 +296,9 @@ class Cluster:
                 node.log.flush()
 
     def pump(self) -> None:
-        """Move every node's ``Ready`` outputs onto the network / into the results."""
+        """Move every node's ``PartitionReady`` outputs onto the network / into the results."""
         for node in self.nodes.values():
-            ready: Ready = node.partition.take_ready()
+            ready: PartitionReady = node.partition.take_ready()
             for request in ready.alter_partition:
                 self.network.append(AlterMsg(request))
             for result in ready.produce_results:

@@ -10,11 +10,11 @@ from replog.clock import ManualClock
 from replog.errors import ErrorCode
 from replog.isr import (
     BytesSlice,
-    FetchRequest,
-    FetchResponse,
     FollowerOutcome,
     Partition,
     PartitionConfig,
+    PartitionFetchRequest,
+    PartitionFetchResponse,
     ReplicaLog,
     StateChange,
 )
@@ -89,7 +89,7 @@ def epochs(log: Log) -> list[tuple[int, int]]:
     return [(e.epoch, e.start_offset) for e in log.epoch_cache.entries]
 
 
-def on_wire(response: FetchResponse) -> FetchResponse:
+def on_wire(response: PartitionFetchResponse) -> PartitionFetchResponse:
     """What the follower receives: the slice materialised as bytes."""
     if response.records is None:
         return response
@@ -129,9 +129,9 @@ def fetch_once(leader: Partition, follower: Partition, now_ms: int) -> FollowerO
 
 def follower_fetch(
     leader: Partition, replica_id: int, fetch_offset: int, now_ms: int, last_fetched_epoch: int
-) -> FetchResponse:
+) -> PartitionFetchResponse:
     """A hand-made follower fetch delivered to ``leader`` (no follower machine involved)."""
-    request = FetchRequest(
+    request = PartitionFetchRequest(
         replica_id=replica_id,
         fetch_offset=fetch_offset,
         current_leader_epoch=leader.leader_epoch,

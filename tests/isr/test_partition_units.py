@@ -12,10 +12,10 @@ from replog.isr import (
     DEBUGGING_CONSUMER_ID,
     Acks,
     DurabilityMode,
-    FetchRequest,
     FollowerAction,
     Partition,
     PartitionConfig,
+    PartitionFetchRequest,
     Purgatory,
     ReplicaRole,
     StateChange,
@@ -167,9 +167,9 @@ def test_become_follower_fails_pending_produces_without_truncating(tmp_path: Pat
 def test_stale_broker_epoch_fetch_is_rejected(tmp_path: Path) -> None:
     leader = partition(A, open_log(tmp_path, "l"))
     leader.become_leader(0, {A, B}, (A, B), 0, broker_epochs={B: 7})
-    response = leader.on_fetch(FetchRequest(B, 0, 0, broker_epoch=6), 0)
+    response = leader.on_fetch(PartitionFetchRequest(B, 0, 0, broker_epoch=6), 0)
     assert response is not None and response.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
-    response = leader.on_fetch(FetchRequest(B, 0, 0, broker_epoch=7), 0)
+    response = leader.on_fetch(PartitionFetchRequest(B, 0, 0, broker_epoch=7), 0)
     assert response is not None and response.error_code is ErrorCode.NONE
 
 
@@ -188,7 +188,7 @@ def test_fetch_with_a_wait_is_answered_at_once(tmp_path: Path) -> None:
     its max_wait_ms (the broker's request layer holds long polls)."""
     leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
     leader.become_leader(0, {A, B}, (A, B), 0)
-    response = leader.on_fetch(FetchRequest(B, 0, 0, min_bytes=1, max_wait_ms=500), 0)
+    response = leader.on_fetch(PartitionFetchRequest(B, 0, 0, min_bytes=1, max_wait_ms=500), 0)
     assert response.error_code is ErrorCode.NONE and response.size_bytes == 0
     assert leader.next_deadline_ms() is None
     assert leader.take_ready().is_empty
@@ -198,7 +198,7 @@ def test_consumer_reads_only_below_hw(tmp_path: Path) -> None:
     leader = partition(A, open_log(tmp_path, "l"), REPLICATED)
     leader.become_leader(0, {A, B}, (A, B), 0)
     leader.append_as_leader(batch(b"x"), Acks.LEADER, 0)
-    response = leader.on_fetch(FetchRequest(-1, 0, 0), 0)
+    response = leader.on_fetch(PartitionFetchRequest(-1, 0, 0), 0)
     assert response is not None and response.size_bytes == 0 and response.high_watermark == 0
 
 
@@ -217,16 +217,16 @@ def test_a_follower_serves_only_the_debugging_consumer_up_to_its_own_hw(tmp_path
     leader.append_as_leader(batch(b"z"), Acks.LEADER, 4)
     fetch_once(leader, follower, 5)  # copied; the follower's HW is still 2
     assert follower.log.log_end_offset == 3 and follower.high_watermark == 2
-    debug = follower.on_fetch(FetchRequest(DEBUGGING_CONSUMER_ID, 0, -1), 6)
+    debug = follower.on_fetch(PartitionFetchRequest(DEBUGGING_CONSUMER_ID, 0, -1), 6)
     assert debug.error_code is ErrorCode.NONE and debug.high_watermark == 2
     assert debug.records is not None
     read = [h.base_offset for _, h in iter_batches(debug.records.to_bytes())]
     assert read == [0, 1]  # not offset 2, above the follower's HW
     for replica_id in (CONSUMER_REPLICA_ID, C):
-        refused = follower.on_fetch(FetchRequest(replica_id, 0, -1), 3)
+        refused = follower.on_fetch(PartitionFetchRequest(replica_id, 0, -1), 3)
         assert refused.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     offline = partition(C, open_log(tmp_path, "o"), REPLICATED)  # no role yet
-    refused = offline.on_fetch(FetchRequest(DEBUGGING_CONSUMER_ID, 0, -1), 3)
+    refused = offline.on_fetch(PartitionFetchRequest(DEBUGGING_CONSUMER_ID, 0, -1), 3)
     assert refused.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
@@ -312,7 +312,7 @@ def test_new_leader_hides_its_stale_hw_from_consumers(tmp_path: Path) -> None:
     assert log.high_watermark == 0
     new_leader = partition(B, log, REPLICATED)
     new_leader.become_leader(1, {A, B}, (A, B), 0)
-    consumer = FetchRequest(-1, 0, current_leader_epoch=1)
+    consumer = PartitionFetchRequest(-1, 0, current_leader_epoch=1)
     assert new_leader.on_fetch(consumer, 1).error_code is ErrorCode.OFFSET_NOT_AVAILABLE
     follower_fetch(new_leader, A, 3, 2, last_fetched_epoch=0)  # A has it all: the HW moves
     assert new_leader.high_watermark == 3

@@ -9,11 +9,11 @@ from replog.errors import ErrorCode
 from replog.isr import (
     Acks,
     DurabilityMode,
-    EpochEndOffset,
-    FetchResponse,
     FollowerAction,
+    LeaderEpochEnd,
     Partition,
     PartitionConfig,
+    PartitionFetchResponse,
     truncation_offset,
 )
 
@@ -156,13 +156,13 @@ def test_scenario_03_truncation_rule_rounds_in_isolation(tmp_path: Path) -> None
     log = open_log(tmp_path, "f")
     write(log, 0, 4)
     write(log, 2, 4)
-    assert truncation_offset(EpochEndOffset(1, 6), log).offset == 4
-    assert not truncation_offset(EpochEndOffset(1, 6), log).complete
+    assert truncation_offset(LeaderEpochEnd(1, 6), log).offset == 4
+    assert not truncation_offset(LeaderEpochEnd(1, 6), log).complete
     log.truncate_to(4)
-    decision = truncation_offset(EpochEndOffset(0, 3), log)
+    decision = truncation_offset(LeaderEpochEnd(0, 3), log)
     assert (decision.offset, decision.complete) == (3, True)
-    assert truncation_offset(EpochEndOffset(-1, 2), log).offset == 2  # no epoch protocol
-    assert truncation_offset(EpochEndOffset(-1, -1), log).offset == log.high_watermark
+    assert truncation_offset(LeaderEpochEnd(-1, 2), log).offset == 2  # no epoch protocol
+    assert truncation_offset(LeaderEpochEnd(-1, -1), log).offset == log.high_watermark
 
 
 def test_scenario_04_kafka7415_new_epoch_recorded_without_writes(tmp_path: Path) -> None:
@@ -316,10 +316,10 @@ def test_scenario_11_acks_semantics(tmp_path: Path) -> None:
 def test_scenario_19_fetch_epoch_fencing(tmp_path: Path) -> None:
     leader = partition(A, open_log(tmp_path, "l"))
     leader.become_leader(7, {A, B}, (A, B), 0)
-    from replog.isr import FetchRequest
+    from replog.isr import PartitionFetchRequest
 
     def code(replica_id: int, epoch: int) -> ErrorCode:
-        response = leader.on_fetch(FetchRequest(replica_id, 0, epoch), 0)
+        response = leader.on_fetch(PartitionFetchRequest(replica_id, 0, epoch), 0)
         assert response is not None
         return response.error_code
 
@@ -345,7 +345,7 @@ def test_scenario_20_diverging_response_does_not_bump_hw(tmp_path: Path) -> None
     request = a.fetch_request()
     assert request is not None and (request.fetch_offset, request.last_fetched_epoch) == (13, 5)
     response = b.on_fetch(request, 1)
-    assert response is not None and response.diverging_epoch == EpochEndOffset(5, 11)
+    assert response is not None and response.diverging_epoch == LeaderEpochEnd(5, 11)
     outcome = a.on_fetch_response(response, 1)
     assert outcome.truncated_to == 11
     assert a_log.log_end_offset == 11 and a.high_watermark == 10
@@ -362,7 +362,7 @@ def test_scenario_21_follower_out_of_range(tmp_path: Path) -> None:
     follower.become_follower(A, 4, 0)
     request = follower.fetch_request()
     assert request is not None
-    response = FetchResponse(
+    response = PartitionFetchResponse(
         request.request_id,
         ErrorCode.OFFSET_OUT_OF_RANGE,
         request.fetch_offset,

@@ -24,7 +24,7 @@ from replog.log.log import Log
 from replog.log.producer_snapshot import decode_snapshot, encode_snapshot, snapshot_file_name
 from replog.log.producer_state import (
     BatchMetadata,
-    ProducerBatch,
+    ProducerAppend,
     ProducerEntry,
     ProducerState,
     sequence_add,
@@ -34,8 +34,8 @@ INT32_MAX = 2**31 - 1
 WALL_MS = 1_700_000_000_000
 
 
-def batch(pid: int, epoch: int, seq: int, base: int, count: int = 1, ts: int = 5) -> ProducerBatch:
-    return ProducerBatch(pid, epoch, seq, base, base + count - 1, ts)
+def batch(pid: int, epoch: int, seq: int, base: int, count: int = 1, ts: int = 5) -> ProducerAppend:
+    return ProducerAppend(pid, epoch, seq, base, base + count - 1, ts)
 
 
 def idem(values: list[bytes], pid: int, epoch: int, seq: int, ts: int = WALL_MS) -> bytes:
@@ -105,13 +105,13 @@ def test_sequences_wrap_from_int32_max_to_zero() -> None:
     assert sequence_add(INT32_MAX, 1) == 0
     assert sequence_add(INT32_MAX - 1, 3) == 1
     state = ProducerState()
-    state.apply(ProducerBatch(1, 0, 0, 0, 0, 5))
+    state.apply(ProducerAppend(1, 0, 0, 0, 0, 5))
     state.producers[1] = ProducerEntry(1, 0, (BatchMetadata(INT32_MAX - 2, 0, 0, 5),), 5)
-    wrapping = ProducerBatch(1, 0, INT32_MAX - 1, 1, 3, 5)  # sequences MAX-1, MAX, 0
+    wrapping = ProducerAppend(1, 0, INT32_MAX - 1, 1, 3, 5)  # sequences MAX-1, MAX, 0
     assert wrapping.last_sequence == 0
     assert state.check_append([wrapping]) is None
     state.apply(wrapping)
-    assert state.check_append([ProducerBatch(1, 0, INT32_MAX - 1, 9, 11, 5)]) is not None
+    assert state.check_append([ProducerAppend(1, 0, INT32_MAX - 1, 9, 11, 5)]) is not None
     assert state.check_append([batch(1, 0, 1, 4)]) is None
 
 

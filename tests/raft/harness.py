@@ -20,7 +20,7 @@ from replog.raft.config import RaftConfig
 from replog.raft.core import RaftCore
 from replog.raft.entries import decode_entries, whole_batches
 from replog.raft.log_model import LogModel
-from replog.raft.messages import Message, SnapshotId
+from replog.raft.messages import Message, RaftSnapshotId
 from replog.raft.ready import (
     AbortSnapshotDownload,
     AdvanceLogStart,
@@ -39,9 +39,9 @@ class MemoryLog:
 
     batches: list[tuple[int, int, int, bytes]] = attrs.field(factory=list)
     start_offset: int = 0
-    snapshot: SnapshotId | None = None
-    snapshots: dict[SnapshotId, bytes] = attrs.field(factory=dict)
-    partial: dict[SnapshotId, bytearray] = attrs.field(factory=dict)
+    snapshot: RaftSnapshotId | None = None
+    snapshots: dict[RaftSnapshotId, bytes] = attrs.field(factory=dict)
+    partial: dict[RaftSnapshotId, bytearray] = attrs.field(factory=dict)
     election: ElectionState | None = None
     elections_written: list[ElectionState] = attrs.field(factory=list)
 
@@ -79,7 +79,7 @@ class MemoryLog:
         return out
 
     def read_snapshot_chunk(
-        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+        self, snapshot_id: RaftSnapshotId, position: int, max_bytes: int
     ) -> tuple[bytes, int] | None:
         data = self.snapshots.get(snapshot_id)
         if data is None or position > len(data):

@@ -10,8 +10,8 @@ from replog.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
-    FetchRequest,
-    FetchResponse,
+    RaftFetchRequest,
+    RaftFetchResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -315,9 +315,9 @@ def test_resigned_leader_answers_fetches_not_leader() -> None:
     q.core(1).resign(q.now_ms)
     q.collect()
     q.take()
-    q.core(1).on_message(2, FetchRequest(1, 2, 1, 1, 1000), q.now_ms)
+    q.core(1).on_message(2, RaftFetchRequest(1, 2, 1, 1, 1000), q.now_ms)
     answer = q.core(1).take_ready().messages[0].message
-    assert isinstance(answer, FetchResponse)
+    assert isinstance(answer, RaftFetchResponse)
     assert answer.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.leader_id == NO_LEADER
 
 
@@ -360,7 +360,7 @@ def test_observer_that_loses_its_leader_looks_for_it_again() -> None:
     assert q.core(9).state == Unattached(1)
     q.tick(100, nodes=[9])
     (probe,) = q.take(lambda s: s.src == 9)
-    assert isinstance(probe.message, FetchRequest) and probe.dst in VOTERS
+    assert isinstance(probe.message, RaftFetchRequest) and probe.dst in VOTERS
 
 
 def test_logs_start_empty() -> None:

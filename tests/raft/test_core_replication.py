@@ -9,11 +9,11 @@ from replog.log.epoch_cache import EpochEntry
 from replog.raft.entries import encode_snapshot
 from replog.raft.log_model import FetchValidity, LogModel
 from replog.raft.messages import (
-    FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
     OffsetAndEpoch,
-    SnapshotId,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    RaftSnapshotId,
 )
 from replog.raft.states import Leader
 
@@ -98,7 +98,7 @@ def test_follower_takes_the_leader_hw_up_to_its_own_log_end() -> None:
     q.propose(1, b"c")
     q.core(2).on_message(
         1,
-        FetchResponse(1, 1, ErrorCode.NONE, 3, 1, high_watermark=9, records=b""),
+        RaftFetchResponse(1, 1, ErrorCode.NONE, 3, 1, high_watermark=9, records=b""),
         q.now_ms,
     )
     assert q.core(2).high_watermark == 3  # never past its own log end (nor for stale answers)
@@ -133,7 +133,7 @@ def test_diverging_answer_truncates_and_leaves_the_hw_alone() -> None:
     follower._fetch_in_flight = (end.offset, end.epoch)  # as if it had asked
     follower.on_message(
         1,
-        FetchResponse(
+        RaftFetchResponse(
             1, 1, ErrorCode.NONE, end.offset, end.epoch, 50, diverging=OffsetAndEpoch(1, 1)
         ),
         q.now_ms,
@@ -152,7 +152,7 @@ def test_truncation_below_the_high_watermark_is_a_bug() -> None:
     with pytest.raises(InvariantError):
         follower.on_message(
             1,
-            FetchResponse(
+            RaftFetchResponse(
                 1, 1, ErrorCode.NONE, end.offset, end.epoch, diverging=OffsetAndEpoch(0, 0)
             ),
             q.now_ms,
@@ -174,11 +174,11 @@ def test_late_and_duplicated_fetch_answers_are_ignored() -> None:
 # ------------------------------------------------------------------------------ F5: snapshots
 
 
-def snapshot_leader(q: Quorum, leader: int) -> SnapshotId:
+def snapshot_leader(q: Quorum, leader: int) -> RaftSnapshotId:
     """Make a local snapshot on ``leader`` at its HW (its log start moves there)."""
     core = q.core(leader)
     end = core.high_watermark
-    snapshot_id = SnapshotId(end, core.log.epoch_for_offset(end - 1))
+    snapshot_id = RaftSnapshotId(end, core.log.epoch_for_offset(end - 1))
     q.nodes[leader].log.snapshots[snapshot_id] = encode_snapshot(
         snapshot_id, [b"state-%d" % i for i in range(20)], 0
     )
@@ -208,7 +208,7 @@ def test_lagging_follower_fetches_the_snapshot_in_chunks_and_resumes() -> None:
 
 def test_fetch_snapshot_of_a_deleted_snapshot_is_out_of_range() -> None:
     q = elected(Quorum())
-    q.core(1).on_message(2, FetchSnapshotRequest(1, 2, SnapshotId(5, 1), 0, 100), q.now_ms)
+    q.core(1).on_message(2, FetchSnapshotRequest(1, 2, RaftSnapshotId(5, 1), 0, 100), q.now_ms)
     answer = q.core(1).take_ready().messages[0].message
     assert answer.error is ErrorCode.OFFSET_OUT_OF_RANGE
 
@@ -217,7 +217,7 @@ def test_snapshot_past_the_high_watermark_is_a_bug() -> None:
     q = elected(Quorum())
     q.propose(1, b"a")
     with pytest.raises(InvariantError):
-        q.core(1).on_snapshot(SnapshotId(2, 1))
+        q.core(1).on_snapshot(RaftSnapshotId(2, 1))
 
 
 # ------------------------------------------------------------------------------ proposals
@@ -239,7 +239,7 @@ def test_propose_over_the_batch_limit_is_refused() -> None:
 def test_fetch_with_a_lower_epoch_is_fenced_and_a_higher_one_unknown() -> None:
     q = elected(Quorum())
     for epoch, error in ((0, ErrorCode.FENCED_LEADER_EPOCH), (2, ErrorCode.UNKNOWN_LEADER_EPOCH)):
-        q.core(1).on_message(2, FetchRequest(epoch, 2, 1, 1, 100), q.now_ms)
+        q.core(1).on_message(2, RaftFetchRequest(epoch, 2, 1, 1, 100), q.now_ms)
         assert q.core(1).take_ready().messages[0].message.error is error
     assert isinstance(q.core(1).state, Leader)
 
@@ -257,7 +257,7 @@ def test_validate_fetch_follows_rules_a_to_d() -> None:
     assert leader.validate_fetch(5, 2).valid  # d: epoch 2 holds offsets up to 6
     assert leader.validate_fetch(7, 3) == FetchValidity(OffsetAndEpoch(2, 6))  # c: no epoch 3
     assert leader.validate_fetch(10, 4) == FetchValidity(OffsetAndEpoch(4, 9))  # c: past the end
-    snap = SnapshotId(6, 2)
+    snap = RaftSnapshotId(6, 2)
     compacted = model([(4, 6)], end=9, start=6, snapshot=snap)
     assert compacted.validate_fetch(4, 2) == FetchValidity(snapshot_id=snap)  # b: below start
     assert compacted.validate_fetch(6, 1) == FetchValidity(snapshot_id=snap)  # b: other epoch
@@ -281,7 +281,7 @@ def test_truncation_offset_follows_kip_279_over_several_rounds() -> None:
 
 
 def test_end_offset_for_epoch_after_a_snapshot_install() -> None:
-    log = model([], end=6, start=6, snapshot=SnapshotId(6, 2))
+    log = model([], end=6, start=6, snapshot=RaftSnapshotId(6, 2))
     assert log.last_epoch == 2
     assert log.end_offset_for_epoch(2) == (2, 6)
     assert log.end_offset_for_epoch(1) == (1, 6)

@@ -11,7 +11,7 @@ import attrs
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.raft.config import RaftConfig
 from replog.raft.kv import KvOp, KvStateMachine
-from replog.raft.messages import FetchRequest, Outbound, VoteRequest
+from replog.raft.messages import Outbound, RaftFetchRequest, VoteRequest
 from replog.raft.node import RaftNode
 from replog.raft.ready import LeaderAndEpoch
 from replog.raft.states import Follower, Leader, Resigned, Voted
@@ -121,7 +121,7 @@ def test_messages_wait_for_the_fsync_they_depend_on(tmp_path: Path) -> None:
     assert follower.needs_flush  # its next fetch reports the new offset, so it waits
     assert follower.take_messages() == []
     follower.flush(c.now_ms)
-    fetches = [o for o in follower.take_messages() if isinstance(o.message, FetchRequest)]
+    fetches = [o for o in follower.take_messages() if isinstance(o.message, RaftFetchRequest)]
     assert fetches and fetches[-1].message.fetch_offset == follower.core.log.end_offset
 
 

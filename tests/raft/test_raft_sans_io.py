@@ -2,7 +2,7 @@
 
 The same rule as ``tests/test_sans_io.py``, applied to the pure modules of ``replog.raft``: no
 time, socket, threading, random, os or file IO, and no import of the package's IO shell
-(storage, snapshot and quorum-state files, the driver, the simulator).
+(storage, snapshot and quorum-state files, the driver).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PURE = [
     "replication",
     "states",
 ]
-SHELL = {"node", "quorum_state", "sim", "sim_checks", "sim_clients", "snapshots", "storage"}
+SHELL = {"node", "quorum_state", "snapshots", "storage"}
 
 
 def test_every_raft_module_is_classified() -> None:

@@ -1,4 +1,5 @@
-"""The quorum simulator's seeds (``python -m replog.raft.sim``) and its own properties.
+"""The quorum simulator's seeds (``python -m replog.testing.raft_sim.sim``) and its own
+properties.
 
 ``test_seed`` runs seeds 0..SEED_COUNT-1, one test each, so a failure names its seed and prints
 the command that replays it; ``make raft-sim SEEDS=N`` runs many more (100 here, down from 250:
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from replog.raft.sim import SimOptions, main, reproduce_command, run_seed
+from replog.testing.raft_sim.options import RaftSimOptions
+from replog.testing.raft_sim.sim import main, reproduce_command, run_seed
 
 pytestmark = pytest.mark.sim
 
@@ -41,7 +43,7 @@ def test_same_seed_same_run() -> None:
 
 
 def test_seeds_cover_the_quorum_sizes_and_faults() -> None:
-    drawn = [SimOptions.draw(seed) for seed in range(SEED_COUNT)]
+    drawn = [RaftSimOptions.draw(seed) for seed in range(SEED_COUNT)]
     assert {o.voters for o in drawn} == {1, 3, 5}
     assert any(o.observers for o in drawn)
     assert any(o.snapshot_interval for o in drawn)
@@ -75,12 +77,13 @@ def test_runs_release_their_files() -> None:
 
 
 def test_module_runs_as_a_program() -> None:
-    """``python -m replog.raft.sim`` (the command every failure prints) replays a seed."""
+    """``python -m replog.testing.raft_sim.sim`` (the command every failure prints) replays a
+    seed."""
     import subprocess
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "replog.raft.sim", "--seed", "3"],
+        [sys.executable, "-m", "replog.testing.raft_sim.sim", "--seed", "3"],
         capture_output=True,
         text=True,
         timeout=120,

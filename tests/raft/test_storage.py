@@ -11,7 +11,7 @@ import pytest
 from replog.errors import CorruptRecordError, MalformedCheckpointError, StorageError
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.raft.entries import encode_data_batch, encode_leader_change, encode_snapshot
-from replog.raft.messages import SnapshotId
+from replog.raft.messages import RaftSnapshotId
 from replog.raft.quorum_state import QuorumStateFile
 from replog.raft.ready import (
     AdvanceLogStart,
@@ -94,10 +94,10 @@ def test_a_malformed_quorum_state_is_an_error_not_a_fresh_start(
 
 def test_snapshot_files_are_named_by_offset_and_epoch(tmp_path: Path) -> None:
     store = SnapshotStore(fault_fs(tmp_path), str(tmp_path))
-    store.write(SnapshotId(12, 3), [b"a", b"b"], 0)
+    store.write(RaftSnapshotId(12, 3), [b"a", b"b"], 0)
     assert os.listdir(tmp_path) == ["00000000000000000012-0000000003.checkpoint"]
-    assert store.read(SnapshotId(12, 3)) == [b"a", b"b"]
-    assert store.latest() == SnapshotId(12, 3)
+    assert store.read(RaftSnapshotId(12, 3)) == [b"a", b"b"]
+    assert store.latest() == RaftSnapshotId(12, 3)
 
 
 def test_a_snapshot_write_cut_by_a_crash_leaves_no_snapshot(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_snapshot_write_cut_by_a_crash_leaves_no_snapshot(tmp_path: Path) -> N
     store = SnapshotStore(fs, str(tmp_path))
     fs.fail_fsync(".checkpoint.part")
     with pytest.raises(StorageError):
-        store.write(SnapshotId(12, 3), [b"a"], 0)
+        store.write(RaftSnapshotId(12, 3), [b"a"], 0)
     fs.crash()
     assert store.latest() is None
     assert store.delete_partials() == ["00000000000000000012-0000000003.checkpoint.part"]
@@ -113,15 +113,15 @@ def test_a_snapshot_write_cut_by_a_crash_leaves_no_snapshot(tmp_path: Path) -> N
 
 def test_a_downloaded_snapshot_is_checked_before_it_counts(tmp_path: Path) -> None:
     store = SnapshotStore(fault_fs(tmp_path), str(tmp_path))
-    snapshot_id = SnapshotId(40, 2)
+    snapshot_id = RaftSnapshotId(40, 2)
     data = encode_snapshot(snapshot_id, [b"x" * 50 for _ in range(5)], 0)
     for position in range(0, len(data), 64):
         store.write_chunk(snapshot_id, position, data[position : position + 64])
     assert store.complete_download(snapshot_id) == [b"x" * 50] * 5
     assert store.latest() == snapshot_id
     with pytest.raises(CorruptRecordError):
-        store.write_chunk(SnapshotId(50, 2), 64, b"late chunk")  # no chunk at 0 first
-    other = SnapshotId(60, 2)
+        store.write_chunk(RaftSnapshotId(50, 2), 64, b"late chunk")  # no chunk at 0 first
+    other = RaftSnapshotId(60, 2)
     store.write_chunk(other, 0, data)  # the bytes of another snapshot
     with pytest.raises(CorruptRecordError):
         store.complete_download(other)
@@ -131,9 +131,9 @@ def test_a_downloaded_snapshot_is_checked_before_it_counts(tmp_path: Path) -> No
 def test_older_snapshots_go_once_a_newer_one_moves_the_log_start(tmp_path: Path) -> None:
     store = SnapshotStore(fault_fs(tmp_path), str(tmp_path))
     for end in (5, 9, 14):
-        store.write(SnapshotId(end, 1), [], 0)
-    store.delete_before(SnapshotId(14, 1))
-    assert store.ids() == [SnapshotId(14, 1)]
+        store.write(RaftSnapshotId(end, 1), [], 0)
+    store.delete_before(RaftSnapshotId(14, 1))
+    assert store.ids() == [RaftSnapshotId(14, 1)]
 
 
 # ------------------------------------------------------------------------------ RaftStorage
@@ -176,7 +176,7 @@ def test_a_local_snapshot_moves_the_log_start_and_survives_a_restart(tmp_path: P
     for base in range(0, 40, 2):
         append(storage, base, 1, b"v%d" % base, b"w%d" % base)
     storage.flush()
-    snapshot_id = SnapshotId(30, 1)
+    snapshot_id = RaftSnapshotId(30, 1)
     storage.write_snapshot(snapshot_id, [b"state"], 0)
     storage.apply(Ready(log_ops=(AdvanceLogStart(snapshot_id),), high_watermark=30))
     assert storage.log.log_start_offset == 30
@@ -192,7 +192,7 @@ def test_an_installed_snapshot_replaces_the_log(tmp_path: Path) -> None:
     fs = fault_fs(tmp_path)
     storage = open_storage(tmp_path, fs)
     append(storage, 0, 1, b"old", b"divergent")
-    snapshot_id = SnapshotId(100, 4)
+    snapshot_id = RaftSnapshotId(100, 4)
     data = encode_snapshot(snapshot_id, [b"s1", b"s2"], 0)
     installed = storage.apply(
         Ready(

@@ -10,7 +10,7 @@ from replog.broker.cluster import Cluster
 from replog.spark import (
     AdminOffsetSource,
     OffsetRange,
-    Record,
+    RddRecord,
     create_rdd,
     offset_ranges_of,
     plan_ranges,
@@ -54,7 +54,7 @@ def test_one_partition_per_range_with_exact_contents(
         assert all(isinstance(r, tuple) and r.partition == p for r in records)
         assert [r.value for r in records] == [f"p{p}-v{i}".encode() for i in range(COUNTS[p])]
     first = per_partition[0][0]
-    assert first._fields == Record._fields
+    assert first._fields == RddRecord._fields
     assert (first.topic, first.key, first.headers) == (rdd_topic, b"k0", (("h", b"0"),))
     assert first.timestamp > 0
     assert rdd.count() == sum(COUNTS)

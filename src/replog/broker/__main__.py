@@ -55,7 +55,7 @@ from replog.broker.config import BrokerConfig
 from replog.errors import InvalidConfigError
 from replog.event_loop import run
 from replog.quorum.local import QuorumThread
-from replog.quorum.server import ControllerConfig
+from replog.quorum.server import VoterConfig
 
 __all__ = [
     "add_broker_arguments",
@@ -86,7 +86,7 @@ def _emit(event: str, broker: Broker, **extra: object) -> None:
 
 def start_voter(config: BrokerConfig) -> QuorumThread:
     """Combined mode: this process's voter of the metadata quorum, on its own loop thread."""
-    voter = ControllerConfig(
+    voter = VoterConfig(
         node_id=config.broker_id,
         voters=config.controller_voter_addresses(),
         data_dir=config.controller_data_path(),

@@ -74,7 +74,7 @@ __all__ = ["BrokerConfig", "PROCESS_ROLES"]
 
 #: what ``process_roles`` may name; a broker process always has the broker role
 PROCESS_ROLES = ("broker", "controller")
-#: the ``quorum`` table's keys (``replog.quorum.server.ControllerConfig`` fields)
+#: the ``quorum`` table's keys (``replog.quorum.server.VoterConfig`` fields)
 QUORUM_SETTINGS = (
     "election_timeout_ms",
     "fetch_timeout_ms",

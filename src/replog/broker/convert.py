@@ -1,10 +1,10 @@
 """Wire messages <-> replication-machine values, in one pure module.
 
 The request handlers, the follower's fetch sessions and the simulator meet the same
-conversions here: a Fetch request's partitions become ``replog.isr.FetchRequest`` values, the
-machine's ``FetchResponse`` answers become the wire partitions (records as zero-copy
+conversions here: a Fetch request's partitions become ``replog.isr.PartitionFetchRequest`` values,
+the machine's ``PartitionFetchResponse`` answers become the wire partitions (records as zero-copy
 ``RecordsRef`` holes when the log gave a ``FetchSlice``), and a wire Fetch response becomes
-the ``FetchResponse`` values a follower's ``Partition`` applies. Nothing here does IO.
+the ``PartitionFetchResponse`` values a follower's ``Partition`` applies. Nothing here does IO.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from replog.errors import ErrorCode
-from replog.isr import BytesSlice, EpochEndOffset, FetchRequest, FetchResponse
+from replog.isr import BytesSlice, LeaderEpochEnd, PartitionFetchRequest, PartitionFetchResponse
 from replog.log.log import FetchSlice
 from replog.protocol import RecordsRef
 from replog.protocol import messages as m
@@ -54,13 +54,13 @@ def fetch_partitions(body: m.FetchRequest) -> list[tuple[TopicPartition, m.Fetch
 
 def fetch_partition_request(
     replica_id: int, p: m.FetchPartition, room_bytes: int | None = None
-) -> FetchRequest:
-    """One wire Fetch partition as a machine ``FetchRequest``, its ``max_bytes`` at least 1 and
-    at most ``room_bytes`` (what is left of the response's budget) when given."""
+) -> PartitionFetchRequest:
+    """One wire Fetch partition as a machine ``PartitionFetchRequest``, its ``max_bytes`` at
+    least 1 and at most ``room_bytes`` (what is left of the response's budget) when given."""
     max_bytes = max(1, p.partition_max_bytes)
     if room_bytes is not None:
         max_bytes = max(1, min(max_bytes, room_bytes))
-    return FetchRequest(
+    return PartitionFetchRequest(
         replica_id=replica_id,
         fetch_offset=p.fetch_offset,
         current_leader_epoch=p.current_leader_epoch,
@@ -70,12 +70,15 @@ def fetch_partition_request(
     )
 
 
-def fetch_partition_requests(body: m.FetchRequest) -> list[tuple[TopicPartition, FetchRequest]]:
-    """Every partition of a wire Fetch as a machine ``FetchRequest`` (sizes bounded later)."""
+def fetch_partition_requests(
+    body: m.FetchRequest,
+) -> list[tuple[TopicPartition, PartitionFetchRequest]]:
+    """Every partition of a wire Fetch as a machine ``PartitionFetchRequest`` (sizes bounded
+    later)."""
     return [(tp, fetch_partition_request(body.replica_id, p)) for tp, p in fetch_partitions(body)]
 
 
-def records_of(answer: FetchResponse, room_bytes: int) -> tuple[Any, int]:
+def records_of(answer: PartitionFetchResponse, room_bytes: int) -> tuple[Any, int]:
     """(the wire ``records`` value, bytes counted) for one answer given the room left in the
     response: a ``RecordsRef`` hole over a ``FetchSlice`` (sent zero-copy), bytes for an
     in-memory slice, or empty once the response is full (Kafka's first partition always gets
@@ -89,7 +92,7 @@ def records_of(answer: FetchResponse, room_bytes: int) -> tuple[Any, int]:
 
 
 def fetch_response_partition(
-    partition: int, answer: FetchResponse, records: Any
+    partition: int, answer: PartitionFetchResponse, records: Any
 ) -> m.FetchResponsePartition:
     """The wire partition of one machine answer (``records`` from ``records_of``)."""
     diverging = None
@@ -116,7 +119,7 @@ def fetch_response_partition(
 
 def follower_fetch_request(
     replica_id: int,
-    requests: Sequence[tuple[TopicPartition, FetchRequest]],
+    requests: Sequence[tuple[TopicPartition, PartitionFetchRequest]],
     *,
     max_wait_ms: int,
     min_bytes: int,
@@ -173,10 +176,10 @@ def may_truncate(
 
 def follower_fetch_responses(
     replica_id: int,
-    requests: Mapping[TopicPartition, FetchRequest],
+    requests: Mapping[TopicPartition, PartitionFetchRequest],
     response: m.FetchResponse,
     leader_offsets: Mapping[TopicPartition, tuple[int, int]],
-) -> Iterable[tuple[TopicPartition, FetchResponse]]:
+) -> Iterable[tuple[TopicPartition, PartitionFetchResponse]]:
     """The machine answers of a wire Fetch response, for the partitions this follower asked
     about (others are ignored). ``leader_offsets``: (log start, LEO) the leader reported for
     the out-of-range ones."""
@@ -194,11 +197,11 @@ def follower_fetch_responses(
             )
             diverging = None
             if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:
-                diverging = EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+                diverging = LeaderEpochEnd(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
             log_start_offset, log_end_offset = leader_offsets.get(tp, (p.log_start_offset, -1))
             yield (
                 tp,
-                FetchResponse(
+                PartitionFetchResponse(
                     request_id=request.request_id,
                     error_code=error_code_of(p.error_code),
                     fetch_offset=request.fetch_offset,

@@ -11,16 +11,16 @@ from typing import Protocol
 from replog.broker.config import BrokerConfig
 from replog.broker.driver_ports import DriverCore
 from replog.broker.group_host import GroupHost
-from replog.broker.log_dirs import LogDirDescription, describe_log_dirs
+from replog.broker.log_dirs import LogDirReport, describe_log_dirs
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.broker.requests import GroupServices
 from replog.broker.requests.metadata import CLUSTER_ID as DEFAULT_CLUSTER_ID
 from replog.errors import ErrorCode
 from replog.isr import (
-    FetchRequest,
-    FetchResponse,
     Partition,
+    PartitionFetchRequest,
+    PartitionFetchResponse,
     ProduceResult,
 )
 from replog.log.log import Log
@@ -114,8 +114,8 @@ class DriverServices:
         return self._driver.rm.produce(topic, partition, batch, acks, now_ms, timeout_ms=timeout_ms)
 
     def fetch(
-        self, topic: str, partition: int, request: FetchRequest, now_ms: int
-    ) -> FetchResponse:
+        self, topic: str, partition: int, request: PartitionFetchRequest, now_ms: int
+    ) -> PartitionFetchResponse:
         return self._driver.rm.fetch(topic, partition, request, now_ms)
 
     @property
@@ -137,5 +137,5 @@ class DriverServices:
     def low_watermark(self, topic: str, partition: int) -> int:
         return self._driver.rm.low_watermark(topic, partition)
 
-    def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
+    def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirReport]:
         return describe_log_dirs(self._driver.log_manager, wanted)

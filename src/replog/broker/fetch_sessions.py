@@ -37,7 +37,7 @@ from replog.broker.convert import (
 from replog.broker.driver_ports import DriverCore
 from replog.broker.effects import ResetLink
 from replog.broker.replication_throttle import ReplicationThrottle
-from replog.isr import FetchRequest, FollowerAction
+from replog.isr import FollowerAction, PartitionFetchRequest
 from replog.protocol import messages as m
 from replog.topics import TopicPartition
 
@@ -65,7 +65,7 @@ class FetchHost(DriverCore, Protocol):
 
 
 @attrs.define(eq=False)
-class _Session:
+class _LeaderSession:
     leader_id: int
     next_at_ms: int
     token: int | None = None
@@ -77,7 +77,7 @@ class FetchSessions:
 
     def __init__(self, driver: FetchHost) -> None:
         self._driver = driver
-        self._sessions: dict[int, _Session] = {}
+        self._sessions: dict[int, _LeaderSession] = {}
 
     @property
     def leaders(self) -> list[int]:
@@ -95,7 +95,7 @@ class FetchSessions:
                 driver.outbox.forget(session.token)
             driver.outbox.emit(ResetLink(leader_id))
         for leader_id in sorted(wanted - set(self._sessions)):
-            self._sessions[leader_id] = _Session(leader_id, now_ms)
+            self._sessions[leader_id] = _LeaderSession(leader_id, now_ms)
 
     def on_tick(self, now_ms: int) -> None:
         """Start the rounds that are due."""
@@ -113,14 +113,14 @@ class FetchSessions:
 
     # ------------------------------------------------------------------ one round
 
-    def _live(self, session: _Session) -> bool:
+    def _live(self, session: _LeaderSession) -> bool:
         return self._sessions.get(session.leader_id) is session
 
-    def _backoff(self, session: _Session, now_ms: int) -> None:
+    def _backoff(self, session: _LeaderSession, now_ms: int) -> None:
         session.token = None
         session.next_at_ms = now_ms + self._driver.config.replica_fetch_backoff_ms
 
-    def _round(self, session: _Session, now_ms: int) -> None:
+    def _round(self, session: _LeaderSession, now_ms: int) -> None:
         driver = self._driver
         rm = driver.rm
         requests = rm.fetch_requests_for(session.leader_id)
@@ -140,8 +140,8 @@ class FetchSessions:
         self._send(session, now_ms, requests)
 
     def _unthrottled(
-        self, requests: list[tuple[TopicPartition, FetchRequest]], now_ms: int
-    ) -> list[tuple[TopicPartition, FetchRequest]]:
+        self, requests: list[tuple[TopicPartition, PartitionFetchRequest]], now_ms: int
+    ) -> list[tuple[TopicPartition, PartitionFetchRequest]]:
         """``requests`` without the partitions the follower quota holds back."""
         rm = self._driver.rm
         throttle = self._driver.replication_throttle
@@ -157,9 +157,9 @@ class FetchSessions:
 
     def _send(
         self,
-        session: _Session,
+        session: _LeaderSession,
         now_ms: int,
-        requests: list[tuple[TopicPartition, FetchRequest]] | None = None,
+        requests: list[tuple[TopicPartition, PartitionFetchRequest]] | None = None,
     ) -> None:
         """Fetch from the session's leader: ``requests`` as ``_round`` just built them, or
         built again (after a flush the logs may have grown)."""
@@ -189,8 +189,8 @@ class FetchSessions:
 
     def _on_fetch_answer(
         self,
-        session: _Session,
-        asked: dict[TopicPartition, FetchRequest],
+        session: _LeaderSession,
+        asked: dict[TopicPartition, PartitionFetchRequest],
         response: Any,
         error: BaseException | None,
     ) -> None:
@@ -209,8 +209,8 @@ class FetchSessions:
 
     def _ask_offsets(
         self,
-        session: _Session,
-        asked: dict[TopicPartition, FetchRequest],
+        session: _LeaderSession,
+        asked: dict[TopicPartition, PartitionFetchRequest],
         response: m.FetchResponse,
         tps: list[TopicPartition],
     ) -> None:
@@ -254,8 +254,8 @@ class FetchSessions:
 
     def _apply(
         self,
-        session: _Session,
-        asked: dict[TopicPartition, FetchRequest],
+        session: _LeaderSession,
+        asked: dict[TopicPartition, PartitionFetchRequest],
         response: m.FetchResponse,
         leader_offsets: Mapping[TopicPartition, tuple[int, int]],
     ) -> None:

@@ -14,7 +14,7 @@ import attrs
 from replog.errors import ErrorCode
 from replog.log.manager import LogManager
 
-__all__ = ["LogDirDescription", "LogDirPartition", "describe_log_dirs"]
+__all__ = ["LogDirReport", "LogDirPartition", "describe_log_dirs"]
 
 
 @attrs.frozen
@@ -28,7 +28,7 @@ class LogDirPartition:
 
 
 @attrs.frozen
-class LogDirDescription:
+class LogDirReport:
     """One log dir (``total_bytes`` / ``usable_bytes`` -1: unknown)."""
 
     path: str
@@ -40,14 +40,14 @@ class LogDirDescription:
 
 def describe_log_dirs(
     log_manager: LogManager, wanted: Collection[tuple[str, int]] | None = None
-) -> list[LogDirDescription]:
+) -> list[LogDirReport]:
     """Every log dir of ``log_manager`` with its open logs (only ``wanted`` ones if given)."""
     offline = log_manager.offline_dirs
     out = []
     for log_dir in log_manager.dirs:
         path = log_dir.path
         if path in offline:
-            out.append(LogDirDescription(path, ErrorCode.KAFKA_STORAGE_ERROR, ()))
+            out.append(LogDirReport(path, ErrorCode.KAFKA_STORAGE_ERROR, ()))
             continue
         partitions = []
         for tp, log in sorted(log_manager.logs.items()):
@@ -62,5 +62,5 @@ def describe_log_dirs(
             total, usable = usage.total, usage.free
         except OSError:
             total = usable = -1
-        out.append(LogDirDescription(path, ErrorCode.NONE, tuple(partitions), total, usable))
+        out.append(LogDirReport(path, ErrorCode.NONE, tuple(partitions), total, usable))
     return out

@@ -53,12 +53,12 @@ from replog.errors import (
     StorageError,
 )
 from replog.isr import (
-    FetchRequest,
-    FetchResponse,
     FollowerAction,
     FollowerOutcome,
     Partition,
     PartitionConfig,
+    PartitionFetchRequest,
+    PartitionFetchResponse,
     ProduceResult,
     ReplicaRole,
     StateChangeSink,
@@ -437,14 +437,14 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     # ------------------------------------------------------------------ fetch (leader side)
 
     def fetch(
-        self, topic: str, partition: int, request: FetchRequest, now_ms: int
-    ) -> FetchResponse:
+        self, topic: str, partition: int, request: PartitionFetchRequest, now_ms: int
+    ) -> PartitionFetchResponse:
         """Serve one partition of a consumer's or follower's fetch at once (the driver does the
         multi-partition long poll by waiting on ``data_version``)."""
         tp = TopicPartition(topic, partition)
         replica = self.partitions.get(tp)
         if replica is None:
-            return FetchResponse(
+            return PartitionFetchResponse(
                 request.request_id,
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 request.fetch_offset,
@@ -454,13 +454,13 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         try:
             response = replica.on_fetch(request, now_ms)
         except StorageError:
-            response = FetchResponse(
+            response = PartitionFetchResponse(
                 request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
             )
         except CorruptRecordError as exc:
             first = exc.first_offset
             self.note_damage(tp, request.fetch_offset if first is None else first)
-            response = FetchResponse(
+            response = PartitionFetchResponse(
                 request.request_id, ErrorCode.KAFKA_STORAGE_ERROR, request.fetch_offset
             )
         if replica.high_watermark != hw_before:
@@ -470,12 +470,14 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
 
     # ------------------------------------------------------------------ fetch (follower side)
 
-    def fetch_requests_for(self, leader_id: int) -> list[tuple[TopicPartition, FetchRequest]]:
+    def fetch_requests_for(
+        self, leader_id: int
+    ) -> list[tuple[TopicPartition, PartitionFetchRequest]]:
         """One fetch per partition this broker follows on ``leader_id`` (one wire request).
         A replica whose log is offline (a failed write or fsync) fetches nothing: its fetch
         offset would report a log end the failed fsync never made durable (FSYNC mode), and
         the leader would count it toward the HW."""
-        requests: list[tuple[TopicPartition, FetchRequest]] = []
+        requests: list[tuple[TopicPartition, PartitionFetchRequest]] = []
         for tp, replica in sorted(self.partitions.items()):
             if replica.is_leader or replica.leader_id != leader_id:
                 continue
@@ -488,7 +490,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         return requests
 
     def on_fetch_response(
-        self, tp: TopicPartition, response: FetchResponse, now_ms: int
+        self, tp: TopicPartition, response: PartitionFetchResponse, now_ms: int
     ) -> FollowerOutcome:
         """Apply the leader's answer for one partition (truncation by epoch, append, HW)."""
         replica = self.partitions.get(tp)

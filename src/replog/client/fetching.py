@@ -20,7 +20,7 @@ __all__ = [
     "ColumnSlice",
     "ConsumerRecord",
     "FetchColumns",
-    "FetchSlice",
+    "RecordSlice",
     "consumer_record",
     "slice_columns",
     "slice_records",
@@ -42,7 +42,7 @@ class ConsumerRecord:
 
 
 @attrs.frozen
-class FetchSlice:
+class RecordSlice:
     """What one partition's records bytes yield from ``fetch_offset``.
 
     ``next_offset`` is the new position; ``last_epoch`` the leader epoch of the batch the last
@@ -109,7 +109,7 @@ def consumer_record(
 
 @attrs.frozen
 class FetchColumns:
-    """``FetchSlice`` as columns: one ``ColumnSlice`` per batch that yielded records."""
+    """``RecordSlice`` as columns: one ``ColumnSlice`` per batch that yielded records."""
 
     slices: list[ColumnSlice]
     next_offset: int
@@ -182,11 +182,11 @@ def slice_columns(
 
 def slice_records(
     topic: str, partition: int, buf: Buffer, fetch_offset: int, records_max: int
-) -> FetchSlice:
+) -> RecordSlice:
     """Records at offsets >= ``fetch_offset`` from the whole batches in ``buf``, at most
     ``records_max`` of them (see module doc)."""
     sliced = slice_columns(topic, partition, buf, fetch_offset, records_max)
     out: list[ConsumerRecord] = []
     for column_slice in sliced.slices:
         out += column_slice.records()
-    return FetchSlice(out, sliced.next_offset, sliced.last_epoch)
+    return RecordSlice(out, sliced.next_offset, sliced.last_epoch)

@@ -8,7 +8,7 @@ AlterPartition channel. A partition leader (``replog.isr``) proposes ISR changes
 ``replog.metadata.types.AlterPartition`` values. The broker runtime stamps its own incarnation on
 one and queues it, as it is, for ``CONTROLLER_TARGET`` (``submit_admin_request``); it stays
 queued across controller failovers. The controller validates it
-(``election.handle_alter_partition``, the reference's order), compare-and-sets the partition
+(``election.handle_alter_partition``, in KRaft's order), compare-and-sets the partition
 state, and completes the request with the error code as the outcome and an
 ``AlterPartitionResult`` (the resulting or, on a rejection, current leader, leader epoch,
 partition epoch and ISR) as the result. The leader follows the feed, and on
@@ -25,7 +25,7 @@ from replog.controller.alter_partition import (
 )
 from replog.controller.service import (
     CONFLICT_RETRIES_MAX,
-    ControllerRole,
+    ControllerRoleState,
     ControllerService,
     random_placement_start,
 )
@@ -40,7 +40,7 @@ __all__ = [
     "CONFLICT_RETRIES_MAX",
     "ControllerConfig",
     "ControllerMachine",
-    "ControllerRole",
+    "ControllerRoleState",
     "ControllerService",
     "TopicPolicy",
     "alter_partition_result",

@@ -28,7 +28,7 @@ request never completes on a write that did not happen. FENCED_CONTROLLER (or
 ending) means the role is lost: the service stops acting at once, ``role`` becomes LOST and
 ``lost_reason`` says why; the broker may campaign again later with a new service state.
 
-``poll`` returns the state-change records (seed 000 §7) of the writes it applied.
+``poll`` returns the state-change records (``replog.state_change``) of the writes it applied.
 """
 
 from __future__ import annotations
@@ -53,24 +53,29 @@ from replog.coord.errors import (
 from replog.election.controller import ControllerConfig, ControllerMachine
 from replog.election.controller_requests import handling_order
 from replog.election.controller_writes import (
-    AddPartitionsWrite,
     AdmitBrokerWrite,
-    AllocateProducerIdsWrite,
-    AlterBrokerConfigsWrite,
-    AlterTopicConfigsWrite,
+    BrokerConfigsWrite,
     CasPartitionWrite,
     CompleteRequestWrite,
     ControllerOutput,
     ControllerWrite,
-    CreateTopicWrite,
-    DeleteTopicWrite,
+    NewPartitionsWrite,
+    NewTopicWrite,
+    ProducerIdBlockWrite,
     SubmitRequestWrite,
+    TopicConfigsWrite,
+    TopicDeletionWrite,
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode, invariant, unreachable
 from replog.metadata.types import CONTROLLER_TARGET, CasStatus
 
-__all__ = ["CONFLICT_RETRIES_MAX", "ControllerRole", "ControllerService", "random_placement_start"]
+__all__ = [
+    "CONFLICT_RETRIES_MAX",
+    "ControllerRoleState",
+    "ControllerService",
+    "random_placement_start",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -93,7 +98,7 @@ _STRUCTURAL_ERRORS = (
 )
 
 
-class ControllerRole(enum.Enum):
+class ControllerRoleState(enum.Enum):
     """Where this broker stands: not (yet) controller, the active one, or one that lost the
     role (fenced, session gone, or resigned)."""
 
@@ -129,7 +134,7 @@ class ControllerService:
         self.config = config or ControllerConfig()
         self.start_index_source = start_index_source or random_placement_start()
         self.timeout_ms = timeout_ms
-        self.role = ControllerRole.STANDBY
+        self.role = ControllerRoleState.STANDBY
         self.controller_epoch: int | None = None
         self.machine: ControllerMachine | None = None
         self.lost_reason = ""
@@ -141,7 +146,7 @@ class ControllerService:
     @property
     def is_active(self) -> bool:
         """Whether this service currently acts as the controller."""
-        return self.role is ControllerRole.ACTIVE
+        return self.role is ControllerRoleState.ACTIVE
 
     # ---- the role ---------------------------------------------------------------------
 
@@ -160,7 +165,7 @@ class ControllerService:
         if (info.controller_id, info.incarnation_epoch) != (self.broker_id, self.incarnation_epoch):
             return False
         self.controller_epoch = info.controller_epoch
-        self.role = ControllerRole.ACTIVE
+        self.role = ControllerRoleState.ACTIVE
         self.lost_reason = ""
         self._rebuild(self.clock.monotonic_ms())
         return self.is_active
@@ -176,7 +181,7 @@ class ControllerService:
         return resigned
 
     def _lose(self, reason: str) -> None:
-        self.role = ControllerRole.LOST
+        self.role = ControllerRoleState.LOST
         self.lost_reason = reason
         if self.machine is not None:
             self.machine.active = False
@@ -295,7 +300,7 @@ class ControllerService:
         if isinstance(write, CasPartitionWrite):
             return self._apply_cas(write, now_ms, records, depth)
         try:
-            if isinstance(write, CreateTopicWrite):
+            if isinstance(write, NewTopicWrite):
                 assignment = c.create_topic(
                     write.topic,
                     write.replica_assignment,
@@ -305,7 +310,7 @@ class ControllerService:
                     timeout_ms=t,
                 )
                 self._machine().on_topic_written(assignment)
-            elif isinstance(write, AddPartitionsWrite):
+            elif isinstance(write, NewPartitionsWrite):
                 assignment = c.add_partitions(
                     write.topic,
                     write.new_replica_assignment,
@@ -314,13 +319,13 @@ class ControllerService:
                     timeout_ms=t,
                 )
                 self._machine().on_topic_written(assignment)
-            elif isinstance(write, DeleteTopicWrite):
+            elif isinstance(write, TopicDeletionWrite):
                 c.delete_topic(write.topic, controller_epoch=epoch, timeout_ms=t)
-            elif isinstance(write, AlterTopicConfigsWrite):
+            elif isinstance(write, TopicConfigsWrite):
                 c.alter_topic_configs(
                     write.topic, dict(write.configs), controller_epoch=epoch, timeout_ms=t
                 )
-            elif isinstance(write, AlterBrokerConfigsWrite):
+            elif isinstance(write, BrokerConfigsWrite):
                 c.alter_broker_configs(
                     write.broker_id, dict(write.configs), controller_epoch=epoch, timeout_ms=t
                 )
@@ -334,7 +339,7 @@ class ControllerService:
                     _log.warning("controller %s: %s; dropped %s", self.broker_id, full, write)
             elif isinstance(write, AdmitBrokerWrite):
                 return self._admit(write, now_ms, records, depth)
-            elif isinstance(write, AllocateProducerIdsWrite):
+            elif isinstance(write, ProducerIdBlockWrite):
                 c.allocate_producer_ids(
                     write.broker_id,
                     write.broker_epoch,

@@ -28,7 +28,7 @@ from replog.election.broker_events import (
 from replog.election.decision import Decision
 from replog.election.partition_change import (
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionChangeBuilder,
     ReplicaAssignment,
     create_partition,
@@ -77,7 +77,7 @@ __all__ = [
     "ClusterView",
     "Decision",
     "ElectionPolicy",
-    "ElectionType",
+    "LeaderElectionStrategy",
     "InconsistentRackError",
     "InvalidReplicationFactorError",
     "LeaderImbalance",

@@ -1,8 +1,8 @@
 """AlterPartition: the controller's side of a leader's ISR change proposal (KIP-497/841/903/704).
 
 A leader proposes a new ISR (each member with the broker epoch it last saw, KIP-903) together
-with the leader epoch and partition epoch it holds. The controller checks, in this order (§6
-"AlterPartition validation"):
+with the leader epoch and partition epoch it holds. The controller checks, in this order (KRaft's
+``validateAlterPartitionData``, plus the request-level check first):
 
 0. the sender's own broker epoch is stale (not -1 and not its current incarnation)
    -> STALE_BROKER_EPOCH (a request-level check, so it comes before any partition is looked at);

@@ -1,4 +1,4 @@
-"""What a broker's liveness changes do to one partition (§6 "Broker failure (KRaft)").
+"""What a broker's liveness changes do to one partition (KRaft's broker failure handling).
 
 The driver calls one of these for every partition that names the broker (in its replicas, ISR or
 ELR). Each applies the event to the ``ClusterView`` it is given (so passing the view from before

@@ -80,7 +80,7 @@ from replog.election.controller_writes import (
 from replog.election.decision import Decision
 from replog.election.partition_change import (
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionChangeBuilder,
 )
 from replog.election.reassignment import (
@@ -634,7 +634,7 @@ class ControllerMachine:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             decision = elect_leader(
-                tp, current, self.cluster, ElectionType.PREFERRED, policy=self.policy(tp),
+                tp, current, self.cluster, LeaderElectionStrategy.PREFERRED, policy=self.policy(tp),
                 now_ms=now_ms, requester=requester, controller=self.actor,
             )  # fmt: skip
             results[tp] = decision.error

@@ -21,12 +21,12 @@ import attrs
 
 from replog.config_layers import apply_changes, check_broker_configs
 from replog.election.controller_writes import (
-    AlterBrokerConfigsWrite,
-    AlterTopicConfigsWrite,
+    BrokerConfigsWrite,
     ControllerWrite,
+    TopicConfigsWrite,
     WriteCause,
 )
-from replog.election.partition_change import ElectionType
+from replog.election.partition_change import LeaderElectionStrategy
 from replog.election.rebalance import elect_leader as decide_election
 from replog.election.state import TopicPartition
 from replog.election.state_change import Actor
@@ -62,7 +62,7 @@ def alter_configs(
             parse_topic_configs(configs)
             stored = ct.topic_configs(configs)
             machine.topics[name] = attrs.evolve(known, configs=stored)
-            write: ControllerWrite = AlterTopicConfigsWrite(
+            write: ControllerWrite = TopicConfigsWrite(
                 group=group, cause=cause, topic=name, configs=stored
             )
             affected = [tp for tp in sorted(machine.partitions) if tp.topic == name]
@@ -73,7 +73,7 @@ def alter_configs(
             check_broker_configs(configs)
             stored = ct.topic_configs(configs)
             machine.on_broker_configs(broker_id, stored)
-            write = AlterBrokerConfigsWrite(
+            write = BrokerConfigsWrite(
                 group=group, cause=cause, broker_id=broker_id, configs=stored
             )
             applies = broker_id in (ct.ALL_BROKERS, machine.controller_id)
@@ -118,7 +118,9 @@ def elect_leader(
     if current is None:
         message = f"unknown partition {tp}"
         return _refuse(machine, request, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message, now_ms)
-    election = ElectionType.UNCLEAN if payload.unclean else ElectionType.PREFERRED
+    election = (
+        LeaderElectionStrategy.UNCLEAN if payload.unclean else LeaderElectionStrategy.PREFERRED
+    )
     decision = decide_election(
         tp, current, machine.cluster, election, policy=machine.policy(tp), now_ms=now_ms,
         requester=Actor.admin(), controller=machine.actor,

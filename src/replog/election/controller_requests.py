@@ -10,7 +10,8 @@ Topic-level records (a refused create or delete) are filed under partition 0 of 
 a state-change record always names a partition.
 
 Delete topic queues a CloseReplica(delete) for every replica's broker after the deletion, so a
-broker that is down meanwhile finds it queued when it returns (the seeds' persistent queues).
+broker that is down meanwhile finds it queued when it returns (a broker's queue of state-change
+requests is persistent).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from replog.election import controller_admin
 from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
 from replog.election.controller_writes import (
-    AddPartitionsWrite,
-    AllocateProducerIdsWrite,
     ControllerWrite,
-    CreateTopicWrite,
-    DeleteTopicWrite,
+    NewPartitionsWrite,
+    NewTopicWrite,
+    ProducerIdBlockWrite,
     SubmitRequestWrite,
+    TopicDeletionWrite,
     WriteCause,
     alter_partition_result,
     partition_state,
@@ -62,9 +63,9 @@ def handling_order(
 
     After a fault every leader proposes at once (``__consumer_offsets`` alone has 50
     partitions); handled oldest first and all in one round, a proposal that unblocked writes
-    waited behind a hundred others, and one that arrived meanwhile behind the whole round
-    (issue 23 §1). The order changes nothing else: each request is checked against the state
-    as it is when handled, and the proposals for one partition keep their order (one rank)."""
+    waited behind a hundred others, and one that arrived meanwhile behind the whole round. The
+    order changes nothing else: each request is checked against the state as it is when
+    handled, and the proposals for one partition keep their order (one rank)."""
 
     def rank(request: ct.AdminRequest) -> int:
         payload = request.payload
@@ -172,7 +173,7 @@ def _allocate_producer_ids(
         message = f"broker {payload.broker_id} epoch {payload.broker_epoch} is not registered"
         return reject(machine, request, ErrorCode.STALE_BROKER_EPOCH, message, now_ms)
     group = machine.new_group()
-    allocate = AllocateProducerIdsWrite(
+    allocate = ProducerIdBlockWrite(
         group=group,
         cause=WriteCause(request=request),
         broker_id=payload.broker_id,
@@ -266,7 +267,7 @@ def _create_topic(
     if error is not ErrorCode.NONE:
         return [machine.complete(request, group, error, message, records)]
     record_topic(machine, topic, 0, registrations, configs=payload.configs)
-    write = CreateTopicWrite(
+    write = NewTopicWrite(
         group=group,
         cause=WriteCause(request=request),
         topic=topic,
@@ -307,7 +308,7 @@ def _add_partitions(
     if error is not ErrorCode.NONE:
         return [machine.complete(request, group, error, message, records)]
     record_topic(machine, topic, current, registrations)
-    write = AddPartitionsWrite(
+    write = NewPartitionsWrite(
         group=group,
         cause=WriteCause(request=request),
         topic=topic,
@@ -358,7 +359,7 @@ def _delete_topic(
                 )
             )
     machine.forget_topic(topic)
-    deletion = DeleteTopicWrite(group=group, cause=cause, topic=topic)
+    deletion = TopicDeletionWrite(group=group, cause=cause, topic=topic)
     message = f"deleted {topic}"
     return [deletion, *closes, machine.complete(request, group, ErrorCode.NONE, message)]
 
@@ -390,8 +391,9 @@ def _preferred_election(
 def alter_partition(
     machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AlterPartition, now_ms: int
 ) -> list[ControllerWrite]:
-    """A leader's ISR proposal, validated in the reference's order; the completion carries
-    the error and the resulting (or current) partition as an ``AlterPartitionResult``."""
+    """A leader's ISR proposal, validated in KRaft's order (``alter_partition.py``); the
+    completion carries the error and the resulting (or current) partition as an
+    ``AlterPartitionResult``."""
     tp = payload.topic_partition
     current = machine.partitions.get(tp)
     decision = handle_alter_partition(

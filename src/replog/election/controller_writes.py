@@ -10,8 +10,8 @@ completion). When a write of a group fails, the driver skips the rest of that gr
 machine to decide again from the cause (``ControllerMachine.on_cas_conflict``), so a request is
 never completed on the strength of a write that did not happen.
 
-``state_changes`` on a write are the state-change records (seed 000 §7) that become true when
-the write is applied; the driver reports them only then.
+``state_changes`` on a write are the state-change records (``replog.state_change``) that become
+true when the write is applied; the driver reports them only then.
 
 This module also holds the conversions between the coordinator's values (``PartitionState``,
 ``BrokerInfo``, ``AlterPartitionResult``) and the election package's (``PartitionRegistration``,
@@ -32,17 +32,17 @@ from replog.errors import ErrorCode
 from replog.metadata import types as ct
 
 __all__ = [
-    "AddPartitionsWrite",
+    "NewPartitionsWrite",
     "AdmitBrokerWrite",
-    "AllocateProducerIdsWrite",
-    "AlterBrokerConfigsWrite",
-    "AlterTopicConfigsWrite",
+    "ProducerIdBlockWrite",
+    "BrokerConfigsWrite",
+    "TopicConfigsWrite",
     "CasPartitionWrite",
     "CompleteRequestWrite",
     "ControllerOutput",
     "ControllerWrite",
-    "CreateTopicWrite",
-    "DeleteTopicWrite",
+    "NewTopicWrite",
+    "TopicDeletionWrite",
     "SubmitRequestWrite",
     "WriteCause",
     "alter_partition_result",
@@ -77,7 +77,7 @@ class CasPartitionWrite:
 
 
 @attrs.frozen(kw_only=True)
-class CreateTopicWrite:
+class NewTopicWrite:
     """``create_topic(topic, replica_assignment, initial_states=..., configs=...)``."""
 
     group: int
@@ -90,7 +90,7 @@ class CreateTopicWrite:
 
 
 @attrs.frozen(kw_only=True)
-class AddPartitionsWrite:
+class NewPartitionsWrite:
     """``add_partitions(topic, new_replica_assignment, initial_states=...)``."""
 
     group: int
@@ -102,7 +102,7 @@ class AddPartitionsWrite:
 
 
 @attrs.frozen(kw_only=True)
-class DeleteTopicWrite:
+class TopicDeletionWrite:
     """``delete_topic(topic)``."""
 
     group: int
@@ -113,8 +113,8 @@ class DeleteTopicWrite:
 
 @attrs.frozen(kw_only=True)
 class SubmitRequestWrite:
-    """``submit_admin_request(target, payload)``: a request queued for a broker (the seeds'
-    persistent state-change queue, e.g. CloseReplica for a broker that may be down)."""
+    """``submit_admin_request(target, payload)``: a request queued for a broker (its persistent
+    queue of state-change requests, e.g. CloseReplica for a broker that may be down)."""
 
     group: int
     cause: WriteCause
@@ -154,7 +154,7 @@ class AdmitBrokerWrite:
 
 
 @attrs.frozen(kw_only=True)
-class AllocateProducerIdsWrite:
+class ProducerIdBlockWrite:
     """``allocate_producer_ids(broker_id, broker_epoch, count)``: the next block of producer
     ids for a broker (its AllocateProducerIds request completes in the same group)."""
 
@@ -167,7 +167,7 @@ class AllocateProducerIdsWrite:
 
 
 @attrs.frozen(kw_only=True)
-class AlterTopicConfigsWrite:
+class TopicConfigsWrite:
     """``alter_topic_configs(topic, configs)``: the topic's whole new configs."""
 
     group: int
@@ -178,7 +178,7 @@ class AlterTopicConfigsWrite:
 
 
 @attrs.frozen(kw_only=True)
-class AlterBrokerConfigsWrite:
+class BrokerConfigsWrite:
     """``alter_broker_configs(broker_id, configs)``: a broker's (or, ``ALL_BROKERS``, the
     cluster-wide default's) whole new dynamic configs."""
 
@@ -191,15 +191,15 @@ class AlterBrokerConfigsWrite:
 
 ControllerWrite = (
     CasPartitionWrite
-    | CreateTopicWrite
-    | AddPartitionsWrite
-    | DeleteTopicWrite
+    | NewTopicWrite
+    | NewPartitionsWrite
+    | TopicDeletionWrite
     | SubmitRequestWrite
     | CompleteRequestWrite
     | AdmitBrokerWrite
-    | AllocateProducerIdsWrite
-    | AlterTopicConfigsWrite
-    | AlterBrokerConfigsWrite
+    | ProducerIdBlockWrite
+    | TopicConfigsWrite
+    | BrokerConfigsWrite
 )
 
 

@@ -1,8 +1,8 @@
 """The partition change builder: from a registration and a requested change to the next one.
 
-Theory of operation (§6, KIP-966, KIP-704). A caller describes what it wants (a new ISR, a new
-assignment, an election type, ELR on/off, whether unclean election is allowed) and ``build()``
-works out everything that follows, in this order:
+Theory of operation (KRaft's PartitionChangeBuilder, KIP-966, KIP-704). A caller describes what it
+wants (a new ISR, a new assignment, an election type, ELR on/off, whether unclean election is
+allowed) and ``build()`` works out everything that follows, in this order:
 
 1. **Assignment.** The target replicas/adding/removing, and the ISR restricted to the replicas.
 2. **Reassignment completion (KRaft rule).** When the ISR minus the removing replicas is
@@ -57,7 +57,7 @@ from replog.metadata.types import NO_LEADER, LeaderRecoveryState
 
 __all__ = [
     "ElectionPolicy",
-    "ElectionType",
+    "LeaderElectionStrategy",
     "PartitionChangeBuilder",
     "ReplicaAssignment",
     "UNCLEAN_ELECTION_NOTE",
@@ -68,7 +68,7 @@ __all__ = [
 UNCLEAN_ELECTION_NOTE = "unclean election of"
 
 
-class ElectionType(enum.Enum):
+class LeaderElectionStrategy(enum.Enum):
     """How a leader is chosen when the current one cannot (or should not) stay."""
 
     ONLINE = "online"
@@ -164,7 +164,7 @@ class PartitionChangeBuilder:
     elr_enabled: bool = False
     unclean_allowed: bool = False
     last_known_leader: bool = True
-    election: ElectionType = ElectionType.ONLINE
+    election: LeaderElectionStrategy = LeaderElectionStrategy.ONLINE
     target_isr: tuple[int, ...] | None = None
     target_assignment: ReplicaAssignment | None = None
     target_leader_recovery_state: LeaderRecoveryState | None = None
@@ -215,7 +215,7 @@ class PartitionChangeBuilder:
             self, unclean_shutdown_replicas=self.unclean_shutdown_replicas | set(broker_ids)
         )
 
-    def with_election(self, election: ElectionType) -> PartitionChangeBuilder:
+    def with_election(self, election: LeaderElectionStrategy) -> PartitionChangeBuilder:
         """The same request with another election type."""
         return attrs.evolve(self, election=election)
 
@@ -309,7 +309,9 @@ class PartitionChangeBuilder:
         self, assignment: ReplicaAssignment, isr: tuple[int, ...], elr: tuple[int, ...]
     ) -> tuple[int, _How]:
         old = self.partition
-        excluded = set(assignment.removing) if self.election is ElectionType.REASSIGN else set()
+        excluded = (
+            set(assignment.removing) if self.election is LeaderElectionStrategy.REASSIGN else set()
+        )
         order = [r for r in assignment.replicas if r not in excluded]
 
         def acceptable(broker: int) -> bool:
@@ -319,7 +321,7 @@ class PartitionChangeBuilder:
             in_sync = broker in isr if isr else broker in elr
             return acceptable(broker) and in_sync
 
-        if self.election is ElectionType.PREFERRED:
+        if self.election is LeaderElectionStrategy.PREFERRED:
             candidates = [assignment.replicas[0], old.leader, *order]
         else:
             candidates = [old.leader, *order]
@@ -338,8 +340,8 @@ class PartitionChangeBuilder:
             and acceptable(last_known[0])
         ):
             return last_known[0], _How.LAST_KNOWN
-        unclean = self.unclean_allowed or self.election is ElectionType.UNCLEAN
-        if unclean and self.election is not ElectionType.PREFERRED:
+        unclean = self.unclean_allowed or self.election is LeaderElectionStrategy.UNCLEAN
+        if unclean and self.election is not LeaderElectionStrategy.PREFERRED:
             last_known = old.last_known_elr if self.elr_enabled else ()
             for broker in [*last_known, *order]:
                 if acceptable(broker):

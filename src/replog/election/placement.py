@@ -1,4 +1,4 @@
-"""Replica placement for new topics and partitions (§6 "Replica assignment", Kafka's AdminUtils).
+"""Replica placement for new topics and partitions (Kafka's AdminUtils).
 
 Rack-unaware. Brokers are sorted by id; ``n`` is their number. Partition ``p`` gets its first
 replica (the preferred leader) at ``brokers[(p + start_index) % n]``, and replica ``j + 1``

@@ -1,4 +1,4 @@
-"""Partition reassignment as explicit steps (seed 001, ZK controller; KIP-455 vocabulary).
+"""Partition reassignment as explicit steps (the ZK controller's; KIP-455 vocabulary).
 
 Moving a partition from its original replicas (OAR) to the reassigned ones (RAR) goes through
 these steps; each call of ``next_reassignment_step`` takes the partition one step further (or
@@ -22,7 +22,7 @@ COMPLETE       AR = RAR; OAR - RAR stopped and deleted           {4,5,6}  4/{4,5
 WAIT means nothing can happen until more of RAR catches up (or a leader becomes available);
 DONE means the partition is already at its target. The KRaft builder would collapse EXPAND_ISR..
 COMPLETE into one record (its completion rule); here completion is switched off so that each
-seed step is one registration.
+step of the table above is one registration.
 
 ``cancel_reassignment`` reverts to OAR: the adding replicas leave the assignment and the ISR. If
 no original replica is left in the ISR, reverting needs an unclean election, so it is refused
@@ -39,7 +39,7 @@ import attrs
 from replog.election.decision import Decision
 from replog.election.partition_change import (
     ElectionPolicy,
-    ElectionType,
+    LeaderElectionStrategy,
     PartitionChangeBuilder,
     ReplicaAssignment,
 )
@@ -172,7 +172,7 @@ def next_reassignment_step(
         builder = base.with_target_isr((*current.isr, *joining))
         return _step(ReassignmentStep.EXPAND_ISR, builder, now_ms, detail)
     if current.leader not in target_t or not cluster.is_acceptable_leader(current.leader):
-        builder = base.with_election(ElectionType.REASSIGN)
+        builder = base.with_election(LeaderElectionStrategy.REASSIGN)
         progress = _step(ReassignmentStep.ELECT_LEADER, builder, now_ms, detail)
         if progress.decision.ok and not progress.registration.has_leader:
             return _reject(
@@ -257,7 +257,7 @@ def cancel_reassignment(
         PartitionChangeBuilder.for_partition(topic_partition, current, cluster, policy, requester)
         .with_assignment(original)
         .with_target_isr(revert_isr)
-        .with_election(ElectionType.UNCLEAN if unclean else ElectionType.ONLINE)
+        .with_election(LeaderElectionStrategy.UNCLEAN if unclean else LeaderElectionStrategy.ONLINE)
     )
     outcome, changes = builder.build(now_ms)
     record = handled_request(

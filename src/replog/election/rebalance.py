@@ -1,4 +1,4 @@
-"""Preferred-leader balance and leader elections asked for by an operator (§6, scenario 29).
+"""Preferred-leader balance and leader elections asked for by an operator.
 
 Over time leadership drifts away from ``replicas[0]`` (the preferred leader) as brokers fail and
 return. Two rules pick the partitions to move back:
@@ -21,7 +21,11 @@ from collections.abc import Mapping
 import attrs
 
 from replog.election.decision import Decision
-from replog.election.partition_change import ElectionPolicy, ElectionType, PartitionChangeBuilder
+from replog.election.partition_change import (
+    ElectionPolicy,
+    LeaderElectionStrategy,
+    PartitionChangeBuilder,
+)
 from replog.election.state import ClusterView, PartitionRegistration, TopicPartition
 from replog.election.state_change import Actor, StateChange, StateChangeKind, handled_request
 from replog.errors import ErrorCode
@@ -109,7 +113,7 @@ def elect_leader(
     topic_partition: TopicPartition,
     current: PartitionRegistration,
     cluster: ClusterView,
-    election: ElectionType,
+    election: LeaderElectionStrategy,
     *,
     policy: ElectionPolicy,
     now_ms: int,
@@ -121,12 +125,12 @@ def elect_leader(
     PREFERRED: ELECTION_NOT_NEEDED when ``replicas[0]`` already leads; PREFERRED_LEADER_NOT_
     AVAILABLE when nothing would change. UNCLEAN: ELECTION_NOT_NEEDED when the partition has a
     leader; ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is acceptable."""
-    if election not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+    if election not in (LeaderElectionStrategy.PREFERRED, LeaderElectionStrategy.UNCLEAN):
         raise ValueError(f"an operator asks for a PREFERRED or UNCLEAN election, not {election}")
     error = ErrorCode.NONE
     outcome: PartitionRegistration | ErrorCode = current
     changes: list[StateChange] = []
-    if election is ElectionType.PREFERRED:
+    if election is LeaderElectionStrategy.PREFERRED:
         not_needed = current.leader == current.preferred_leader
     else:
         not_needed = current.has_leader
@@ -140,7 +144,7 @@ def elect_leader(
         if outcome == current:
             error = (
                 ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                if election is ElectionType.PREFERRED
+                if election is LeaderElectionStrategy.PREFERRED
                 else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
             )
     record = handled_request(

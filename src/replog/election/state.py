@@ -1,15 +1,15 @@
 """The values every election decision reads: partition registrations and the brokers' liveness.
 
 Theory of operation. The controller keeps one ``PartitionRegistration`` per partition (KRaft's
-partition record, §6) and a ``ClusterView`` of broker registrations. A decision in this package
+partition record) and a ``ClusterView`` of broker registrations. A decision in this package
 reads both and returns the *next* registration; it never mutates anything. The driver writes the
 new registration through the coordinator with compare-and-set on ``partition_epoch``, which is
 why every real change bumps it.
 
-The seeds' vocabulary stays visible: ``assigned`` (AR), ``isr``, ``catching_up`` (CUR = AR - ISR)
-and ``reassigning`` (RAR, the target replicas of an ongoing reassignment), mapped onto Kafka's
-current replicas/adding/removing model: during a reassignment ``replicas`` = target replicas
-followed by the removing ones.
+Kafka's original replication vocabulary stays visible: ``assigned`` (AR), ``isr``, ``catching_up``
+(CUR = AR - ISR) and ``reassigning`` (RAR, the target replicas of an ongoing reassignment), mapped
+onto Kafka's current replicas/adding/removing model: during a reassignment ``replicas`` = target
+replicas followed by the removing ones.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _distinct(values: tuple[int, ...]) -> bool:
 
 @attrs.frozen(kw_only=True)
 class PartitionRegistration:
-    """One partition's replication state as the controller records it (§6, KRaft registration).
+    """One partition's replication state as the controller records it (KRaft's registration).
 
     ``replicas`` is the assignment in order (``replicas[0]`` is the preferred leader); ``isr``,
     ``elr`` and ``last_known_elr`` are sets kept as tuples. ``leader`` is ``NO_LEADER`` (-1) when
@@ -105,7 +105,7 @@ class PartitionRegistration:
             leader = next((r for r in replicas_t if r in isr_t), NO_LEADER)
         return cls(replicas=replicas_t, isr=isr_t, leader=leader)
 
-    # -- the seeds' vocabulary -------------------------------------------------------------
+    # -- AR, ISR, CUR, RAR -----------------------------------------------------------------
 
     @property
     def assigned(self) -> tuple[int, ...]:

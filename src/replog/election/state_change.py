@@ -1,6 +1,7 @@
-"""The state changes a controller decision implies (seed 000 section 7), as
-``replog.state_change`` records: ``transition_changes`` for a partition's move from one
-registration to the next, ``handled_request`` for a request the controller handled."""
+"""The state changes a controller decision implies, as ``replog.state_change`` records (the
+controller's part of each change's life; the brokers record the rest): ``transition_changes``
+for a partition's move from one registration to the next, ``handled_request`` for a request
+the controller handled."""
 
 from __future__ import annotations
 

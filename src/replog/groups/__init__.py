@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from replog.groups.config import GroupConfig
 from replog.groups.coordinator import GroupCoordinator
-from replog.groups.effects import Effects, Reply, RequestId, Write
+from replog.groups.effects import Effects, GroupReply, RequestId, Write
 from replog.groups.group import ClassicGroup, GroupState, Member, SubscriptionReader
 from replog.groups.loading import LoadSummary, ShardLoader
 from replog.groups.partitioning import (
@@ -43,7 +43,7 @@ __all__ = [
     "LoadSummary",
     "Member",
     "RawRecord",
-    "Reply",
+    "GroupReply",
     "RequestId",
     "ShardLoader",
     "SubscriptionReader",

@@ -29,7 +29,7 @@ import attrs
 from replog.errors import ErrorCode, invariant, unreachable
 from replog.groups.config import GroupConfig
 from replog.groups.core import InputFailed
-from replog.groups.effects import Effects, Reply, RequestId
+from replog.groups.effects import Effects, GroupReply, RequestId
 from replog.groups.group import SubscriptionReader
 from replog.groups.loading import LoadSummary, ShardLoader
 from replog.groups.partitioning import partition_for
@@ -295,7 +295,7 @@ class GroupCoordinator:
             else:
                 answers.append(_fetch_error(group, error, c.version))
         response = shape_offset_fetch(answers, c.version)
-        return Effects(replies=(Reply(c.request_id, response),))
+        return Effects(replies=(GroupReply(c.request_id, response),))
 
     def _list(self, c: _Context, request: ListGroupsRequest) -> Effects:
         groups = []
@@ -303,7 +303,7 @@ class GroupCoordinator:
             groups.extend(self._shards[partition].list_groups(list(request.states_filter)))
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE
         response = ListGroupsResponse(error_code=error, groups=groups)
-        return Effects(replies=(Reply(c.request_id, response),))
+        return Effects(replies=(GroupReply(c.request_id, response),))
 
     def _describe(self, c: _Context, request: DescribeGroupsRequest) -> Effects:
         described = []
@@ -319,7 +319,7 @@ class GroupCoordinator:
             else:
                 described.append(DescribedGroup(error_code=error, group_id=group_id))
         response = DescribeGroupsResponse(groups=described)
-        return Effects(replies=(Reply(c.request_id, response),))
+        return Effects(replies=(GroupReply(c.request_id, response),))
 
     def _delete_groups(self, c: _Context, request: DeleteGroupsRequest) -> Effects:
         split = _Split(c.request_id, list(request.groups_names), set())
@@ -413,7 +413,7 @@ class GroupCoordinator:
         error = self._unavailable(partition)
         routed = _Routed(api_key, c.version)
         if error is not None:
-            return Effects(replies=(Reply(c.request_id, _shape(routed, unavailable(error))),))
+            return Effects(replies=(GroupReply(c.request_id, _shape(routed, unavailable(error))),))
         self._routed[c.request_id] = routed
         shard = self._shards[partition]
         return self._shard_input(
@@ -437,17 +437,17 @@ class GroupCoordinator:
                 if failure_response is None:
                     unreachable("only an input handling a request leaves one unanswered")
                 response = failure_response(failed.unanswered)
-                effects += Effects(replies=(Reply(failed.unanswered, response),))
+                effects += Effects(replies=(GroupReply(failed.unanswered, response),))
         return self._route_effects(effects)
 
     def _route_effects(self, effects: Effects) -> Effects:
-        replies: list[Reply] = []
+        replies: list[GroupReply] = []
         for reply in effects.replies:
             if reply.request_id < 0:
                 replies.extend(self._part_answered(reply))
                 continue
             routed = self._routed.pop(reply.request_id)
-            replies.append(Reply(reply.request_id, _shape(routed, reply.response)))
+            replies.append(GroupReply(reply.request_id, _shape(routed, reply.response)))
         return Effects(tuple(replies), effects.writes)
 
     def _new_part_id(self) -> RequestId:
@@ -455,7 +455,7 @@ class GroupCoordinator:
         self._next_part_id -= 1
         return part_id
 
-    def _part_answered(self, reply: Reply) -> list[Reply]:
+    def _part_answered(self, reply: GroupReply) -> list[GroupReply]:
         split = next(s for s in self._splits.values() if reply.request_id in s.parts)
         split.parts.discard(reply.request_id)
         response = reply.response
@@ -469,7 +469,9 @@ class GroupCoordinator:
             return Effects()
         del self._splits[split.request_id]
         results = [split.results[g] for g in split.group_ids]
-        return Effects(replies=(Reply(split.request_id, DeleteGroupsResponse(results=results)),))
+        return Effects(
+            replies=(GroupReply(split.request_id, DeleteGroupsResponse(results=results)),)
+        )
 
 
 @attrs.frozen

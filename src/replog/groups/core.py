@@ -24,7 +24,7 @@ import attrs
 
 from replog.errors import ErrorCode, invariant, unreachable
 from replog.groups.config import GroupConfig
-from replog.groups.effects import Effects, Reply, RequestId, Write
+from replog.groups.effects import Effects, GroupReply, RequestId, Write
 from replog.groups.group import ClassicGroup, GroupState, SubscriptionReader
 from replog.groups.records import (
     CoordinatorRecord,
@@ -35,7 +35,7 @@ from replog.groups.records import (
 from replog.protocol.schema import Message
 from replog.topics import TopicPartitionLike
 
-__all__ = ["InputFailed", "OffsetAndMetadata", "OffsetStore", "ShardCore", "TopicPartitionLike"]
+__all__ = ["InputFailed", "CommittedOffset", "OffsetStore", "ShardCore", "TopicPartitionLike"]
 
 WriteDone = Callable[[ErrorCode, int], None]
 """Runs when a write's outcome is reported: (error, now_ms)."""
@@ -59,7 +59,7 @@ class InputFailed(Exception):
 
 
 @attrs.frozen
-class OffsetAndMetadata:
+class CommittedOffset:
     """A committed offset as the coordinator keeps it (``leader_epoch`` -1: unknown;
     ``expire_timestamp_ms`` set only by OffsetCommit v2-v4 with an explicit retention)."""
 
@@ -70,7 +70,7 @@ class OffsetAndMetadata:
     expire_timestamp_ms: int | None = None
 
     @classmethod
-    def from_value(cls, value: OffsetCommitValue) -> OffsetAndMetadata:
+    def from_value(cls, value: OffsetCommitValue) -> CommittedOffset:
         """From a stored record value."""
         expire = None if value.expire_timestamp == -1 else value.expire_timestamp
         return cls(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, expire)
@@ -90,10 +90,10 @@ class OffsetStore:
     """Acknowledged committed offsets per group, and writes in flight per partition."""
 
     def __init__(self) -> None:
-        self._committed: dict[str, dict[TopicPartitionLike, OffsetAndMetadata]] = {}
+        self._committed: dict[str, dict[TopicPartitionLike, CommittedOffset]] = {}
         self._in_flight: dict[str, dict[TopicPartitionLike, int]] = {}
 
-    def committed(self, group_id: str) -> Mapping[TopicPartitionLike, OffsetAndMetadata]:
+    def committed(self, group_id: str) -> Mapping[TopicPartitionLike, CommittedOffset]:
         """The acknowledged offsets of ``group_id`` (empty if none)."""
         return self._committed.get(group_id, {})
 
@@ -138,13 +138,13 @@ class OffsetStore:
                 if not offsets:
                     del self._committed[record.group_id]
             return
-        self._committed.setdefault(record.group_id, {})[tp] = OffsetAndMetadata.from_value(
+        self._committed.setdefault(record.group_id, {})[tp] = CommittedOffset.from_value(
             record.value
         )
 
 
 @attrs.define
-class _PendingWrite:
+class _WriteInFlight:
     records: tuple[CoordinatorRecord, ...]
     on_done: WriteDone
 
@@ -165,11 +165,11 @@ class ShardCore:
         self.subscription_reader = subscription_reader
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
-        self._writes: dict[int, _PendingWrite] = {}
+        self._writes: dict[int, _WriteInFlight] = {}
         self._next_write_id = 0
         self._open: set[RequestId] = set()
         self._parked: dict[RequestId, ErrorResponse] = {}
-        self._replies: list[Reply] = []
+        self._replies: list[GroupReply] = []
         self._out: list[Write] = []
 
     # -- requests -------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ class ShardCore:
         invariant(request_id in self._open, f"request {request_id} answered twice or unknown")
         self._open.discard(request_id)
         self._parked.pop(request_id, None)
-        self._replies.append(Reply(request_id, response))
+        self._replies.append(GroupReply(request_id, response))
 
     def discard_group_if_unused(self, group_id: str) -> None:
         """Forget a group that never held anything: Empty at generation 0, with no members,
@@ -279,7 +279,7 @@ class ShardCore:
         self._next_write_id += 1
         for group_id, tps in _offsets_touched(records).items():
             self.offsets.mark(group_id, tps, +1)
-        self._writes[write_id] = _PendingWrite(tuple(records), on_done)
+        self._writes[write_id] = _WriteInFlight(tuple(records), on_done)
         raw = tuple(encode_record(record) for record in records)
         self._out.append(Write(self.partition, write_id, raw))
         return write_id

@@ -1,6 +1,6 @@
 """What the group coordinator asks its owner to do: values, never callbacks.
 
-- ``Reply``: send ``response`` for the request the owner named ``request_id``. Every request
+- ``GroupReply``: send ``response`` for the request the owner named ``request_id``. Every request
   given to the coordinator gets exactly one reply, possibly from a later input (a JoinGroup
   parked until the join phase ends, an OffsetCommit waiting for its records to be written).
 - ``Write``: append ``records`` to ``__consumer_offsets`` partition ``partition`` as one batch
@@ -20,14 +20,14 @@ import attrs
 from replog.groups.records import RawRecord
 from replog.protocol.schema import Message
 
-__all__ = ["Effects", "Reply", "RequestId", "Write"]
+__all__ = ["Effects", "GroupReply", "RequestId", "Write"]
 
 RequestId = int
 """The owner's name for a request it handed to the coordinator (unique while unanswered)."""
 
 
 @attrs.frozen
-class Reply:
+class GroupReply:
     """Send ``response`` for request ``request_id``."""
 
     request_id: RequestId
@@ -48,7 +48,7 @@ class Write:
 class Effects:
     """Everything one input asks for, in order."""
 
-    replies: tuple[Reply, ...] = ()
+    replies: tuple[GroupReply, ...] = ()
     writes: tuple[Write, ...] = ()
 
     def __add__(self, other: Effects) -> Effects:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from replog.errors import ErrorCode
-from replog.groups.core import OffsetAndMetadata, ShardCore, TopicPartitionLike
+from replog.groups.core import CommittedOffset, ShardCore, TopicPartitionLike
 from replog.groups.effects import RequestId
 from replog.groups.group import ClassicGroup, GroupState
 from replog.groups.membership import validate_member
@@ -162,7 +162,7 @@ class Offsets:
                     too_large.add((topic.name, partition.partition_index))
                     continue
                 timestamp = partition.commit_timestamp
-                offset = OffsetAndMetadata(
+                offset = CommittedOffset(
                     offset=partition.committed_offset,
                     leader_epoch=partition.committed_leader_epoch,
                     metadata=metadata,
@@ -184,7 +184,7 @@ class Offsets:
         """The acknowledged offsets of one group (all of them when ``topics`` is None)."""
         group = self.core.groups.get(request.group_id)
         exists = group is not None and not group.is_in(_DEAD)
-        committed: Mapping[TopicPartitionLike, OffsetAndMetadata] = (
+        committed: Mapping[TopicPartitionLike, CommittedOffset] = (
             self.core.offsets.committed(request.group_id) if exists else {}
         )
         if request.topics is None:
@@ -208,7 +208,7 @@ class Offsets:
         self,
         group_id: str,
         tp: TopicPartitionLike,
-        committed: Mapping[TopicPartitionLike, OffsetAndMetadata],
+        committed: Mapping[TopicPartitionLike, CommittedOffset],
         require_stable: bool,
     ) -> OffsetFetchResponsePartitions:
         found = committed.get(tp)
@@ -357,7 +357,7 @@ class Offsets:
                 expired.append(tp)
         return expired, len(expired) == len(committed)
 
-    def _retention_base(self, group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:
+    def _retention_base(self, group: ClassicGroup) -> Callable[[CommittedOffset], int] | None:
         """When an offset's retention starts, or None when the group's offsets do not expire."""
         if group.protocol_type is None:
             return lambda offset: offset.commit_timestamp_ms

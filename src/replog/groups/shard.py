@@ -32,7 +32,7 @@ from typing import NoReturn
 from replog.errors import ErrorCode, invariant
 from replog.groups.administration import Administration
 from replog.groups.config import GroupConfig
-from replog.groups.core import InputFailed, OffsetAndMetadata, ShardCore, TopicPartitionLike
+from replog.groups.core import CommittedOffset, InputFailed, ShardCore, TopicPartitionLike
 from replog.groups.effects import Effects, RequestId
 from replog.groups.group import ClassicGroup, GroupState, SubscriptionReader
 from replog.groups.loading import LoadSummary, ShardLoader
@@ -320,7 +320,7 @@ class GroupCoordinatorShard:
         """Every hosted group."""
         return list(self._core.groups)
 
-    def committed_offsets(self, group_id: str) -> Mapping[TopicPartitionLike, OffsetAndMetadata]:
+    def committed_offsets(self, group_id: str) -> Mapping[TopicPartitionLike, CommittedOffset]:
         """The acknowledged offsets of ``group_id``."""
         return self._core.offsets.committed(group_id)
 

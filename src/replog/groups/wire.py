@@ -22,9 +22,9 @@ from replog.errors import ErrorCode, invariant
 from replog.groups.partitioning import partition_for
 from replog.protocol.messages import (
     COORDINATOR_KEY_GROUP,
-    Coordinator,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    FindCoordinatorResponseCoordinator,
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
@@ -164,9 +164,9 @@ def _find_one(
     key_type: int,
     partition_count: int,
     coordinator_of: Callable[[int], Endpoint | None],
-) -> Coordinator:
+) -> FindCoordinatorResponseCoordinator:
     if key_type != COORDINATOR_KEY_GROUP:
-        return Coordinator(
+        return FindCoordinatorResponseCoordinator(
             key=key,
             node_id=-1,
             port=-1,
@@ -176,5 +176,7 @@ def _find_one(
     endpoint = coordinator_of(partition_for(key, partition_count))
     if endpoint is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return Coordinator(key=key, node_id=-1, port=-1, error_code=error)
-    return Coordinator(key=key, node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port)
+        return FindCoordinatorResponseCoordinator(key=key, node_id=-1, port=-1, error_code=error)
+    return FindCoordinatorResponseCoordinator(
+        key=key, node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port
+    )

@@ -1,4 +1,5 @@
-"""replog.isr: the replication core as sans-IO state machines (§4, §5 of the reference).
+"""replog.isr: the replication core as sans-IO state machines (Kafka's current replication and
+leader-epoch rules).
 
 ``Partition`` is one replica of one partition: leader-side ISR management, the high watermark,
 acks and delayed produces/fetches, and follower-side fetch and truncation by leader epoch. It
@@ -25,11 +26,11 @@ from replog.isr.isr_state import (
 from replog.isr.messages import (
     CONSUMER_REPLICA_ID,
     DEBUGGING_CONSUMER_ID,
-    EpochEndOffset,
-    FetchRequest,
-    FetchResponse,
+    LeaderEpochEnd,
+    PartitionFetchRequest,
+    PartitionFetchResponse,
+    PartitionReady,
     ProduceResult,
-    Ready,
 )
 from replog.isr.partition import Partition, ReplicaRole
 from replog.isr.purgatory import DelayedProduce, Purgatory
@@ -47,9 +48,9 @@ __all__ = [
     "CommittedIsr",
     "DelayedProduce",
     "DurabilityMode",
-    "EpochEndOffset",
-    "FetchRequest",
-    "FetchResponse",
+    "LeaderEpochEnd",
+    "PartitionFetchRequest",
+    "PartitionFetchResponse",
     "FollowerAction",
     "FollowerFetcher",
     "FollowerOutcome",
@@ -61,7 +62,7 @@ __all__ = [
     "PendingShrinkIsr",
     "ProduceResult",
     "Purgatory",
-    "Ready",
+    "PartitionReady",
     "ReplicaLog",
     "ReplicaState",
     "ReplicaRole",

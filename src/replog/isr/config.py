@@ -15,7 +15,7 @@ __all__ = ["Acks", "DurabilityMode", "PartitionConfig"]
 
 
 class DurabilityMode(enum.Enum):
-    """When an appended offset may count toward the high watermark (DESIGN.md §5).
+    """When an appended offset may count toward the high watermark.
 
     ``FSYNC`` (default): only once it is durable on that replica. The leader counts its flushed
     offset; a follower flushes before it sends the fetch whose offset reports its LEO.

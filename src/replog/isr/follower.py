@@ -1,13 +1,13 @@
 """Follower side of replication: build fetches, apply responses, truncate by leader epoch.
 
-Theory of operation (§4 "Follower fetch protocol", §5). A follower always fetches from its own
-LEO and names the epoch of its last appended batch (``last_fetched_epoch``). It never truncates
-to its local HW (the KIP-101 loss). Instead the leader compares that epoch with its own cache
-and, on a mismatch, answers ``diverging_epoch``; the follower then truncates with
-``truncation_offset`` and fetches again. When it lacks the epoch the leader named, it truncates
-to the end of its own largest smaller epoch and the next fetch asks again (KIP-279), so several
-rounds may be needed. A diverging response carries no records, and its HW is **not** applied
-(KAFKA-14704): it could expose offsets the follower is about to lose.
+Theory of operation. A follower always fetches from its own LEO and names the epoch of its last
+appended batch (``last_fetched_epoch``). It never truncates to its local HW (the KIP-101 loss).
+Instead the leader compares that epoch with its own cache and, on a mismatch, answers
+``diverging_epoch``; the follower then truncates with ``truncation_offset`` and fetches again. When
+it lacks the epoch the leader named, it truncates to the end of its own largest smaller epoch and
+the next fetch asks again (KIP-279), so several rounds may be needed. A diverging response carries
+no records, and its HW is **not** applied (KAFKA-14704): it could expose offsets the follower is
+about to lose.
 
 Only the answer to the outstanding request is processed; any other response (late, duplicated,
 or for an older leader) is ignored, so message loss and duplication are harmless.
@@ -22,7 +22,7 @@ import attrs
 from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode, invariant
 from replog.isr.config import DurabilityMode, PartitionConfig
-from replog.isr.messages import EpochEndOffset, FetchRequest, FetchResponse
+from replog.isr.messages import LeaderEpochEnd, PartitionFetchRequest, PartitionFetchResponse
 from replog.isr.replica_log import ReplicaLog
 
 __all__ = [
@@ -42,8 +42,9 @@ class TruncationDecision:
     complete: bool
 
 
-def truncation_offset(leader: EpochEndOffset, log: ReplicaLog) -> TruncationDecision:
-    """The follower truncation rule for a leader answer ``(E, End)`` (§5).
+def truncation_offset(leader: LeaderEpochEnd, log: ReplicaLog) -> TruncationDecision:
+    """The follower truncation rule for a leader answer ``(E, End)`` (Kafka's
+    ``AbstractFetcherThread.getOffsetTruncationState``).
 
     - ``End`` undefined: back to the HW (the initial fetch offset without epochs);
     - ``E`` undefined (no epoch protocol): ``min(End, LEO)``;
@@ -92,11 +93,11 @@ class FollowerFetcher:
     leader_id: int
     leader_epoch: int
     next_request_id: int = 1
-    outstanding: FetchRequest | None = None
+    outstanding: PartitionFetchRequest | None = None
 
     def fetch_request(
         self, log: ReplicaLog, replica_id: int, broker_epoch: int, config: PartitionConfig
-    ) -> FetchRequest:
+    ) -> PartitionFetchRequest:
         """The next fetch: from the LEO, with the last fetched epoch; it supersedes any
         outstanding one (a lost request or response is simply asked again)."""
         latest_epoch = log.latest_epoch()
@@ -104,7 +105,7 @@ class FollowerFetcher:
         requires_flush = (
             config.durability is DurabilityMode.FSYNC and log.recovery_point < log_end_offset
         )
-        request = FetchRequest(
+        request = PartitionFetchRequest(
             replica_id=replica_id,
             fetch_offset=log_end_offset,
             current_leader_epoch=self.leader_epoch,
@@ -122,9 +123,10 @@ class FollowerFetcher:
         return request
 
     def on_fetch_response(
-        self, log: ReplicaLog, response: FetchResponse, now_ms: int
+        self, log: ReplicaLog, response: PartitionFetchResponse, now_ms: int
     ) -> FollowerOutcome:
-        """Apply the leader's answer to the outstanding request (§4 processPartitionData)."""
+        """Apply the leader's answer to the outstanding request (Kafka's
+        ``processPartitionData``)."""
         request = self.outstanding
         if request is None or response.request_id != request.request_id:
             return FollowerOutcome(FollowerAction.IGNORED)
@@ -146,7 +148,7 @@ class FollowerFetcher:
             )
         return self._append(log, response)
 
-    def _append(self, log: ReplicaLog, response: FetchResponse) -> FollowerOutcome:
+    def _append(self, log: ReplicaLog, response: PartitionFetchResponse) -> FollowerOutcome:
         appended_bytes = 0
         if response.records is not None and response.records.size_bytes > 0:
             data = response.records.to_bytes()
@@ -162,7 +164,7 @@ class FollowerFetcher:
         return FollowerOutcome(FollowerAction.APPENDED, appended_bytes=appended_bytes)
 
     @staticmethod
-    def _on_out_of_range(log: ReplicaLog, response: FetchResponse) -> FollowerOutcome:
+    def _on_out_of_range(log: ReplicaLog, response: PartitionFetchResponse) -> FollowerOutcome:
         """Leader behind us (unclean election): cut to its LEO. Leader's log starts past our
         LEO (retention): restart empty at its log start. Otherwise refetch from our LEO."""
         log_end_offset = log.log_end_offset

@@ -97,7 +97,8 @@ class Assignment:
     """The assigned replicas (AR) in preference order, plus an ongoing reassignment.
 
     Kafka today models a reassignment as ``adding``/``removing`` sets inside ``replicas``; the
-    seeds' RAR (the replica set being reassigned to) is ``replicas - removing`` while one runs.
+    original design's RAR (the replica set being reassigned to) is ``replicas - removing`` while
+    one runs.
     """
 
     replicas: tuple[int, ...]

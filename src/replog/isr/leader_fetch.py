@@ -1,23 +1,25 @@
-"""Leader side of a fetch: epoch fencing, the divergence check and the read (§4, KIP-320).
+"""Leader side of a fetch: epoch fencing (KIP-320), the divergence check and the read.
 
 Pure functions over a ``ReplicaLog``: they sample the HW, log start and LEO *before* reading,
-and return a ``FetchResponse`` holding a slice of the log, never the bytes themselves.
+and return a ``PartitionFetchResponse`` holding a slice of the log, never the bytes themselves.
 """
 
 from __future__ import annotations
 
 from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import ErrorCode
-from replog.isr.messages import EpochEndOffset, FetchRequest, FetchResponse
-from replog.isr.replica import ReplicaRole
+from replog.isr.messages import LeaderEpochEnd, PartitionFetchRequest, PartitionFetchResponse
+from replog.isr.replica import ReplicaRole, ReplicaState
 from replog.isr.replica_log import BytesSlice, LogSlice, ReplicaLog
 
-__all__ = ["check_fetch_epoch", "read_for_fetch"]
+__all__ = ["check_fetch_epoch", "check_follower_fetch", "read_for_fetch"]
 
 _EMPTY = BytesSlice(b"")
 
 
-def check_fetch_epoch(role: ReplicaRole, leader_epoch: int, request: FetchRequest) -> ErrorCode:
+def check_fetch_epoch(
+    role: ReplicaRole, leader_epoch: int, request: PartitionFetchRequest
+) -> ErrorCode:
     """``NOT_LEADER_OR_FOLLOWER`` unless leading -- a follower serves only Kafka's debugging
     consumer (replica id -2, the replica verification tool), from its own log up to its own
     HW; an older epoch is ``FENCED_LEADER_EPOCH``, a newer one ``UNKNOWN_LEADER_EPOCH`` (this
@@ -34,7 +36,26 @@ def check_fetch_epoch(role: ReplicaRole, leader_epoch: int, request: FetchReques
     return ErrorCode.NONE
 
 
-def read_for_fetch(log: ReplicaLog, request: FetchRequest) -> FetchResponse:
+def check_follower_fetch(
+    request: PartitionFetchRequest, replica: ReplicaState | None, registered_epoch: int | None
+) -> ErrorCode:
+    """A follower's fetch that passed the epoch check: ``replica`` is the leader's state of the
+    sender (None: not a replica of this partition), ``registered_epoch`` the broker epoch the
+    leader knows for it (None: unknown)."""
+    if replica is None:
+        if request.current_leader_epoch < 0:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if (
+        request.broker_epoch != -1
+        and registered_epoch is not None
+        and registered_epoch > request.broker_epoch
+    ):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER  # a stale incarnation (KIP-903)
+    return ErrorCode.NONE
+
+
+def read_for_fetch(log: ReplicaLog, request: PartitionFetchRequest) -> PartitionFetchResponse:
     """Answer a fetch that passed the epoch check.
 
     A follower naming ``last_fetched_epoch`` gets ``diverging_epoch`` (and no records) when
@@ -49,9 +70,9 @@ def read_for_fetch(log: ReplicaLog, request: FetchRequest) -> FetchResponse:
     def answer(
         code: ErrorCode,
         records: LogSlice | None = None,
-        diverging: EpochEndOffset | None = None,
-    ) -> FetchResponse:
-        return FetchResponse(
+        diverging: LeaderEpochEnd | None = None,
+    ) -> PartitionFetchResponse:
+        return PartitionFetchResponse(
             request_id=request.request_id,
             error_code=code,
             fetch_offset=fetch_offset,
@@ -70,7 +91,7 @@ def read_for_fetch(log: ReplicaLog, request: FetchRequest) -> FetchResponse:
         if end_offset == UNDEFINED_EPOCH_OFFSET:
             return answer(ErrorCode.OFFSET_OUT_OF_RANGE)
         if epoch < request.last_fetched_epoch or end_offset < fetch_offset:
-            return answer(ErrorCode.NONE, diverging=EpochEndOffset(epoch, end_offset))
+            return answer(ErrorCode.NONE, diverging=LeaderEpochEnd(epoch, end_offset))
     if fetch_offset > log_end_offset:
         return answer(ErrorCode.OFFSET_OUT_OF_RANGE)
     upper_offset = log_end_offset if request.is_from_follower else high_watermark

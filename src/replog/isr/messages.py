@@ -1,7 +1,8 @@
 """Values that cross the machine boundary: requests in, responses and coordinator writes out.
 
-The partition machine never sends anything itself. It returns (or queues in ``Ready``) these
-values, and the driver turns them into wire messages, coordinator writes and client replies.
+The partition machine never sends anything itself. It returns (or queues in ``PartitionReady``)
+these values, and the driver turns them into wire messages, coordinator writes and client
+replies.
 ISR changes travel as the coordinator's own values (``replog.metadata.types.AlterPartition`` out,
 ``AlterPartitionResult`` back), so the proposal the leader makes is the one the controller
 validates.
@@ -17,25 +18,26 @@ from replog.isr.replica_log import LogSlice
 from replog.metadata.types import AlterPartition
 
 __all__ = [
-    "EpochEndOffset",
-    "FetchRequest",
-    "FetchResponse",
+    "LeaderEpochEnd",
+    "PartitionFetchRequest",
+    "PartitionFetchResponse",
     "ProduceResult",
-    "Ready",
+    "PartitionReady",
     "CONSUMER_REPLICA_ID",
     "DEBUGGING_CONSUMER_ID",
 ]
 
-#: ``FetchRequest.replica_id`` of an ordinary consumer (reads up to the HW, no fetch state).
+#: ``PartitionFetchRequest.replica_id`` of an ordinary consumer (reads up to the HW, no fetch
+#: state).
 CONSUMER_REPLICA_ID = -1
-#: ``FetchRequest.replica_id`` of Kafka's debugging consumer (the replica verification tool):
-#: like a consumer it reads up to the HW and leaves no fetch state, but any replica serves it,
-#: a follower from its own log up to its own HW, so that replicas can be compared.
+#: ``PartitionFetchRequest.replica_id`` of Kafka's debugging consumer (the replica verification
+#: tool): like a consumer it reads up to the HW and leaves no fetch state, but any replica
+#: serves it, a follower from its own log up to its own HW, so that replicas can be compared.
 DEBUGGING_CONSUMER_ID = -2
 
 
 @attrs.frozen
-class EpochEndOffset:
+class LeaderEpochEnd:
     """An OffsetsForLeaderEpoch answer: ``end_offset`` ends ``epoch`` (-1, -1: undefined)."""
 
     epoch: int
@@ -48,7 +50,7 @@ class EpochEndOffset:
 
 
 @attrs.frozen
-class FetchRequest:
+class PartitionFetchRequest:
     """One partition of a Fetch request (KIP-320 epochs, KIP-903 broker epoch)."""
 
     replica_id: int
@@ -77,7 +79,7 @@ class FetchRequest:
 
 
 @attrs.frozen
-class FetchResponse:
+class PartitionFetchResponse:
     """What the leader answers; ``records`` is a slice to send, never copied here.
 
     ``high_watermark``, ``log_start_offset`` and ``log_end_offset`` are sampled before the read.
@@ -91,7 +93,7 @@ class FetchResponse:
     log_start_offset: int = -1
     log_end_offset: int = -1
     records: LogSlice | None = None
-    diverging_epoch: EpochEndOffset | None = None
+    diverging_epoch: LeaderEpochEnd | None = None
     #: who asked (``CONSUMER_REPLICA_ID`` for a consumer), so the driver can route it
     replica_id: int = CONSUMER_REPLICA_ID
 
@@ -115,7 +117,7 @@ class ProduceResult:
 
 
 @attrs.frozen
-class Ready:
+class PartitionReady:
     """Everything the machine wants the driver to do, drained by ``Partition.take_ready()``."""
 
     alter_partition: tuple[AlterPartition, ...] = ()

@@ -1,4 +1,4 @@
-"""``Partition``: one replica of one partition, as a sans-IO state machine (§4, §5).
+"""``Partition``: one replica of one partition, as a sans-IO state machine.
 
 Theory of operation. A broker holds one ``Partition`` per replica it hosts. The driver feeds it
 inputs (``become_leader``, ``append_as_leader``, ``on_fetch``, ``on_alter_partition_response``,
@@ -7,12 +7,12 @@ returned directly, or queued for ``take_ready()`` (AlterPartition writes, produc
 Fetches are answered at once; long polls wait in the broker's request layer. It never reads a
 clock, opens a socket or starts a thread.
 
-As **leader** it keeps the seeds' sets: AR (``assigned``), ISR (``isr``, the committed one, and
-``maximal_isr`` while a change is pending), CUR (``catching_up`` = AR - ISR) and RAR
-(``reassigning``). The high watermark is the minimum LEO over the maximal ISR and the caught-up
-eligible replicas, never advancing while the ISR is below min ISR (KAFKA-15583). In ``FSYNC``
-mode the leader's own contribution is its flushed offset. ISR changes are conditional writes on
-the partition epoch; one at a time.
+As **leader** it keeps the sets of Kafka's original replication design: AR (``assigned``), ISR
+(``isr``, the committed one, and ``maximal_isr`` while a change is pending), CUR (``catching_up`` =
+AR - ISR) and RAR (``reassigning``). The high watermark is the minimum LEO over the maximal ISR and
+the caught-up eligible replicas, never advancing while the ISR is below min ISR (KAFKA-15583). In
+``FSYNC`` mode the leader's own contribution is its flushed offset. ISR changes are conditional
+writes on the partition epoch; one at a time.
 
 As **follower** it delegates to ``FollowerFetcher``: fetch from the LEO with the last fetched
 epoch, truncate on ``diverging_epoch``, never to the local HW. Every role change, ISR change
@@ -36,8 +36,13 @@ from replog.isr.isr_state import (
     PendingShrinkIsr,
     keeps_leader,
 )
-from replog.isr.leader_fetch import check_fetch_epoch, read_for_fetch
-from replog.isr.messages import FetchRequest, FetchResponse, ProduceResult, Ready
+from replog.isr.leader_fetch import check_fetch_epoch, check_follower_fetch, read_for_fetch
+from replog.isr.messages import (
+    PartitionFetchRequest,
+    PartitionFetchResponse,
+    PartitionReady,
+    ProduceResult,
+)
 from replog.isr.purgatory import DelayedProduce, Purgatory
 from replog.isr.replica import ReplicaRole, ReplicaState
 from replog.isr.replica_log import ReplicaLog
@@ -85,7 +90,7 @@ class Partition:
         capacity = self.config.delayed_operations_max
         self._produces = Purgatory(capacity, watch_key=lambda op: op.required_offset)
 
-    # ------------------------------------------------------------------ the seeds' vocabulary
+    # ------------------------------------------------------------------ AR, ISR, CUR, RAR
 
     @property
     def assigned(self) -> tuple[int, ...]:
@@ -525,7 +530,7 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: fetches
 
-    def on_fetch(self, request: FetchRequest, now_ms: int) -> FetchResponse:
+    def on_fetch(self, request: PartitionFetchRequest, now_ms: int) -> PartitionFetchResponse:
         """Serve a follower's or consumer's fetch now, with whatever there is (``max_wait_ms``
         is the caller's: the broker's request layer keeps long polls and reads again).
 
@@ -539,11 +544,12 @@ class Partition:
         replica: ReplicaState | None = None
         if error is ErrorCode.NONE and request.is_from_follower:
             replica = self._replicas.get(request.replica_id)
-            error = self._check_follower(request, replica)
+            registered = self._broker_epochs.get(request.replica_id)
+            error = check_follower_fetch(request, replica, registered)
         if error is ErrorCode.NONE and not request.is_from_follower and not self.hw_is_current:
             error = ErrorCode.OFFSET_NOT_AVAILABLE
         if error is not ErrorCode.NONE:
-            return FetchResponse(
+            return PartitionFetchResponse(
                 request.request_id, error, request.fetch_offset, replica_id=request.replica_id
             )
         leader_end_offset = self.log.log_end_offset
@@ -564,22 +570,12 @@ class Partition:
         start = self.leader_epoch_start_offset
         return not self.is_leader or start is None or self.log.high_watermark >= start
 
-    def _check_follower(self, request: FetchRequest, replica: ReplicaState | None) -> ErrorCode:
-        if replica is None:
-            if request.current_leader_epoch < 0:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        registered = self._broker_epochs.get(request.replica_id)
-        if (
-            request.broker_epoch != -1
-            and registered is not None
-            and registered > request.broker_epoch
-        ):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER  # a stale incarnation (KIP-903)
-        return ErrorCode.NONE
-
     def _update_follower_fetch_state(
-        self, replica: ReplicaState, request: FetchRequest, leader_end_offset: int, now_ms: int
+        self,
+        replica: ReplicaState,
+        request: PartitionFetchRequest,
+        leader_end_offset: int,
+        now_ms: int,
     ) -> None:
         moved = replica.update_fetch_state(
             fetch_offset=request.fetch_offset,
@@ -615,23 +611,23 @@ class Partition:
         """Whether ``take_ready`` has anything to give (checked after every produce)."""
         return bool(self._out_alter or self._out_produce)
 
-    def take_ready(self) -> Ready:
+    def take_ready(self) -> PartitionReady:
         """Drain what the driver must do: AlterPartition writes and produce results."""
-        ready = Ready(tuple(self._out_alter), tuple(self._out_produce))
+        ready = PartitionReady(tuple(self._out_alter), tuple(self._out_produce))
         self._out_alter.clear()
         self._out_produce.clear()
         return ready
 
     # ------------------------------------------------------------------ follower side
 
-    def fetch_request(self) -> FetchRequest | None:
+    def fetch_request(self) -> PartitionFetchRequest | None:
         """The next fetch to send to the leader (None unless following a known leader).
         In FSYNC mode, ``requires_flush`` tells the driver to flush the log before sending."""
         if self.role is not ReplicaRole.FOLLOWER or self._fetcher is None:
             return None
         return self._fetcher.fetch_request(self.log, self.broker_id, self.broker_epoch, self.config)
 
-    def on_fetch_response(self, response: FetchResponse, now_ms: int) -> FollowerOutcome:
+    def on_fetch_response(self, response: PartitionFetchResponse, now_ms: int) -> FollowerOutcome:
         """Apply the leader's answer to the outstanding fetch (see ``FollowerFetcher``)."""
         now_ms = self._observe(now_ms)
         if self.role is not ReplicaRole.FOLLOWER or self._fetcher is None:

@@ -1,4 +1,4 @@
-"""The leader's view of one follower: ``ReplicaState`` and the caught-up rules (§4).
+"""The leader's view of one follower: ``ReplicaState`` and the caught-up rules.
 
 A follower is "caught up" when its LEO equals the leader's, or when it last reached the leader's
 LEO at most ``replica_lag_ms_max`` ago. ``last_caught_up_ms`` only moves forward, and only on a
@@ -55,7 +55,7 @@ class ReplicaState:
 
         ``leader_log_end_offset`` is the leader LEO sampled before the read. Reaching it proves
         the follower caught up now; reaching the LEO of the previous fetch proves it was caught
-        up at that fetch, which keeps a slow but steady follower in sync (scenario 8).
+        up at that fetch, which keeps a slow but steady follower in sync.
         """
         invariant(fetch_offset >= 0, f"fetch offset {fetch_offset} is negative")
         if fetch_offset >= leader_log_end_offset:

@@ -1,6 +1,6 @@
-"""The state-change records a partition replica writes (seed 000's life cycle): a change it
-acted on (COMPLETED, or REJECTED with an error) and an ISR change a leader proposes
-(REQUESTED). The controller that asked is not known at this layer: ``controller -1``."""
+"""The state-change records a partition replica writes, its part of a change's life from request to
+completion: a change it acted on (COMPLETED, or REJECTED with an error) and an ISR change a leader
+proposes (REQUESTED). The controller that asked is not known at this layer: ``controller -1``."""
 
 from __future__ import annotations
 

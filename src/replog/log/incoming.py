@@ -20,7 +20,7 @@ from replog.errors import (
     RecordBatchTooLargeError,
 )
 from replog.log.decoding import decode_columns
-from replog.log.producer_state import ProducerBatch
+from replog.log.producer_state import ProducerAppend
 from replog.log.records import (
     CRC_START,
     HEADER,
@@ -111,10 +111,10 @@ def check_producer_batch(data: bytearray, position: int) -> ProducedBatch:
     return (size, delta, max_timestamp, producer_id, epoch, sequence)
 
 
-def producer_batch(checked: ProducedBatch, base_offset: int, last_offset: int) -> ProducerBatch:
+def producer_batch(checked: ProducedBatch, base_offset: int, last_offset: int) -> ProducerAppend:
     """What producer state needs of a producer's batch given offsets [base, last]."""
     _, _, max_timestamp, producer_id, producer_epoch, base_sequence = checked
-    return ProducerBatch(
+    return ProducerAppend(
         producer_id, producer_epoch, base_sequence, base_offset, last_offset, max_timestamp
     )
 
@@ -125,7 +125,7 @@ class IncomingBatches(NamedTuple):
     their offsets ends (0: none; only a leader's compacted batches have gaps)."""
 
     metas: list[BatchMeta]
-    produced: list[ProducerBatch]
+    produced: list[ProducerAppend]
     gap_end: int = 0
 
 
@@ -136,7 +136,7 @@ def stamp_producer_batches(
     ``size_bytes_max``: `RecordBatchTooLargeError`) and stamp the offsets from
     ``first_offset`` and ``leader_epoch`` into ``data`` (outside the CRC)."""
     metas: list[BatchMeta] = []
-    produced: list[ProducerBatch] = []
+    produced: list[ProducerAppend] = []
     offset, position = first_offset, 0
     while position < len(data):
         checked = check_producer_batch(data, position)
@@ -168,7 +168,7 @@ def check_follower_batches(
     skip what the leader's cleaner removed), no falling epoch (`CorruptRecordError`), at most
     ``size_bytes_max`` each."""
     metas: list[BatchMeta] = []
-    produced: list[ProducerBatch] = []
+    produced: list[ProducerAppend] = []
     expected = expected_offset
     gap_end = 0
     for _, header in found:
@@ -190,7 +190,7 @@ def check_follower_batches(
         metas.append(BatchMeta(header.last_offset, header.max_timestamp, header.size_bytes))
         if header.producer_id >= 0 and not header.is_control:
             produced.append(
-                ProducerBatch(
+                ProducerAppend(
                     header.producer_id,
                     header.producer_epoch,
                     header.base_sequence,

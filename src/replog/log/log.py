@@ -69,7 +69,7 @@ from replog.log.log_opening import LEADER_EPOCH_CHECKPOINT, open_log
 from replog.log.log_reads import read_log
 from replog.log.log_values import AppendInfo, FetchSlice, PendingFlush
 from replog.log.producer_manager import ProducerStateManager
-from replog.log.producer_state import ProducerBatch, ProducerState
+from replog.log.producer_state import ProducerAppend, ProducerState
 from replog.log.records import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
@@ -271,7 +271,7 @@ class Log:
         self._apply_producers(produced)
         return info
 
-    def _check_producers(self, produced: list[ProducerBatch]) -> AppendInfo | None:
+    def _check_producers(self, produced: list[ProducerAppend]) -> AppendInfo | None:
         """The answer to a retried idempotent batch (nothing is written), or None to append;
         raises for a batch the producer state refuses."""
         if not produced:
@@ -283,7 +283,7 @@ class Log:
             duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, 0, 0, True
         )
 
-    def _apply_producers(self, produced: list[ProducerBatch]) -> None:
+    def _apply_producers(self, produced: list[ProducerAppend]) -> None:
         state = self.producers.state
         for batch in produced:
             state.apply(batch)

@@ -34,7 +34,7 @@ from sortedcontainers import SortedDict
 from replog.errors import CorruptProducerSnapshotError
 from replog.log.fs import FileSystem
 from replog.log.producer_snapshot import ProducerSnapshots
-from replog.log.producer_state import ProducerBatch, ProducerState
+from replog.log.producer_state import ProducerAppend, ProducerState
 from replog.log.records import HEADER_STRUCT, NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD
 from replog.log.segment import BatchPosition, LogSegment
 
@@ -44,7 +44,7 @@ _log = logging.getLogger(__name__)
 _CONTROL_BIT = 0x20
 
 
-def read_producer_batches(segments: SortedDict, start: int, end: int) -> Iterator[ProducerBatch]:
+def read_producer_batches(segments: SortedDict, start: int, end: int) -> Iterator[ProducerAppend]:
     """The batches of ``segments`` from offset ``start`` (batches that begin below it are
     skipped) up to ``end``, by their headers. Control batches come with no producer id.
 
@@ -71,7 +71,7 @@ def read_producer_batches(segments: SortedDict, start: int, end: int) -> Iterato
         segment.check_complete(min(segment_end, end))
 
 
-def _producer_batch(segment: LogSegment, found: BatchPosition) -> ProducerBatch:
+def _producer_batch(segment: LogSegment, found: BatchPosition) -> ProducerAppend:
     """The producer fields of the (checked) batch ``found``."""
     header = segment.log_file.pread(found.position, RECORD_BATCH_OVERHEAD)
     fields = HEADER_STRUCT.unpack_from(header)
@@ -79,7 +79,7 @@ def _producer_batch(segment: LogSegment, found: BatchPosition) -> ProducerBatch:
     producer_id, producer_epoch, base_sequence = fields[9], fields[10], fields[11]
     if attributes & _CONTROL_BIT:
         producer_id = NO_PRODUCER_ID
-    return ProducerBatch(
+    return ProducerAppend(
         producer_id,
         producer_epoch,
         base_sequence,

@@ -52,7 +52,7 @@ __all__ = [
     "BATCHES_RETAINED",
     "PRODUCER_ID_EXPIRATION_MS_DEFAULT",
     "BatchMetadata",
-    "ProducerBatch",
+    "ProducerAppend",
     "ProducerEntry",
     "ProducerState",
     "sequence_add",
@@ -107,7 +107,7 @@ class BatchMetadata(NamedTuple):
         return self.last_offset - self.offset_delta
 
 
-class ProducerBatch(NamedTuple):
+class ProducerAppend(NamedTuple):
     """The fields of one appended (or to be appended) batch that producer state looks at."""
 
     producer_id: int
@@ -149,7 +149,7 @@ class ProducerEntry:
         """The offset of the producer's last record (-1 when no batch is retained)."""
         return self.batches[-1].last_offset if self.batches else -1
 
-    def find_duplicate(self, batch: ProducerBatch) -> BatchMetadata | None:
+    def find_duplicate(self, batch: ProducerAppend) -> BatchMetadata | None:
         """The retained batch ``batch`` repeats (same epoch, same sequence range), or None."""
         if batch.producer_epoch != self.producer_epoch:
             return None
@@ -159,7 +159,7 @@ class ProducerEntry:
                 return retained
         return None
 
-    def with_batch(self, batch: ProducerBatch) -> ProducerEntry:
+    def with_batch(self, batch: ProducerAppend) -> ProducerEntry:
         """This entry after ``batch`` (a new epoch forgets the batches of the old one)."""
         kept = self.batches if batch.producer_epoch == self.producer_epoch else ()
         batches = (*kept, batch.metadata())[-BATCHES_RETAINED:]
@@ -172,14 +172,14 @@ class ProducerEntry:
         )
 
     @classmethod
-    def first(cls, batch: ProducerBatch) -> ProducerEntry:
+    def first(cls, batch: ProducerAppend) -> ProducerEntry:
         """The entry of a producer whose first batch here is ``batch``."""
         return cls(
             batch.producer_id, batch.producer_epoch, (batch.metadata(),), batch.max_timestamp
         )
 
 
-def _check_one(entry: ProducerEntry | None, batch: ProducerBatch) -> None:
+def _check_one(entry: ProducerEntry | None, batch: ProducerAppend) -> None:
     """Rules 2-4 of the module docstring for one batch (not a duplicate); raises if refused."""
     pid, epoch, first = batch.producer_id, batch.producer_epoch, batch.base_sequence
     where = f"producer {pid} epoch {epoch} at offset {batch.base_offset}"
@@ -224,7 +224,7 @@ class ProducerState:
         """The entry of ``producer_id``, or None."""
         return self.producers.get(producer_id)
 
-    def check_append(self, batches: Sequence[ProducerBatch]) -> BatchMetadata | None:
+    def check_append(self, batches: Sequence[ProducerAppend]) -> BatchMetadata | None:
         """Check a producer's batches (one request, in order) against the state: the retained
         batch the request repeats (rule 1: nothing may be written), None when all may be
         appended, or raise ``InvalidProducerEpochError`` / ``OutOfOrderSequenceError``.
@@ -245,7 +245,7 @@ class ProducerState:
             )
         return None
 
-    def apply(self, batch: ProducerBatch) -> None:
+    def apply(self, batch: ProducerAppend) -> None:
         """Record a batch written to the log (by any origin), in log order; no checks."""
         invariant(
             batch.base_offset >= self.map_end_offset,
@@ -258,7 +258,7 @@ class ProducerState:
             )
         self.map_end_offset = batch.last_offset + 1
 
-    def apply_all(self, batches: Iterable[ProducerBatch]) -> None:
+    def apply_all(self, batches: Iterable[ProducerAppend]) -> None:
         """`apply` each batch in order."""
         for batch in batches:
             self.apply(batch)

@@ -207,7 +207,7 @@ class ControllerInfo:
     incarnation_epoch: int
 
 
-# ---- admin requests (the seeds' queued state changes) ----
+# ---- admin requests (state changes queued, persistently, for the broker that acts on them) ----
 
 
 class AdminRequestKind(enum.Enum):

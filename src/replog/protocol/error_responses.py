@@ -90,7 +90,7 @@ def _find_coordinator(
         )
     return m.FindCoordinatorResponse(
         coordinators=[
-            m.Coordinator(
+            m.FindCoordinatorResponseCoordinator(
                 key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message
             )
             for key in request.coordinator_keys

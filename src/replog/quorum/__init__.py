@@ -5,8 +5,9 @@ metadata log (``replog.raft``, KRaft-style): ``commands`` and ``codec`` are the 
 ``machine`` applies them, ``frontend`` serves requests on a voter (pure), ``server`` runs one
 voter over TCP (``wire``), ``client`` is the ``Coordinator`` brokers use (registered as the
 ``raft`` entry point of ``replog.coordinators``; its session keeping in ``sessions``, its feed
-subscriptions in ``subscription``), ``main`` is ``replog controller``, ``local``
-runs a quorum in-process and ``sim`` runs the quorum under the Raft simulator's faults.
+subscriptions in ``subscription``), ``main`` is ``replog controller`` and ``local``
+runs a quorum in-process. ``replog.testing.quorum_sim`` runs the quorum under the Raft
+simulator's faults.
 
 It is its own package, above both ``replog.raft`` and ``replog.coord`` (see the layer contract
 in pyproject.toml): ``replog.raft`` stays free of sockets and threads, ``replog.coord`` does

@@ -62,7 +62,7 @@ class _Waiter:
         self.lost: str | None = None
 
 
-class _Connection:
+class _VoterConnection:
     """One connection to one voter, calls multiplexed by correlation id."""
 
     def __init__(self, address: tuple[str, int], sock: socket.socket) -> None:
@@ -78,7 +78,7 @@ class _Connection:
         )
 
     @classmethod
-    def open(cls, address: tuple[str, int], timeout_ms: int) -> _Connection:
+    def open(cls, address: tuple[str, int], timeout_ms: int) -> _VoterConnection:
         """Connect and say hello (``ConnectionLost`` if the voter cannot be reached)."""
         connect_s = max(min(timeout_ms, _CONNECT_TIMEOUT_MS_MAX), 1) / 1000
         try:
@@ -164,7 +164,7 @@ class QuorumChannel:
         self._addresses = list(addresses)
         self._clock = clock
         self._lock = threading.Lock()
-        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._connections: dict[tuple[str, int], _VoterConnection] = {}
         self._leader: tuple[str, int] | None = None
         self._next = 0
         self._closed = False
@@ -227,12 +227,12 @@ class QuorumChannel:
                 self._next += 1
             return self._leader
 
-    def _connection(self, address: tuple[str, int], timeout_ms: int) -> _Connection:
+    def _connection(self, address: tuple[str, int], timeout_ms: int) -> _VoterConnection:
         with self._lock:
             connection = self._connections.get(address)
             if connection is not None and not connection.closed:
                 return connection
-        fresh = _Connection.open(address, timeout_ms)
+        fresh = _VoterConnection.open(address, timeout_ms)
         with self._lock:
             if self._closed:
                 fresh.close()

@@ -158,7 +158,7 @@ class _Watch:
 
 
 @attrs.define
-class _Session:
+class _BrokerSession:
     incarnation_epoch: int
     deadline_ms: int
 
@@ -185,7 +185,7 @@ class QuorumFrontend:
         self._reads: list[_Read] = []
         self._watches: list[_Watch] = []
         self._replies: list[tuple[Token, Reply]] = []
-        self._sessions: dict[int, _Session] = {}
+        self._sessions: dict[int, _BrokerSession] = {}
         self._expiring: set[tuple[int, int]] = set()  # (broker, incarnation) proposed
         self._ready_epoch = -1
         self.counters: dict[str, int] = {}
@@ -421,7 +421,7 @@ class QuorumFrontend:
             session = self._sessions.get(broker_id)
             if session is None or session.incarnation_epoch != incarnation:
                 deadline_ms = now_ms + registration.session_timeout_ms
-                self._sessions[broker_id] = session = _Session(incarnation, deadline_ms)
+                self._sessions[broker_id] = session = _BrokerSession(incarnation, deadline_ms)
             key = (broker_id, incarnation)
             if session.deadline_ms <= now_ms and key not in self._expiring:
                 command = ExpireSession(broker_id=broker_id, incarnation_epoch=incarnation)
@@ -433,7 +433,7 @@ class QuorumFrontend:
         registration = self.machine.registrations().get(heartbeat.broker_id)
         if registration is None:
             return
-        self._sessions[heartbeat.broker_id] = _Session(
+        self._sessions[heartbeat.broker_id] = _BrokerSession(
             heartbeat.incarnation_epoch, now_ms + registration.session_timeout_ms
         )
 

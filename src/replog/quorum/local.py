@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import RequestTimeoutError
-from replog.quorum.server import ControllerConfig, QuorumServer
+from replog.quorum.server import QuorumServer, VoterConfig
 
 __all__ = ["LocalQuorum", "QuorumThread"]
 
@@ -54,7 +54,7 @@ class QuorumThread:
     @classmethod
     def start(
         cls,
-        config: ControllerConfig,
+        config: VoterConfig,
         *,
         sock: socket.socket | None = None,
         clock: Clock = SYSTEM_CLOCK,
@@ -114,7 +114,7 @@ class QuorumThread:
 class LocalQuorum:
     """``voters`` quorum nodes in this process (see the module docstring)."""
 
-    def __init__(self, base_dir: str, configs: dict[int, ControllerConfig]) -> None:
+    def __init__(self, base_dir: str, configs: dict[int, VoterConfig]) -> None:
         self.base_dir = base_dir
         self.configs = configs
         self.nodes: dict[int, QuorumThread] = {}
@@ -124,13 +124,13 @@ class LocalQuorum:
         cls, voters: int, base_dir: str, *, host: str = "127.0.0.1", **settings: Any
     ) -> LocalQuorum:
         """Start voters 1..``voters`` on free ports of ``host``; ``settings`` are
-        `ControllerConfig` fields (timeouts, snapshot interval)."""
+        `VoterConfig` fields (timeouts, snapshot interval)."""
         if voters < 1:
             raise ValueError("a quorum has at least one voter")
         sockets = {i: _listening_socket(host, 0) for i in range(1, voters + 1)}
         addresses = {i: (host, s.getsockname()[1]) for i, s in sockets.items()}
         configs = {
-            i: ControllerConfig(
+            i: VoterConfig(
                 node_id=i,
                 voters=addresses,
                 data_dir=os.path.join(base_dir, f"node-{i}"),

@@ -120,7 +120,7 @@ class Registration:
 
 
 @attrs.define
-class _Topic:
+class _TopicEntry:
     topic_id: str
     configs: TopicConfigs
     partition_count: int
@@ -141,7 +141,7 @@ class MetadataMachine:
         self._retention_max = feed_retention_max
         self._admin_limit = admin_queue_limit
         self._brokers: dict[int, Registration] = {}
-        self._topics: dict[str, _Topic] = {}
+        self._topics: dict[str, _TopicEntry] = {}
         self._partitions: dict[tuple[str, int], PartitionState] = {}
         self._controller: ControllerInfo | None = None
         self._controller_epoch = 0
@@ -240,7 +240,9 @@ class MetadataMachine:
             elif isinstance(item, SnapshotBrokerConfigs):
                 self._broker_configs[item.broker_id] = item.configs
             elif isinstance(item, SnapshotTopic):
-                self._topics[item.topic] = _Topic(item.topic_id, item.configs, len(item.states))
+                self._topics[item.topic] = _TopicEntry(
+                    item.topic_id, item.configs, len(item.states)
+                )
                 for p, state in enumerate(item.states):
                     self._partitions[(item.topic, p)] = state
             elif isinstance(item, SnapshotAdmin):
@@ -462,7 +464,7 @@ class MetadataMachine:
         result = TopicAssignment(
             topic=c.topic, topic_id=c.topic_id, replicas=assignment, configs=configs
         )
-        self._topics[c.topic] = _Topic(c.topic_id, configs, len(assignment))
+        self._topics[c.topic] = _TopicEntry(c.topic_id, configs, len(assignment))
         for p, state in enumerate(states):
             self._partitions[(c.topic, p)] = state
         self._write(seq, lambda s: records.topic_created(s, result, states))

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 
 from replog.errors import InvalidConfigError
-from replog.quorum.server import ControllerConfig, QuorumServer, parse_voters
+from replog.quorum.server import QuorumServer, VoterConfig, parse_voters
 
 __all__ = ["add_controller_arguments", "main", "run_controller"]
 
@@ -70,7 +70,7 @@ def _emit(event: str, server: QuorumServer, **extra: object) -> None:
     sys.stdout.flush()
 
 
-async def serve(config: ControllerConfig) -> int:
+async def serve(config: VoterConfig) -> int:
     """Run one voter until SIGTERM/SIGINT (or a storage failure); the exit status."""
     loop = asyncio.get_running_loop()
     try:
@@ -108,7 +108,7 @@ def run_controller(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = ControllerConfig(
+        config = VoterConfig(
             node_id=args.node_id,
             voters=parse_voters(args.voters),
             data_dir=args.data_dir,

@@ -71,12 +71,12 @@ from replog.quorum.frontend import (
 from replog.quorum.machine import FEED_RETENTION_MAX, MetadataMachine
 from replog.raft.config import RaftConfig
 from replog.raft.entries import Entry
-from replog.raft.messages import FetchRequest, Message
+from replog.raft.messages import Message, RaftFetchRequest
 from replog.raft.node import RaftNode
 from replog.raft.ready import LeaderAndEpoch
 from replog.raft.states import Leader
 
-__all__ = ["ControllerConfig", "QuorumServer", "new_cluster_id", "parse_voters"]
+__all__ = ["VoterConfig", "QuorumServer", "new_cluster_id", "parse_voters"]
 
 _log = logging.getLogger("replog.coord.raft")
 _PEER_QUEUE_MAX = 1024
@@ -117,7 +117,7 @@ def _voter_map(voters: Mapping[int, tuple[str, int]]) -> dict[int, tuple[str, in
 
 
 @attrs.frozen(kw_only=True)
-class ControllerConfig:
+class VoterConfig:
     """One voter's settings. ``voters`` maps every voter id (this one included) to the address
     it listens on; the quorum's timeouts default to Kafka's ``controller.quorum.*``.
     ``snapshot_interval``: records applied between two snapshots of the state machine."""
@@ -275,7 +275,7 @@ class QuorumServer:
     the loop that will run it."""
 
     def __init__(
-        self, config: ControllerConfig, node: RaftNode, frontend: QuorumFrontend, clock: Clock
+        self, config: VoterConfig, node: RaftNode, frontend: QuorumFrontend, clock: Clock
     ) -> None:
         self.config = config
         self.node = node
@@ -292,7 +292,7 @@ class QuorumServer:
         self._kafka: dict[int, _KafkaClient] = {}
         self._connections: set[asyncio.StreamWriter] = set()
         self._client_ids = itertools.count(1)
-        self._parked: dict[int, tuple[FetchRequest, int]] = {}
+        self._parked: dict[int, tuple[RaftFetchRequest, int]] = {}
         self._parked_end = -1
         self._pump_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -304,7 +304,7 @@ class QuorumServer:
     @classmethod
     async def start(
         cls,
-        config: ControllerConfig,
+        config: VoterConfig,
         *,
         sock: socket.socket | None = None,
         clock: Clock = SYSTEM_CLOCK,
@@ -423,7 +423,7 @@ class QuorumServer:
         if self.stopped.is_set():
             return
         now_ms = self._clock.monotonic_ms()
-        if isinstance(message, FetchRequest) and self._may_park(message):
+        if isinstance(message, RaftFetchRequest) and self._may_park(message):
             self._parked[src] = (message, now_ms + self.config.fetch_timeout_ms // 4)
             self._parked_end = self.node.core.log.end_offset
         else:
@@ -480,7 +480,7 @@ class QuorumServer:
 
     # ------------------------------------------------------------------ fetch long poll
 
-    def _may_park(self, request: FetchRequest) -> bool:
+    def _may_park(self, request: RaftFetchRequest) -> bool:
         core = self.node.core
         state = core.state
         return (
@@ -500,7 +500,7 @@ class QuorumServer:
                 del self._parked[src]
                 self._deliver_fetch(src, request, now_ms)
 
-    def _deliver_fetch(self, src: int, request: FetchRequest, now_ms: int) -> None:
+    def _deliver_fetch(self, src: int, request: RaftFetchRequest, now_ms: int) -> None:
         self._guard(lambda: self.node.on_message(src, request, now_ms))
 
     def _on_leader(self, known: LeaderAndEpoch) -> None:

@@ -52,13 +52,13 @@ from replog.raft.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
-    FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     Message,
     OffsetAndEpoch,
-    SnapshotId,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    RaftSnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -146,7 +146,7 @@ _SCHEMAS: tuple[tuple[type[Any], tuple[tuple[str, str], ...]], ...] = (
     ),
     (EndQuorumEpochResponse, (("epoch", "i32"), ("leader_id", "i32"), ("error", "error"))),
     (
-        FetchRequest,
+        RaftFetchRequest,
         (
             ("epoch", "i32"),
             ("replica_id", "i32"),
@@ -156,7 +156,7 @@ _SCHEMAS: tuple[tuple[type[Any], tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (
-        FetchResponse,
+        RaftFetchResponse,
         (
             ("epoch", "i32"),
             ("leader_id", "i32"),
@@ -195,7 +195,7 @@ _SCHEMAS: tuple[tuple[type[Any], tuple[tuple[str, str], ...]], ...] = (
 _TYPE_IDS = {cls: i for i, (cls, _) in enumerate(_SCHEMAS)}
 
 
-def _write_snapshot_id(w: Writer, value: SnapshotId) -> None:
+def _write_snapshot_id(w: Writer, value: RaftSnapshotId) -> None:
     w.write_int64(value.end_offset)
     w.write_int32(value.epoch)
 
@@ -230,9 +230,9 @@ def _write_field(w: Writer, kind: str, value: Any) -> None:
         raise ValueError(f"unknown field kind {kind}")
 
 
-def _read_snapshot_id(r: Reader) -> SnapshotId:
+def _read_snapshot_id(r: Reader) -> RaftSnapshotId:
     end_offset = r.read_int64()
-    return SnapshotId(end_offset, r.read_int32())
+    return RaftSnapshotId(end_offset, r.read_int32())
 
 
 def _read_present(r: Reader) -> bool:
@@ -261,7 +261,7 @@ def _read_offset_epoch(r: Reader) -> OffsetAndEpoch | None:
     return OffsetAndEpoch(epoch, r.read_int64())
 
 
-def _read_optional_snapshot_id(r: Reader) -> SnapshotId | None:
+def _read_optional_snapshot_id(r: Reader) -> RaftSnapshotId | None:
     return _read_snapshot_id(r) if _read_present(r) else None
 
 

@@ -117,14 +117,14 @@ from replog.raft.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
-    FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     Message,
     OffsetAndEpoch,
     Outbound,
-    SnapshotId,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    RaftSnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -425,7 +425,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         if isinstance(self.state, Leader):
             self._maybe_advance_leader_hw(self.state)
 
-    def on_snapshot(self, snapshot_id: SnapshotId) -> bool:
+    def on_snapshot(self, snapshot_id: RaftSnapshotId) -> bool:
         """The owner made a durable local snapshot of the committed state at ``snapshot_id``:
         move the log start up to it (F5). False if it is not newer than the log start."""
         if snapshot_id.end_offset <= self.log.start_offset:
@@ -624,8 +624,8 @@ _HANDLERS: dict[type, Callable[[RaftCore, int, Any, int], None]] = {
     BeginQuorumEpochResponse: RaftCore._on_begin_quorum_response,
     EndQuorumEpochRequest: RaftCore._on_end_quorum_request,
     EndQuorumEpochResponse: RaftCore._on_end_quorum_response,
-    FetchRequest: RaftCore._on_fetch_request,
-    FetchResponse: RaftCore._on_fetch_response,
+    RaftFetchRequest: RaftCore._on_fetch_request,
+    RaftFetchResponse: RaftCore._on_fetch_response,
     FetchSnapshotRequest: RaftCore._on_fetch_snapshot_request,
     FetchSnapshotResponse: RaftCore._on_fetch_snapshot_response,
 }

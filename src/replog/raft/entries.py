@@ -33,7 +33,7 @@ from replog.errors import CorruptRecordError
 from replog.log.decoding import decode_records
 from replog.log.encoding import encode_batch
 from replog.log.records import BatchHeader, iter_batches, validate_batch
-from replog.raft.messages import SnapshotId
+from replog.raft.messages import RaftSnapshotId
 
 __all__ = [
     "LEADER_CHANGE",
@@ -109,7 +109,9 @@ def decode_entries(data: bytes) -> list[Entry]:
 # ------------------------------------------------------------------------------- snapshots
 
 
-def encode_snapshot(snapshot_id: SnapshotId, records: Sequence[bytes], timestamp_ms: int) -> bytes:
+def encode_snapshot(
+    snapshot_id: RaftSnapshotId, records: Sequence[bytes], timestamp_ms: int
+) -> bytes:
     """A snapshot file's bytes: the header batch, then the state machine's records."""
     header = {"endOffset": snapshot_id.end_offset, "epoch": snapshot_id.epoch}
     parts = [
@@ -131,7 +133,7 @@ def encode_snapshot(snapshot_id: SnapshotId, records: Sequence[bytes], timestamp
     return b"".join(parts)
 
 
-def decode_snapshot(data: bytes) -> tuple[SnapshotId, list[bytes]]:
+def decode_snapshot(data: bytes) -> tuple[RaftSnapshotId, list[bytes]]:
     """Parse a whole snapshot file: its id (from the header) and the state machine's records.
     Anything but whole, valid batches led by a header raises `CorruptRecordError`."""
     consumed = 0
@@ -147,7 +149,7 @@ def decode_snapshot(data: bytes) -> tuple[SnapshotId, list[bytes]]:
         raise CorruptRecordError("snapshot does not start with a snapshot-header record")
     try:
         body = json.loads(entries[0].value)
-        snapshot_id = SnapshotId(int(body["endOffset"]), int(body["epoch"]))
+        snapshot_id = RaftSnapshotId(int(body["endOffset"]), int(body["epoch"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptRecordError(f"snapshot header does not parse: {exc}") from exc
     if any(entry.control is not None for entry in entries[1:]):

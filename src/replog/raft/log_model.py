@@ -36,7 +36,7 @@ import attrs
 from replog.errors import invariant
 from replog.log.epoch_cache import EpochEntry, LeaderEpochCache
 from replog.log.records import BatchHeader
-from replog.raft.messages import OffsetAndEpoch, SnapshotId
+from replog.raft.messages import OffsetAndEpoch, RaftSnapshotId
 
 __all__ = ["FetchValidity", "LogModel"]
 
@@ -49,7 +49,7 @@ class FetchValidity:
     the snapshot ``snapshot_id``."""
 
     diverging: OffsetAndEpoch | None = None
-    snapshot_id: SnapshotId | None = None
+    snapshot_id: RaftSnapshotId | None = None
 
     @property
     def valid(self) -> bool:
@@ -64,7 +64,7 @@ class LogModel:
     start_offset: int
     end_offset: int
     epochs: LeaderEpochCache
-    snapshot: SnapshotId | None
+    snapshot: RaftSnapshotId | None
 
     @classmethod
     def of(
@@ -72,7 +72,7 @@ class LogModel:
         start_offset: int,
         end_offset: int,
         entries: Iterable[EpochEntry],
-        snapshot: SnapshotId | None,
+        snapshot: RaftSnapshotId | None,
     ) -> LogModel:
         """A model of a log that starts at ``start_offset`` and ends at ``end_offset``."""
         invariant(0 <= start_offset <= end_offset, f"log [{start_offset}, {end_offset})")
@@ -176,7 +176,7 @@ class LogModel:
         self.end_offset = offset
         self.epochs.truncate_from_end(offset)
 
-    def advance_start(self, snapshot: SnapshotId) -> None:
+    def advance_start(self, snapshot: RaftSnapshotId) -> None:
         """A local snapshot at ``snapshot`` exists: the log before it is deleted."""
         invariant(
             self.start_offset <= snapshot.end_offset <= self.end_offset,
@@ -186,7 +186,7 @@ class LogModel:
         self.start_offset = snapshot.end_offset
         self.epochs.truncate_from_start(snapshot.end_offset)
 
-    def reset_to_snapshot(self, snapshot: SnapshotId) -> None:
+    def reset_to_snapshot(self, snapshot: RaftSnapshotId) -> None:
         """A snapshot fetched from the leader replaced the whole log."""
         self.snapshot = snapshot
         self.start_offset = self.end_offset = snapshot.end_offset

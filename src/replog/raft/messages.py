@@ -10,7 +10,7 @@ Departures from the wire format, each to keep the core exact without the real tr
 
 - ``VoteResponse`` echoes ``pre_vote``, so a late answer to a real vote is never counted as a
   pre-vote (Kafka infers it from the receiver's state).
-- ``FetchResponse`` echoes the request's ``fetch_offset`` and ``last_fetched_epoch``; the
+- ``RaftFetchResponse`` echoes the request's ``fetch_offset`` and ``last_fetched_epoch``; the
   follower applies a response only if they still describe its log (a late or duplicated
   response that does not is ignored).
 - ``ErrorCode`` has neither SNAPSHOT_NOT_FOUND nor POSITION_OUT_OF_RANGE yet; a FetchSnapshot
@@ -29,15 +29,15 @@ __all__ = [
     "BeginQuorumEpochResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
-    "FetchRequest",
-    "FetchResponse",
+    "RaftFetchRequest",
+    "RaftFetchResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
     "Message",
     "NO_LEADER",
     "OffsetAndEpoch",
     "Outbound",
-    "SnapshotId",
+    "RaftSnapshotId",
     "UNKNOWN_HIGH_WATERMARK",
     "VoteRequest",
     "VoteResponse",
@@ -59,7 +59,7 @@ class OffsetAndEpoch:
 
 
 @attrs.frozen(order=True)
-class SnapshotId:
+class RaftSnapshotId:
     """A snapshot holds the state after applying every record below ``end_offset``; ``epoch``
     is the epoch of the record at ``end_offset - 1`` (KIP-630)."""
 
@@ -139,7 +139,7 @@ class EndQuorumEpochResponse:
 
 
 @attrs.frozen
-class FetchRequest:
+class RaftFetchRequest:
     """A follower's or observer's fetch: also its heartbeat. ``fetch_offset`` is its log end
     offset (durable before this request was sent), ``last_fetched_epoch`` the epoch of the
     record below it."""
@@ -152,7 +152,7 @@ class FetchRequest:
 
 
 @attrs.frozen
-class FetchResponse:
+class RaftFetchResponse:
     """The leader's answer: at most one of ``records`` (possibly empty), ``diverging`` (truncate,
     then fetch again) or ``snapshot_id`` (the offset is below the log start: fetch a snapshot)."""
 
@@ -164,7 +164,7 @@ class FetchResponse:
     high_watermark: int = UNKNOWN_HIGH_WATERMARK
     records: bytes = b""
     diverging: OffsetAndEpoch | None = None
-    snapshot_id: SnapshotId | None = None
+    snapshot_id: RaftSnapshotId | None = None
 
 
 @attrs.frozen
@@ -173,7 +173,7 @@ class FetchSnapshotRequest:
 
     epoch: int
     replica_id: int
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
     position: int
     max_bytes: int
 
@@ -185,7 +185,7 @@ class FetchSnapshotResponse:
     epoch: int
     leader_id: int
     error: ErrorCode
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
     position: int
     size_bytes: int = 0
     data: bytes = b""
@@ -198,8 +198,8 @@ Message = (
     | BeginQuorumEpochResponse
     | EndQuorumEpochRequest
     | EndQuorumEpochResponse
-    | FetchRequest
-    | FetchResponse
+    | RaftFetchRequest
+    | RaftFetchResponse
     | FetchSnapshotRequest
     | FetchSnapshotResponse
 )

@@ -32,7 +32,7 @@ from replog.log.fs import FileSystem
 from replog.raft.config import RaftConfig
 from replog.raft.core import RaftCore, Rng
 from replog.raft.entries import Entry, decode_entries
-from replog.raft.messages import Message, Outbound, SnapshotId
+from replog.raft.messages import Message, Outbound, RaftSnapshotId
 from replog.raft.ready import LeaderAndEpoch, ProposeResult
 from replog.raft.storage import RaftStorage
 
@@ -57,7 +57,7 @@ class StateMachine(Protocol):
 
 ApplyListener = Callable[[Entry, object], None]
 LeaderListener = Callable[[LeaderAndEpoch], None]
-SnapshotListener = Callable[[SnapshotId, list[bytes], str], None]
+SnapshotListener = Callable[[RaftSnapshotId, list[bytes], str], None]
 
 
 @attrs.define(eq=False)
@@ -229,7 +229,7 @@ class RaftNode:
         if interval <= 0 or self.applied_offset - self.core.log.start_offset < interval:
             return
         end_offset = self.applied_offset
-        snapshot_id = SnapshotId(end_offset, self.core.log.epoch_for_offset(end_offset - 1))
+        snapshot_id = RaftSnapshotId(end_offset, self.core.log.epoch_for_offset(end_offset - 1))
         records = self.machine.snapshot()
         self.storage.write_snapshot(snapshot_id, records, now_ms)
         if self.on_snapshot is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import attrs
 
 from replog.errors import invariant
-from replog.raft.messages import SnapshotId
+from replog.raft.messages import RaftSnapshotId
 
 __all__ = ["LeaderProgress", "ReplicaProgress", "SnapshotDownload"]
 
@@ -108,6 +108,6 @@ class LeaderProgress:
 class SnapshotDownload:
     """A follower fetching ``snapshot_id`` chunk by chunk; ``position`` bytes are written."""
 
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
     position: int = 0
     sent_ms: int | None = None

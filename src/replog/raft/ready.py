@@ -24,7 +24,7 @@ from typing import Protocol
 import attrs
 
 from replog.errors import ErrorCode
-from replog.raft.messages import NO_LEADER, Outbound, SnapshotId
+from replog.raft.messages import NO_LEADER, Outbound, RaftSnapshotId
 from replog.raft.states import ElectionState
 
 __all__ = [
@@ -61,7 +61,7 @@ class AdvanceLogStart:
     """A local snapshot ``snapshot_id`` is durable: move the log start to its end offset and
     delete what is below (segments, older snapshots)."""
 
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
 
 
 @attrs.frozen
@@ -69,7 +69,7 @@ class WriteSnapshotChunk:
     """Write ``data`` at ``position`` of the partial download of ``snapshot_id`` (position 0
     starts a fresh file)."""
 
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
     position: int
     data: bytes
 
@@ -79,14 +79,14 @@ class InstallSnapshot:
     """The download of ``snapshot_id`` is complete: make it durable, restart the log empty at
     its end offset and load the state machine from it (in that order)."""
 
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
 
 
 @attrs.frozen
 class AbortSnapshotDownload:
     """Discard the partial download of ``snapshot_id``."""
 
-    snapshot_id: SnapshotId
+    snapshot_id: RaftSnapshotId
 
 
 LogOp = (
@@ -151,7 +151,7 @@ class LogReader(Protocol):
         ...
 
     def read_snapshot_chunk(
-        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+        self, snapshot_id: RaftSnapshotId, position: int, max_bytes: int
     ) -> tuple[bytes, int] | None:
         """Up to ``max_bytes`` of the snapshot file from ``position`` and the file's size;
         None if the snapshot is gone or ``position`` is past its end."""

@@ -15,11 +15,11 @@ import attrs
 from replog.errors import CorruptRecordError, ErrorCode, invariant
 from replog.raft.entries import whole_batches
 from replog.raft.messages import (
-    FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
-    SnapshotId,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    RaftSnapshotId,
 )
 from replog.raft.progress import SnapshotDownload
 from replog.raft.ready import (
@@ -126,13 +126,13 @@ class ReplicationMixin:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None
 
-    def _on_fetch_request(self, src: int, request: FetchRequest, now_ms: int) -> None:
+    def _on_fetch_request(self, src: int, request: RaftFetchRequest, now_ms: int) -> None:
         """F2: diverging, snapshot or records; a valid voter fetch counts toward the HW."""
         state = self.state
         error = self._leader_only_error(request.epoch)
         if error is None and (request.replica_id != src or request.fetch_offset < 0):
             error = ErrorCode.INVALID_REQUEST
-        response = FetchResponse(
+        response = RaftFetchResponse(
             state.epoch,
             state.leader_id,
             error or ErrorCode.NONE,
@@ -219,7 +219,7 @@ class ReplicationMixin:
         self._fetch_in_flight = (end.offset, end.epoch)
         self._fetch_sent_ms = now_ms
         me, max_bytes = self.config.node_id, self.config.fetch_max_bytes
-        request = FetchRequest(self.state.epoch, me, end.offset, end.epoch, max_bytes)
+        request = RaftFetchRequest(self.state.epoch, me, end.offset, end.epoch, max_bytes)
         self._send(dst, request)
 
     def _maybe_discover_leader(self, now_ms: int) -> None:
@@ -233,7 +233,7 @@ class ReplicationMixin:
 
     # ------------------------------------------------------------------ F4: follower side
 
-    def _on_fetch_response(self, src: int, response: FetchResponse, now_ms: int) -> None:
+    def _on_fetch_response(self, src: int, response: RaftFetchResponse, now_ms: int) -> None:
         """F4: only the answer to the request in flight, from the current leader, is applied."""
         if not self._observe_epoch(response.epoch, response.leader_id, now_ms):
             return
@@ -265,7 +265,7 @@ class ReplicationMixin:
         if not state.leader_resigned:
             self._fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
 
-    def _append_fetched(self, state: Follower, response: FetchResponse, now_ms: int) -> None:
+    def _append_fetched(self, state: Follower, response: RaftFetchResponse, now_ms: int) -> None:
         """Append the whole batches of ``response`` (a cut-off last one is dropped), then
         take the HW (F3, follower side)."""
         try:
@@ -336,7 +336,7 @@ class ReplicationMixin:
             self._install_snapshot(download.snapshot_id, now_ms)
         self._maybe_send_fetch(state, now_ms)
 
-    def _install_snapshot(self, snapshot_id: SnapshotId, now_ms: int) -> None:
+    def _install_snapshot(self, snapshot_id: RaftSnapshotId, now_ms: int) -> None:
         """The whole log is replaced: it restarts empty at the snapshot's end offset."""
         invariant(
             self.high_watermark <= snapshot_id.end_offset,

@@ -20,7 +20,7 @@ from typing import TypeVar
 from replog.errors import CorruptRecordError, StorageError
 from replog.log.fs import FileSystem
 from replog.raft.entries import decode_snapshot, encode_snapshot
-from replog.raft.messages import SnapshotId
+from replog.raft.messages import RaftSnapshotId
 
 __all__ = ["PARTIAL_SUFFIX", "SNAPSHOT_SUFFIX", "SnapshotStore"]
 
@@ -37,23 +37,23 @@ class SnapshotStore:
         self.fs = fs
         self.dir_path = dir_path
 
-    def path(self, snapshot_id: SnapshotId, *, partial: bool = False) -> str:
+    def path(self, snapshot_id: RaftSnapshotId, *, partial: bool = False) -> str:
         """Where ``snapshot_id`` lives (or is being written)."""
         suffix = PARTIAL_SUFFIX if partial else SNAPSHOT_SUFFIX
         return os.path.join(self.dir_path, snapshot_id.file_stem + suffix)
 
     # ------------------------------------------------------------------ listing
 
-    def ids(self) -> list[SnapshotId]:
+    def ids(self) -> list[RaftSnapshotId]:
         """Every complete snapshot, oldest first."""
         found = []
         for name in self._listdir():
             match = _NAME.fullmatch(name)
             if match:
-                found.append(SnapshotId(int(match.group(1)), int(match.group(2))))
+                found.append(RaftSnapshotId(int(match.group(1)), int(match.group(2))))
         return sorted(found)
 
-    def latest(self) -> SnapshotId | None:
+    def latest(self) -> RaftSnapshotId | None:
         """The newest complete snapshot."""
         snapshots = self.ids()
         return snapshots[-1] if snapshots else None
@@ -65,7 +65,7 @@ class SnapshotStore:
             self._remove(self._join(name))
         return names
 
-    def delete_before(self, snapshot_id: SnapshotId) -> None:
+    def delete_before(self, snapshot_id: RaftSnapshotId) -> None:
         """Remove every snapshot older than ``snapshot_id``."""
         for older in self.ids():
             if older < snapshot_id:
@@ -73,7 +73,7 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ whole files
 
-    def write(self, snapshot_id: SnapshotId, records: list[bytes], timestamp_ms: int) -> int:
+    def write(self, snapshot_id: RaftSnapshotId, records: list[bytes], timestamp_ms: int) -> int:
         """Write a local snapshot atomically; returns its size in bytes."""
         data = encode_snapshot(snapshot_id, records, timestamp_ms)
         partial = self.path(snapshot_id, partial=True)
@@ -87,14 +87,14 @@ class SnapshotStore:
         self._io("write", write)
         return len(data)
 
-    def read(self, snapshot_id: SnapshotId) -> list[bytes]:
+    def read(self, snapshot_id: RaftSnapshotId) -> list[bytes]:
         """The state machine's records of ``snapshot_id`` (`CorruptRecordError` if the file
         does not parse or names another id)."""
         data = self._io("read", lambda: self.fs.read_bytes(self.path(snapshot_id)))
         return self._decode(snapshot_id, data)
 
     def read_chunk(
-        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+        self, snapshot_id: RaftSnapshotId, position: int, max_bytes: int
     ) -> tuple[bytes, int] | None:
         """Up to ``max_bytes`` from ``position`` and the file size; None if the snapshot is
         gone or ``position`` is past its end."""
@@ -119,7 +119,7 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ downloads
 
-    def write_chunk(self, snapshot_id: SnapshotId, position: int, data: bytes) -> None:
+    def write_chunk(self, snapshot_id: RaftSnapshotId, position: int, data: bytes) -> None:
         """Write a downloaded chunk at ``position`` (0 starts the ``.part`` file afresh)."""
         path = self.path(snapshot_id, partial=True)
 
@@ -138,7 +138,7 @@ class SnapshotStore:
 
         self._io("write", write)
 
-    def complete_download(self, snapshot_id: SnapshotId) -> list[bytes]:
+    def complete_download(self, snapshot_id: RaftSnapshotId) -> list[bytes]:
         """Check the downloaded file, make it durable under its final name; returns the state
         machine's records."""
         partial = self.path(snapshot_id, partial=True)
@@ -153,13 +153,13 @@ class SnapshotStore:
         self._io("install", finish)
         return records
 
-    def abort_download(self, snapshot_id: SnapshotId) -> None:
+    def abort_download(self, snapshot_id: RaftSnapshotId) -> None:
         """Drop a partial download."""
         self._remove(self.path(snapshot_id, partial=True))
 
     # ------------------------------------------------------------------ helpers
 
-    def _decode(self, snapshot_id: SnapshotId, data: bytes) -> list[bytes]:
+    def _decode(self, snapshot_id: RaftSnapshotId, data: bytes) -> list[bytes]:
         found, records = decode_snapshot(data)
         if found != snapshot_id:
             raise CorruptRecordError(f"snapshot file for {snapshot_id} holds {found}")

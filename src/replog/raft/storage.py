@@ -27,7 +27,7 @@ from replog.log.config import LogConfig
 from replog.log.fs import FileSystem
 from replog.log.log import Log
 from replog.raft.log_model import LogModel
-from replog.raft.messages import SnapshotId
+from replog.raft.messages import RaftSnapshotId
 from replog.raft.quorum_state import QuorumStateFile
 from replog.raft.ready import (
     AbortSnapshotDownload,
@@ -122,14 +122,14 @@ class RaftStorage:
         return self.log.read(start_offset, max_bytes).to_bytes()
 
     def read_snapshot_chunk(
-        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+        self, snapshot_id: RaftSnapshotId, position: int, max_bytes: int
     ) -> tuple[bytes, int] | None:
         """A chunk of a local snapshot file (see `SnapshotStore.read_chunk`)."""
         return self.snapshots.read_chunk(snapshot_id, position, max_bytes)
 
     # ------------------------------------------------------------------ applying a Ready
 
-    def apply(self, ready: Ready) -> list[tuple[SnapshotId, list[bytes]]]:
+    def apply(self, ready: Ready) -> list[tuple[RaftSnapshotId, list[bytes]]]:
         """Steps 1-2 of ``ready.py``: the log operations in order, then the quorum-state.
         Returns the snapshots installed (id and records) for the state machine to load."""
         installed = [self._apply_op(op) for op in ready.log_ops]
@@ -139,7 +139,7 @@ class RaftStorage:
             self.log.update_high_watermark(ready.high_watermark)
         return [item for item in installed if item is not None]
 
-    def _apply_op(self, op: LogOp) -> tuple[SnapshotId, list[bytes]] | None:
+    def _apply_op(self, op: LogOp) -> tuple[RaftSnapshotId, list[bytes]] | None:
         log = self.log
         if isinstance(op, AppendBatches):
             log.append_as_follower(op.data)
@@ -172,7 +172,9 @@ class RaftStorage:
         """Whether records were appended since the last fsync."""
         return self.log.recovery_point < self.log.log_end_offset
 
-    def write_snapshot(self, snapshot_id: SnapshotId, records: list[bytes], now_ms: int) -> None:
+    def write_snapshot(
+        self, snapshot_id: RaftSnapshotId, records: list[bytes], now_ms: int
+    ) -> None:
         """Write a local snapshot of the state machine (atomically)."""
         self.snapshots.write(snapshot_id, records, now_ms)
 

@@ -1,10 +1,8 @@
 """replog.simkit: building blocks of deterministic simulators, shared by the cluster simulator
-(``replog.testing``) and the metadata quorum's (``replog.raft.sim``).
+(``replog.testing.sim``) and the metadata quorum's (``replog.testing.raft_sim``).
 
-They depend on nothing else in replog, so both simulators (which sit at different layers: the
-quorum below the broker, the cluster simulator above it) may use them: ``SimNetwork``, a seeded
-message network with faults, and ``check_kv``, a linearizability checker for register
-histories.
+They depend on nothing else in replog: ``SimNetwork``, a seeded message network with faults,
+and ``check_kv``, a linearizability checker for register histories.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Spark's Kafka JSON format, ranges pinned to the high watermark, and the split in
 mirrors Spark's ``KafkaOffsetRangeCalculator``. Importing this package never imports pyspark, so
 the planner works (and is tested) without a JVM.
 
-Front-ends: ``create_rdd`` (classic PySpark RDDs of ``Record``) and the ``replog`` DataFrame
+Front-ends: ``create_rdd`` (classic PySpark RDDs of ``RddRecord``) and the ``replog`` DataFrame
 source and sink (``register(spark)``, then ``spark.read.format("replog")``; see
 ``replog.spark.datasource``). ``AdminOffsetSource`` plans against a live cluster. pyspark and
 pyarrow are imported only when a front-end is used.
@@ -32,7 +32,7 @@ from replog.spark.ranges import (
     resolve_ranges,
 )
 from replog.spark.rdd import create_rdd, offset_ranges_of
-from replog.spark.reading import AdminOffsetSource, ReadTimeoutError, Record, read_range
+from replog.spark.reading import AdminOffsetSource, RddRecord, ReadTimeoutError, read_range
 
 
 def register(spark: Any) -> None:
@@ -46,7 +46,7 @@ __all__ = [
     "EARLIEST",
     "AdminOffsetSource",
     "ReadTimeoutError",
-    "Record",
+    "RddRecord",
     "create_rdd",
     "offset_ranges_of",
     "read_range",

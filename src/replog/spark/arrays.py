@@ -1,6 +1,6 @@
 """Fetched record batches as numpy columns, with no Python object per record (no pyspark).
 
-The Spark readers turn ``RecordArrays`` into Arrow arrays (the DataFrame source), into ``Record``
+The Spark readers turn ``RecordArrays`` into Arrow arrays (the DataFrame source), into ``RddRecord``
 tuples (the RDD) or just count them. ``slice_arrays`` is ``replog.client.fetching.slice_columns``
 with this output: the same records, positions and epochs, plus each batch's timestamp type.
 

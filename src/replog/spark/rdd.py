@@ -4,7 +4,7 @@ The design of Spark's ``KafkaUtils.createRDD`` / ``KafkaRDD``: ranges are planne
 (``resolve_ranges`` + ``plan_ranges``), one Spark partition per range, so a log partition maps to
 one RDD partition when nothing is split. The ranges travel to executors as small JSON strings;
 each task opens its own consumer over TCP (``reading.read_range_arrays``), decodes each fetch
-answer into numpy columns and yields ``Record`` named tuples built from them.
+answer into numpy columns and yields ``RddRecord`` named tuples built from them.
 ``rdd.offset_ranges`` gives the ranges back (Spark's ``HasOffsetRanges``; like Spark's, the
 mapping is lost after a shuffle or any other transformation).
 
@@ -16,7 +16,7 @@ JVM API) the RDD is built with ``parallelize`` and has no preferences. Ranges th
 
 ``count()`` counts in the executors and ships one number per partition; it still fetches and
 decodes every record into columns (unlike Spark's ``KafkaRDD``, which returns
-``sum(until - from)``), but builds no ``Record``; so it is exact on logs with gaps (control
+``sum(until - from)``), but builds no ``RddRecord``; so it is exact on logs with gaps (control
 batches, compaction) and still detects data loss and corrupt batches.
 """
 
@@ -29,7 +29,7 @@ from itertools import repeat
 from typing import Any
 
 from replog.spark.ranges import OffsetRange, TopicPartition
-from replog.spark.reading import Record, read_range_arrays, replica_hosts
+from replog.spark.reading import RddRecord, read_range_arrays, replica_hosts
 
 __all__ = ["create_rdd", "offset_ranges_of"]
 
@@ -46,9 +46,9 @@ def _range_from_json(text: str) -> OffsetRange:
 def _read_task(bootstrap: str, fail_on_data_loss: bool, consumer_config: dict[str, Any]) -> Any:
     """The per-partition function the executors run (picklable closure over plain values)."""
 
-    make = functools.partial(tuple.__new__, Record)  # Record(*fields) without Python code
+    make = functools.partial(tuple.__new__, RddRecord)  # RddRecord(*fields) without Python code
 
-    def read(items: Iterable[str]) -> Iterator[Record]:
+    def read(items: Iterable[str]) -> Iterator[RddRecord]:
         for item in items:
             r = _range_from_json(item)
             chunks = read_range_arrays(
@@ -123,7 +123,7 @@ def create_rdd(
     fail_on_data_loss: bool = True,
     **consumer_config: Any,
 ) -> Any:
-    """An RDD of ``Record`` whose partition i reads ``offset_ranges[i]`` from ``bootstrap``.
+    """An RDD of ``RddRecord`` whose partition i reads ``offset_ranges[i]`` from ``bootstrap``.
 
     Ranges must be resolved (see ``resolve_ranges``; split them with ``plan_ranges``). Empty
     ranges still get their (empty) partition, so indexes keep matching. The result has

@@ -12,9 +12,9 @@ its own client.
   ``until_offset``. Offsets below the log start (retention, deleteRecords) raise
   ``DataLossError``; with ``fail_on_data_loss=False`` the reader skips to the log start and
   warns, as Spark's Kafka source does. The DataFrame source turns the arrays into Arrow arrays,
-  the RDD into ``Record`` tuples.
+  the RDD into ``RddRecord`` tuples.
 - ``read_range`` is the same read as ``ConsumerRecord`` lists.
-- ``Record`` is what the RDD path yields: (topic, partition, offset, timestamp, key, value,
+- ``RddRecord`` is what the RDD path yields: (topic, partition, offset, timestamp, key, value,
   headers).
 """
 
@@ -39,7 +39,7 @@ from replog.spark.ranges import DataLossError, DataLossWarning, OffsetRange, Top
 __all__ = [
     "AdminOffsetSource",
     "ReadTimeoutError",
-    "Record",
+    "RddRecord",
     "read_range",
     "read_range_arrays",
     "replica_hosts",
@@ -53,7 +53,7 @@ of an answer is used (none is dropped to be fetched again), so this bounds memor
 (about 75k records of 100 bytes) rather than trading against refetches."""
 
 
-class Record(NamedTuple):
+class RddRecord(NamedTuple):
     """One record of an RDD built by ``create_rdd``."""
 
     topic: str

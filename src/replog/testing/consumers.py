@@ -1,12 +1,12 @@
 """The simulated consumers: one per partition, reading the way a Kafka consumer does.
 
-A ``Consumer`` finds its partition's leader in the clients' ``ClusterView``, starts at the log
-start (ListOffsets earliest), fetches with the leader epoch it knows, and -- when the seed says
-so -- inside an incremental fetch session (KIP-227: a full request opens the session; later
-requests name a partition only when its fetch offset changed; an unknown session or a wrong
-epoch starts over). When its metadata shows a newer leader epoch than the one it last
-validated, it validates its position first (KIP-320: OffsetForLeaderEpoch with the epoch of
-the last record it consumed). Only one request is in flight per consumer.
+A ``PartitionConsumer`` finds its partition's leader in the clients' ``ClientMetadataCache``,
+starts at the log start (ListOffsets earliest), fetches with the leader epoch it knows, and --
+when the seed says so -- inside an incremental fetch session (KIP-227: a full request opens
+the session; later requests name a partition only when its fetch offset changed; an unknown
+session or a wrong epoch starts over). When its metadata shows a newer leader epoch than the
+one it last validated, it validates its position first (KIP-320: OffsetForLeaderEpoch with the
+epoch of the last record it consumed). Only one request is in flight per consumer.
 
 Consumers of the main topic are *checked*: their polls go to the ``History``, the HWs they are
 told to the invariant checker, and a validation answer below their position is a violation
@@ -31,7 +31,7 @@ from replog.testing.workload import REFRESH_ERRORS, LeaderInfo
 if TYPE_CHECKING:
     from replog.testing.sim import Simulation
 
-__all__ = ["CONSUMER_NODE", "Consumer", "decode_with_epochs"]
+__all__ = ["CONSUMER_NODE", "PartitionConsumer", "decode_with_epochs"]
 
 CONSUMER_NODE = 200
 FETCH_MAX_BYTES = 4096
@@ -41,7 +41,7 @@ SESSION_ERRORS = frozenset(
 
 
 @attrs.define
-class _Session:
+class _FetchSession:
     """An open fetch session with one broker."""
 
     broker: int
@@ -51,7 +51,7 @@ class _Session:
     sent: tuple[int, int]
 
 
-class Consumer:
+class PartitionConsumer:
     """One partition's consumer (see the module docstring)."""
 
     def __init__(self, sim: Simulation, tp: tuple[str, int], node: int, *, checked: bool) -> None:
@@ -63,7 +63,7 @@ class Consumer:
         self.last_epoch = -1
         self.validated_epoch = -1
         self.topic_id: str | None = None
-        self._session: _Session | None = None
+        self._session: _FetchSession | None = None
         self._busy = False
 
     def start(self, delay_ms: int) -> None:
@@ -257,7 +257,7 @@ class Consumer:
         session = self._session
         if session is None:
             if session_id != 0:
-                self._session = _Session(info.leader, session_id, 1, wanted)
+                self._session = _FetchSession(info.leader, session_id, 1, wanted)
         else:
             session.epoch = session.epoch + 1 if session.epoch < (1 << 31) - 1 else 1
             session.sent = wanted

@@ -1,4 +1,4 @@
-"""What the simulated consumer-group clients were told, and the checks on it (issue 14).
+"""What the simulated consumer-group clients were told, and the checks on it.
 
 **Committed offsets are never lost or moved backwards.** Every commit attempt of a group for a
 partition gets a fresh offset, larger than every earlier attempt's (``GroupHistory.new_commit``),

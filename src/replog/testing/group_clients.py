@@ -1,4 +1,4 @@
-"""The simulated consumer-group clients (issue 14): members of classic-protocol groups.
+"""The simulated consumer-group clients: members of classic-protocol groups.
 
 ``GroupClients`` runs ``GroupOptions.groups`` groups of ``members`` members each. A
 ``GroupMember`` behaves like a Kafka consumer's coordinator logic: FindCoordinator (v4, at a

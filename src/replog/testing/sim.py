@@ -50,14 +50,20 @@ from replog.metadata.types import PartitionState
 from replog.protocol import messages as m
 from replog.simkit.net import SimNetwork
 from replog.testing.clients import Rpc
-from replog.testing.consumers import CONSUMER_NODE, Consumer
+from replog.testing.consumers import CONSUMER_NODE, PartitionConsumer
 from replog.testing.group_clients import GroupClients, GroupOptions
 from replog.testing.history import History, check_history
 from replog.testing.invariants import InvariantChecker, ReplicaView
 from replog.testing.nemesis import ADMIN_NODE, Nemesis
 from replog.testing.node import SimBroker
 from replog.testing.options import ACKS_ALL, SimOptions
-from replog.testing.workload import CHURN_TOPIC, TOPIC, ClusterView, Probes, Producer
+from replog.testing.workload import (
+    CHURN_TOPIC,
+    TOPIC,
+    ClientMetadataCache,
+    Probes,
+    UniqueValueProducer,
+)
 from replog.topics import TopicPartition
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "main", "run_seed"]
@@ -135,12 +141,12 @@ class Simulation:
         self.violations: list[str] = []
         self.phase = "safety"
         self.rpc = Rpc(self)
-        self.view = ClusterView(self)
-        self.producer = Producer(self)
+        self.view = ClientMetadataCache(self)
+        self.producer = UniqueValueProducer(self)
         self.probes = Probes(self)
         self.nemesis = Nemesis(self)
         self.groups = GroupClients(self)
-        self.consumers: dict[tuple[str, int], Consumer] = {}
+        self.consumers: dict[tuple[str, int], PartitionConsumer] = {}
         #: churned topic ID -> when it was created (ms), and since when no churned topic exists
         self.churn_created_ms: dict[str, int] = {}
         self.churn_absent_since_ms: int | None = 0
@@ -294,7 +300,7 @@ class Simulation:
         for topic, node in ((TOPIC, CONSUMER_NODE), (CHURN_TOPIC, CHURN_CONSUMER_NODE)):
             for p in range(self.view.partition_counts.get(topic, 0)):
                 if (topic, p) not in self.consumers:
-                    consumer = Consumer(self, (topic, p), node + p, checked=topic == TOPIC)
+                    consumer = PartitionConsumer(self, (topic, p), node + p, checked=topic == TOPIC)
                     self.consumers[(topic, p)] = consumer
                     consumer.start(0)
 
@@ -391,7 +397,7 @@ class Simulation:
 
     def groups_settled(self, partitions: int) -> bool:
         """Every group stable and committing every partition since the heal; a violation
-        once ``GroupOptions.settle_bound_ms`` has passed without it (issue 23 §5)."""
+        once ``GroupOptions.settle_bound_ms`` has passed without it."""
         if self.groups_settled_ms is not None:
             return True
         if self.groups.settled(self.healed_ms, partitions):

@@ -2,10 +2,10 @@
 
 They behave like Kafka clients, over the Kafka protocol (``clients.Rpc``):
 
-- ``ClusterView`` is the clients' metadata: Metadata requests to a random broker, refreshed
+- ``ClientMetadataCache`` is the clients' metadata: Metadata requests to a random broker, refreshed
   when older than ``metadata_max_age_ms`` or after an error; a partition's entry only moves to
   a newer leader epoch (KIP-320), unless its topic was recreated (a new topic ID).
-- ``Producer`` sends one-record batches to the leader its view names: to the main topic
+- ``UniqueValueProducer`` sends one-record batches to the leader its view names: to the main topic
   (recorded in the ``History``; acks=all acknowledgements feed the invariant checker) and, when
   the seed has one, to the churned topic (values tagged with the time they were sent).
 - ``Probes`` asks what a monitoring or admin tool would: ListOffsets (latest: the HW, which never
@@ -36,10 +36,10 @@ __all__ = [
     "DEFINITE_FAILURES",
     "REFRESH_ERRORS",
     "TOPIC",
-    "ClusterView",
+    "ClientMetadataCache",
     "LeaderInfo",
     "Probes",
-    "Producer",
+    "UniqueValueProducer",
 ]
 
 TOPIC = "sim"
@@ -80,7 +80,7 @@ class LeaderInfo:
     leader_epoch: int
 
 
-class ClusterView:
+class ClientMetadataCache:
     """The clients' metadata cache (see the module docstring)."""
 
     def __init__(self, sim: Simulation) -> None:
@@ -164,7 +164,7 @@ class ClusterView:
             del self.leaders[tp]
 
 
-class Producer:
+class UniqueValueProducer:
     """Writes unique values, one record per batch (see the module docstring)."""
 
     def __init__(self, sim: Simulation) -> None:

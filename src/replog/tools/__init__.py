@@ -1,4 +1,4 @@
-"""Operator tools: the ``replog`` subcommands that manage a running cluster (seed 001).
+"""Operator tools: the ``replog`` subcommands that manage a running cluster.
 
 Each tool talks to the cluster only through the Kafka protocol, via replog's own public client
 (``replog.client``), never by writing the metadata store, so it works against any broker that

@@ -49,7 +49,7 @@ class PlanError(ReplogError):
 
 
 @attrs.define
-class _Plan:
+class _ReassignmentPlan:
     """The plan being built: replicas per partition, their original sets, the broker racks."""
 
     replicas: dict[TopicPartition, list[int]]
@@ -100,7 +100,7 @@ def plan_onto_brokers(
     each partition's replication factor; see the module docstring."""
     if not brokers:
         raise PlanError("no brokers to place replicas on")
-    plan = _Plan(
+    plan = _ReassignmentPlan(
         replicas={},
         original={tp: frozenset(r) for tp, r in current.items()},
         racks=dict(brokers),
@@ -132,7 +132,7 @@ def plan_add_brokers(
     unknown = sorted(set(new_brokers) - set(brokers))
     if unknown:
         raise PlanError(f"brokers {unknown} are not in the cluster")
-    plan = _Plan(
+    plan = _ReassignmentPlan(
         replicas={tp: list(r) for tp, r in current.items()},
         original={tp: frozenset(r) for tp, r in current.items()},
         racks=dict(brokers),
@@ -142,7 +142,7 @@ def plan_add_brokers(
     return {tp: tuple(r) for tp, r in sorted(plan.replicas.items())}
 
 
-def _kept(plan: _Plan, replicas: Sequence[int]) -> list[int]:
+def _kept(plan: _ReassignmentPlan, replicas: Sequence[int]) -> list[int]:
     """The replicas that may stay: on an allowed broker, once each, and (rack-aware) not on a
     rack another kept replica uses while enough racks exist for one replica per rack."""
     distinct_racks = len(set(plan.racks.values()))
@@ -159,11 +159,11 @@ def _kept(plan: _Plan, replicas: Sequence[int]) -> list[int]:
     return kept
 
 
-def _open(plan: _Plan, current: Assignment, tp: TopicPartition) -> int:
+def _open(plan: _ReassignmentPlan, current: Assignment, tp: TopicPartition) -> int:
     return len(current[tp]) - len(plan.replicas[tp])
 
 
-def _fill(plan: _Plan, tp: TopicPartition, factor: int) -> None:
+def _fill(plan: _ReassignmentPlan, tp: TopicPartition, factor: int) -> None:
     """Add brokers to ``tp`` until it has ``factor``: a new rack first, then the least loaded."""
     replicas = plan.replicas[tp]
     load = plan.load()
@@ -178,7 +178,7 @@ def _fill(plan: _Plan, tp: TopicPartition, factor: int) -> None:
         load[best] += 1
 
 
-def _balance_replicas(plan: _Plan, receivers: Set[int]) -> None:
+def _balance_replicas(plan: _ReassignmentPlan, receivers: Set[int]) -> None:
     """Move replicas from the most loaded brokers to the least loaded ``receivers`` while two
     differ by more than one. Each move lowers the sum of squared loads, so this ends."""
     while True:
@@ -202,7 +202,7 @@ def _balance_replicas(plan: _Plan, receivers: Set[int]) -> None:
         replicas[replicas.index(donor)] = taker
 
 
-def _movable(plan: _Plan, donor: int, taker: int) -> list[TopicPartition]:
+def _movable(plan: _ReassignmentPlan, donor: int, taker: int) -> list[TopicPartition]:
     """Partitions whose replica on ``donor`` may move to ``taker``, cheapest first: replicas
     the plan already moves (no extra copy), then followers before preferred leaders."""
     found = [
@@ -220,7 +220,7 @@ def _movable(plan: _Plan, donor: int, taker: int) -> list[TopicPartition]:
     )
 
 
-def _balance_leaders(plan: _Plan) -> None:
+def _balance_leaders(plan: _ReassignmentPlan) -> None:
     """Reorder replicas so preferred leaders spread evenly: a partition keeps its first
     replica unless a follower leads at least two fewer partitions, then that follower moves
     to the front (each swap lowers the sum of squared leader counts, so this ends)."""

@@ -18,11 +18,11 @@ from typing import Any, Protocol
 import attrs
 
 from replog.broker.config import BrokerConfig
-from replog.broker.log_dirs import LogDirDescription
+from replog.broker.log_dirs import LogDirReport
 from replog.broker.producer_ids import ProducerIdManager
 from replog.broker.replication_throttle import ReplicationThrottle
 from replog.errors import ErrorCode
-from replog.isr import FetchRequest, FetchResponse, Partition, ProduceResult
+from replog.isr import Partition, PartitionFetchRequest, PartitionFetchResponse, ProduceResult
 from replog.log.log import Log
 from replog.metadata.types import (
     AdminPayload,
@@ -223,8 +223,8 @@ class RequestServices(Protocol):
         ...
 
     def fetch(
-        self, topic: str, partition: int, request: FetchRequest, now_ms: int
-    ) -> FetchResponse:
+        self, topic: str, partition: int, request: PartitionFetchRequest, now_ms: int
+    ) -> PartitionFetchResponse:
         """Read one partition now (consumer or follower)."""
         ...
 
@@ -259,7 +259,7 @@ class RequestServices(Protocol):
         them (-1: not the leader, or a replica's is not known yet)."""
         ...
 
-    def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
+    def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirReport]:
         """This broker's log dirs and their logs (``wanted`` partitions only, if given)."""
         ...
 

@@ -38,7 +38,7 @@ from replog.broker.requests.base import (
     RequestServices,
 )
 from replog.errors import ErrorCode
-from replog.isr import FetchResponse
+from replog.isr import PartitionFetchResponse
 from replog.isr.replica_log import BytesSlice
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
@@ -101,9 +101,9 @@ def _maybe_hold(
     services: RequestServices,
     tp: tuple[str, int],
     replica_id: int,
-    answer: FetchResponse,
+    answer: PartitionFetchResponse,
     now_ms: int,
-) -> FetchResponse:
+) -> PartitionFetchResponse:
     """``answer`` without its records when the leader quota holds follower ``replica_id``
     back."""
     if answer.records is None or answer.records.size_bytes == 0:

@@ -8,7 +8,7 @@ from replog.coord import codec
 from replog.coord.admin import requests_to_drop
 from replog.coord.etcd.client import op_delete, op_put, op_range
 from replog.coord.etcd.controller import EtcdController
-from replog.coord.etcd.store import Done, EtcdStore, Plan, plan
+from replog.coord.etcd.store import Done, EtcdStore, TxnPlan, plan
 from replog.errors import ErrorCode
 from replog.metadata import records
 from replog.metadata.types import AdminPayload, AdminRequest, AlterPartitionResult, MetadataChange
@@ -31,7 +31,7 @@ class EtcdAdminQueues:
         store = self._store
         queue_p = store.k(f"admin/q/{target}/")
 
-        def attempt() -> Plan[AdminRequest]:
+        def attempt() -> TxnPlan[AdminRequest]:
             last, seq_mod, (queued,) = store.seq_read([op_range(queue_p, prefix=True)], timeout_ms)
             pending: list[AdminRequest] = [codec.loads(kv.value) for kv in queued]
             dropped = requests_to_drop(pending, target, self._limit)
@@ -75,7 +75,7 @@ class EtcdAdminQueues:
         id_key = store.k(f"admin/id/{request_id:020d}")
         ctl_ops = [] if controller_epoch is None else controller.ctl_ops()
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, got = store.seq_read([*ctl_ops, op_range(id_key)], timeout_ms)
             compares = (
                 [] if controller_epoch is None else controller.guard(controller_epoch, got[:3])

@@ -16,7 +16,7 @@ import json
 from replog.coord.errors import UnknownTopicError
 from replog.coord.etcd.client import KeyValue, cmp_mod, op_delete, op_put, op_range
 from replog.coord.etcd.controller import EtcdController
-from replog.coord.etcd.store import EtcdStore, Plan, mod_rev, plan
+from replog.coord.etcd.store import EtcdStore, TxnPlan, mod_rev, plan
 from replog.coord.etcd.topics import EtcdTopics
 from replog.metadata import records
 from replog.metadata.types import (
@@ -78,7 +78,7 @@ class EtcdConfigs:
         ``topics/<t>``)."""
         store, controller, topics = self._store, self._controller, self._topics
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = store.seq_read(
                 [*controller.ctl_ops(), *topics.topic_ops(topic)], timeout_ms
             )
@@ -111,7 +111,7 @@ class EtcdConfigs:
         store, controller = self._store, self._controller
         key = self.broker_configs_prefix + _name(broker_id)
 
-        def attempt() -> Plan[None]:
+        def attempt() -> TxnPlan[None]:
             last, seq_mod, got = store.seq_read([*controller.ctl_ops(), op_range(key)], timeout_ms)
             compares = controller.guard(controller_epoch, got[:3])
             compares.append(cmp_mod(key, mod_rev(got[3])))

@@ -29,9 +29,9 @@ from replog.coord.etcd.store import (
     RETRY,
     Done,
     EtcdStore,
-    Plan,
     Records,
     Retry,
+    TxnPlan,
     last_int,
     mod_rev,
     plan,
@@ -97,7 +97,7 @@ class EtcdController:
         by the controller fence and its own mod revision."""
         store, ids = self._store, self._sessions.ids_key(broker_id)
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, got = store.seq_read(self.ctl_ops(), timeout_ms)
             compares = self.guard(controller_epoch, got)
             kvs = [kv for kv in got[2] if kv.key == ids]
@@ -121,7 +121,7 @@ class EtcdController:
         store = self._store
         ctl, epoch_key = store.k("controller"), store.k("controller_epoch")
 
-        def attempt() -> Plan[ControllerInfo] | Done[ControllerInfo] | Retry:
+        def attempt() -> TxnPlan[ControllerInfo] | Done[ControllerInfo] | Retry:
             last, seq_mod, got = store.seq_read(self.ctl_ops(), timeout_ms)
             ctl_kvs, epoch_kvs, ids = got
             me = [kv for kv in ids if kv.key == self._sessions.ids_key(broker_id)]
@@ -148,7 +148,7 @@ class EtcdController:
         """``resign_controller``: ``controller`` deleted, if the role is still the one named."""
         store, ctl = self._store, self._store.k("controller")
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, got = store.seq_read(self.ctl_ops(), timeout_ms)
             active, _ = self.active(got[0], got[2])
             if not rules.holds_controller(active, broker_id, controller_epoch):

@@ -26,9 +26,9 @@ from replog.coord.etcd.store import (
     RETRY,
     Done,
     EtcdStore,
-    Plan,
     Records,
     Retry,
+    TxnPlan,
     mod_rev,
     plan,
 )
@@ -152,7 +152,7 @@ class EtcdSessions:
         )
         ids, seen = self.ids_key(broker_id), self._store.k(f"brokers/seen/{broker_id}")
 
-        def attempt() -> Plan[BrokerInfo] | Retry:
+        def attempt() -> TxnPlan[BrokerInfo] | Retry:
             last, seq_mod, (held, was) = self._store.seq_read(
                 [op_range(ids), op_range(seen)], timeout_ms
             )
@@ -212,7 +212,7 @@ class EtcdSessions:
         """``update_broker``: the registration key rewritten under the same lease."""
         ids = self.ids_key(broker_id)
 
-        def attempt() -> Plan[BrokerInfo] | Done[BrokerInfo]:
+        def attempt() -> TxnPlan[BrokerInfo] | Done[BrokerInfo]:
             last, seq_mod, (kvs,) = self._store.seq_read([op_range(ids)], timeout_ms)
             old = self.acting(broker_id, incarnation_epoch, kvs)
             new = rules.updated_broker(old, fenced, in_controlled_shutdown)
@@ -231,7 +231,7 @@ class EtcdSessions:
         ids, ctl = self.ids_key(broker_id), self._store.k("controller")
         lease: list[int] = []
 
-        def attempt() -> Plan[bool] | Done[bool]:
+        def attempt() -> TxnPlan[bool] | Done[bool]:
             last, seq_mod, (kvs, ctl_kvs) = self._store.seq_read(
                 [op_range(ids), op_range(ctl)], timeout_ms
             )
@@ -318,7 +318,7 @@ class EtcdSessions:
         )
         reaped: list[int] = []
 
-        def attempt() -> Plan[int] | Done[int]:
+        def attempt() -> TxnPlan[int] | Done[int]:
             last, seq_mod, (seen, ids, ctl_kvs) = self._store.seq_read(
                 [op_range(seen_p, prefix=True), op_range(ids_p, prefix=True, keys_only=True),
                  op_range(ctl)],

@@ -1,6 +1,6 @@
 """The etcd backend's store access: the handle's keys under its prefix, reads at one revision,
 and the write loop. Every write is one txn planned from one read (an ``attempt`` returning a
-``Plan``, a ``Done`` or ``RETRY``) and committed with a compare on ``feed/seq``'s mod_revision
+``TxnPlan``, a ``Done`` or ``RETRY``) and committed with a compare on ``feed/seq``'s mod_revision
 plus the plan's own compares, putting ``feed/seq`` and the write's feed records
 (``changes/<seq>``) in the same txn; a failed compare plans again from fresh reads until the
 call's timeout (see ``replog.coord.etcd.coordinator``)."""
@@ -23,7 +23,7 @@ __all__ = [
     "RETRY",
     "Done",
     "EtcdStore",
-    "Plan",
+    "TxnPlan",
     "Records",
     "Retry",
     "last_int",
@@ -36,7 +36,7 @@ Records = Callable[[int], Sequence[MetadataChange]]
 
 
 @attrs.frozen
-class Plan(Generic[T]):
+class TxnPlan(Generic[T]):
     """One write to attempt: extra compares and ops, its feed records, and its result."""
 
     seq_mod: int
@@ -78,9 +78,9 @@ def plan(
     ops: list[JsonObj],
     records: Records,
     result: Callable[[int], T],
-) -> Plan[T]:
+) -> TxnPlan[T]:
     """A write to commit as seq ``last_seq + 1``, read when ``feed/seq`` had ``seq_mod``."""
-    return Plan(seq_mod, last_seq, compares, ops, records, result)
+    return TxnPlan(seq_mod, last_seq, compares, ops, records, result)
 
 
 class EtcdStore:
@@ -123,8 +123,8 @@ class EtcdStore:
         got = self.read([op_range(self.k("feed/seq")), *ops], timeout_ms)
         return last_int(got[0]), mod_rev(got[0]), got[1:]
 
-    def run(self, timeout_ms: int | None, attempt: Callable[[], Plan[T] | Done[T] | Retry]) -> T:
-        """Plan and commit until a commit succeeds, a plan needs no write, or time runs out."""
+    def run(self, timeout_ms: int | None, attempt: Callable[[], TxnPlan[T] | Done[T] | Retry]) -> T:
+        """TxnPlan and commit until a commit succeeds, a plan needs no write, or time runs out."""
         budget = self.default_timeout_ms if timeout_ms is None else timeout_ms
         deadline = monotonic_s() + budget / 1000
         while True:
@@ -132,7 +132,7 @@ class EtcdStore:
             attempt_plan = attempt()
             if isinstance(attempt_plan, Done):
                 return attempt_plan.value
-            if isinstance(attempt_plan, Plan):
+            if isinstance(attempt_plan, TxnPlan):
                 seq = attempt_plan.last_seq + 1
                 records = list(attempt_plan.records(seq))
                 ops = [

@@ -27,7 +27,7 @@ from replog.coord.etcd.client import (
     op_range,
 )
 from replog.coord.etcd.controller import EtcdController
-from replog.coord.etcd.store import Done, EtcdStore, Plan, Records, plan
+from replog.coord.etcd.store import Done, EtcdStore, Records, TxnPlan, plan
 from replog.metadata import records
 from replog.metadata.types import (
     CasResult,
@@ -107,7 +107,7 @@ class EtcdTopics:
         (``configs`` go in the ``topics/<t>`` value)."""
         store, controller, topics_p = self._store, self._controller, self.prefix
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = store.seq_read(
                 [*controller.ctl_ops(), op_range(topics_p, prefix=True, keys_only=True)],
                 timeout_ms,
@@ -133,7 +133,7 @@ class EtcdTopics:
         """``delete_topic``: the topic's value and every key below it."""
         store, controller = self._store, self._controller
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = store.seq_read(
                 [*controller.ctl_ops(), *self.topic_ops(topic)], timeout_ms
             )
@@ -160,7 +160,7 @@ class EtcdTopics:
         """``add_partitions`` with the states ``rules.new_partitions`` made of its arguments."""
         store, controller = self._store, self._controller
 
-        def attempt() -> Plan[TopicAssignment]:
+        def attempt() -> TxnPlan[TopicAssignment]:
             last, seq_mod, got = store.seq_read(
                 [*controller.ctl_ops(), *self.topic_ops(topic)], timeout_ms
             )
@@ -219,7 +219,7 @@ class EtcdTopics:
         store, controller = self._store, self._controller
         key = self._state_key(topic, partition)
 
-        def attempt() -> Plan[CasResult] | Done[CasResult]:
+        def attempt() -> TxnPlan[CasResult] | Done[CasResult]:
             last, seq_mod, got = store.seq_read([*controller.ctl_ops(), op_range(key)], timeout_ms)
             try:
                 compares = controller.guard(controller_epoch, got[:3])

@@ -47,7 +47,7 @@ __all__ = [
     "JOIN_GROUP",
     "LEAVE_GROUP",
     "SYNC_GROUP",
-    "Coordinator",
+    "FindCoordinatorResponseCoordinator",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "HeartbeatRequest",
@@ -91,7 +91,7 @@ class FindCoordinatorRequest(Request):
 
 
 @attrs.frozen(kw_only=True)
-class Coordinator:
+class FindCoordinatorResponseCoordinator:
     """The coordinator of one key (v4+), or why there is none."""
 
     key: str = field(STRING, "4+")
@@ -114,7 +114,9 @@ class FindCoordinatorResponse(Response):
     node_id: int = field(INT32, "0-3")
     host: str = field(STRING, "0-3")
     port: int = field(INT32, "0-3")
-    coordinators: list[Coordinator] = field(array(Coordinator), "4+")
+    coordinators: list[FindCoordinatorResponseCoordinator] = field(
+        array(FindCoordinatorResponseCoordinator), "4+"
+    )
 
 
 # -- JoinGroup -----------------------------------------------------------------------------------

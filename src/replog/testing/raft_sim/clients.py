@@ -13,7 +13,7 @@ Every call and return is stamped from one counter that follows the simulator's e
 which is the real-time order the linearizability checker needs.
 
 `ClientPool` is the simulator's default `Workload`; another workload (the metadata quorum's,
-``replog.quorum.sim``) brings its own state machine, request layer on the nodes and
+``replog.testing.quorum_sim``) brings its own state machine, request layer on the nodes and
 clients through the same protocol.
 """
 
@@ -29,11 +29,11 @@ from replog.raft.entries import Entry
 from replog.raft.kv import KvOp, KvStateMachine
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch
-from replog.raft.sim_checks import CheckedMachine
 from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
+from replog.testing.raft_sim.checks import CheckedMachine
 
 if TYPE_CHECKING:
-    from replog.raft.sim import Simulation
+    from replog.testing.raft_sim.sim import RaftSimulation
 
 __all__ = ["ClientPool", "ClientRecord", "Workload"]
 
@@ -143,7 +143,7 @@ class _Client:
 
 
 @attrs.define
-class _Proposal:
+class _ClientProposal:
     epoch: int
     client: int
     token: int
@@ -152,7 +152,7 @@ class _Proposal:
 class ClientPool:
     """The clients of one simulation and the nodes' pending proposals."""
 
-    def __init__(self, sim: Simulation, count: int, keys: int) -> None:
+    def __init__(self, sim: RaftSimulation, count: int, keys: int) -> None:
         self.sim = sim
         self.keys = [f"k{i}" for i in range(keys)]
         voters = sorted(sim.voters)
@@ -162,7 +162,7 @@ class ClientPool:
         self._tokens = itertools.count(1)
         self._values = itertools.count(1)
         self._written: dict[str, list[int]] = {k: [] for k in self.keys}
-        self._pending: dict[int, dict[int, _Proposal]] = {}
+        self._pending: dict[int, dict[int, _ClientProposal]] = {}
         self._healed = False
 
     def node_ids(self) -> set[int]:
@@ -273,7 +273,7 @@ class ClientPool:
                 self._reply(node_id, client, token, "fail", None, result.leader_id)
             else:
                 proposals = self._pending.setdefault(node_id, {})
-                proposals[result.base_offset] = _Proposal(result.epoch, client.index, token)
+                proposals[result.base_offset] = _ClientProposal(result.epoch, client.index, token)
 
         self.sim.with_node(node_id, propose)
 

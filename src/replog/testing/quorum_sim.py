@@ -1,8 +1,8 @@
 """The metadata quorum under the Raft simulator's faults:
-``python -m replog.quorum.sim --seeds N [--seed S] [--verbose]``.
+``python -m replog.testing.quorum_sim --seeds N [--seed S] [--verbose]``.
 
-Theory of operation. This is a `Workload` for ``replog.raft.sim``: the same seeded clusters,
-network, disks and faults (crashes, power losses, partitions, clogged links, resignations,
+Theory of operation. This is a `Workload` for ``replog.testing.raft_sim``: the same seeded
+clusters, network, disks and faults (crashes, power losses, partitions, clogged links, resignations,
 failing fsyncs), but every node runs the real metadata stack -- a `MetadataMachine` applied by
 its `RaftNode` and a `QuorumFrontend` serving requests on it, exactly as ``QuorumServer``
 wires them -- and the clients speak its requests over the simulated network:
@@ -62,12 +62,12 @@ from replog.quorum.machine import MetadataMachine
 from replog.raft.entries import Entry
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch
-from replog.raft.sim import main as sim_main
-from replog.raft.sim_checks import CheckedMachine
 from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
+from replog.testing.raft_sim.checks import CheckedMachine
+from replog.testing.raft_sim.sim import main as sim_main
 
 if TYPE_CHECKING:
-    from replog.raft.sim import Simulation
+    from replog.testing.raft_sim.sim import RaftSimulation
 
 __all__ = ["MetadataWorkload", "main"]
 
@@ -117,7 +117,7 @@ class _Process:
 class MetadataWorkload:
     """The metadata stack and its clients (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: RaftSimulation) -> None:
         self.sim = sim
         opts = sim.opts
         self.partitions = max(1, opts.keys)
@@ -523,8 +523,8 @@ class MetadataWorkload:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m replog.quorum.sim``: the simulator's options, this workload."""
-    return sim_main(argv, workload=MetadataWorkload, module="replog.quorum.sim")
+    """``python -m replog.testing.quorum_sim``: the simulator's options, this workload."""
+    return sim_main(argv, workload=MetadataWorkload, module="replog.testing.quorum_sim")
 
 
 if __name__ == "__main__":

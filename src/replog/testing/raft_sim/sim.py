@@ -1,20 +1,20 @@
-"""The quorum simulator: ``python -m replog.raft.sim --seeds N [--seed S] [--verbose]``.
+"""The Raft simulator: ``python -m replog.testing.raft_sim.sim --seeds N [--seed S] [--verbose]``.
 
-Theory of operation. One seed fixes everything: ``SimOptions.draw(seed)`` picks the quorum (1,
-3 or 5 voters, maybe an observer), the timeouts, the snapshot interval and chunk size, the
-network's fault rates and the fault mix; ``random.Random(seed)`` then drives every delay and
-fault, and each node incarnation draws its election timeouts from its own seeded generator. A
-single thread pops ``(time_ms, seq, action)`` events from a heap. Nodes are real `RaftNode`
-drivers on real files under a `FaultInjectingFileSystem` each; an fsync takes a random disk
-delay and the node's messages wait for it, so a crash in between loses what was not durable.
-The network is ``replog.simkit.net.SimNetwork``: delay, loss, duplication, reordering,
-symmetric and one-way partitions, clogged links.
+Theory of operation. One seed fixes everything: ``RaftSimOptions.draw(seed)`` (``options.py``) picks
+the quorum (1, 3 or 5 voters, maybe an observer), the timeouts, the snapshot interval and chunk
+size, the network's fault rates and the fault mix; ``random.Random(seed)`` then drives every delay
+and fault, and each node incarnation draws its election timeouts from its own seeded generator. A
+single thread pops ``(time_ms, seq, action)`` events from a heap. Nodes are real `RaftNode` drivers
+on real files under a `FaultInjectingFileSystem` each; an fsync takes a random disk delay and the
+node's messages wait for it, so a crash in between loses what was not durable. The network is
+``replog.simkit.net.SimNetwork``: delay, loss, duplication, reordering, symmetric and one-way
+partitions, clogged links.
 
-Clients (``sim_clients.py``) run read / write / compare-and-set operations on a replicated
+Clients (``clients.py``) run read / write / compare-and-set operations on a replicated
 register (`KvStateMachine`) through the node they believe leads, and record a history: ok,
 fail (definitely not applied) or info (unknown). That is the default `Workload`; another one
 brings its own state machine, node-side request layer and clients (the metadata quorum's:
-``python -m replog.quorum.sim``).
+``python -m replog.testing.quorum_sim``).
 
 A run has two phases. **Safety** (``safety_ms``): operations while faults fire: process crashes,
 power losses (unsynced writes lost, the last one maybe torn) of one, several or all nodes,
@@ -26,7 +26,7 @@ reconnects), and a fault tells a node its leader is unreachable when it may not 
 **liveness**: the network heals, every node restarts, and within ``liveness_ms_max`` a leader
 must be elected, every client must complete operations again and every node must catch up.
 
-After every event the `QuorumChecker` (``sim_checks.py``) checks the nodes that event touched
+After every event the `QuorumChecker` (``checks.py``) checks the nodes that event touched
 (nothing else can have changed); at the end the client history
 must be linearizable (``replog.simkit.linearizability``). The first violation stops the run;
 ``--seed S`` replays it exactly.
@@ -52,101 +52,24 @@ from replog.errors import InvariantError, StorageError
 from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.raft.config import RaftConfig
 from replog.raft.entries import Entry
-from replog.raft.messages import Message, SnapshotId
+from replog.raft.messages import Message, RaftSnapshotId
 from replog.raft.node import RaftNode
 from replog.raft.ready import LeaderAndEpoch
-from replog.raft.sim_checks import NodeView, QuorumChecker
-from replog.raft.sim_clients import ClientPool, Workload
 from replog.raft.states import Leader
 from replog.raft.storage import metadata_log_config
-from replog.simkit.net import NetConfig, SimNetwork
+from replog.simkit.net import SimNetwork
+from replog.testing.raft_sim.checks import NodeView, QuorumChecker
+from replog.testing.raft_sim.clients import ClientPool, Workload
+from replog.testing.raft_sim.options import RaftSimOptions
 
-__all__ = ["SimOptions", "SimResult", "Simulation", "WorkloadFactory", "main", "run_seed"]
+__all__ = ["RaftSimResult", "RaftSimulation", "WorkloadFactory", "main", "run_seed"]
 
-WorkloadFactory = Callable[["Simulation"], Workload]
+WorkloadFactory = Callable[["RaftSimulation"], Workload]
 """Builds a simulation's workload (default: ``ClientPool``, the register clients)."""
 
 
 @attrs.frozen
-class SimOptions:
-    """Everything one seed decides up front."""
-
-    seed: int
-    voters: int
-    observers: int
-    net: NetConfig
-    fault_interval_ms: int
-    fault_weights: tuple[tuple[str, int], ...]
-    snapshot_interval: int
-    snapshot_chunk_bytes: int
-    segment_bytes: int
-    disk_ms_max: int
-    crash_after_send_rate: float
-    clients: int = 3
-    keys: int = 2
-    safety_ms: int = 2_000
-    liveness_ms_max: int = 6_000
-    election_timeout_ms: int = 80
-    fetch_timeout_ms: int = 160
-    request_timeout_ms: int = 60
-    fetch_backoff_ms: int = 8
-    retry_backoff_ms: int = 5
-    election_backoff_max_ms: int = 80
-    client_timeout_ms: int = 250
-    client_think_ms: int = 15
-
-    @classmethod
-    def draw(cls, seed: int) -> SimOptions:
-        """The seed's own options (from a generator separate from the run's)."""
-        rng = random.Random(f"raft-options-{seed}")
-        voters = rng.choice((1, 3, 3, 3, 5, 5))
-        net = NetConfig(
-            delay_ms_min=1,
-            delay_ms_max=rng.choice((2, 5, 15)),
-            drop_rate=rng.choice((0.0, 0.01, 0.05)),
-            duplicate_rate=rng.choice((0.0, 0.01, 0.05)),
-            clog_delay_ms_max=rng.choice((100, 300)),
-        )
-        weights = {
-            "crash": rng.randint(0, 4),
-            "power_loss": rng.randint(0, 4),
-            "power_loss_all": rng.randint(0, 1),
-            "power_loss_some": rng.randint(0, 2) if voters > 1 else 0,
-            "partition": rng.randint(0, 4) if voters > 1 else 0,
-            "one_way": rng.randint(0, 3) if voters > 1 else 0,
-            "clog": rng.randint(0, 2),
-            "resign": rng.randint(0, 3),
-            "fail_fsync": rng.randint(0, 1),
-            "unreachable": rng.randint(0, 2) if voters > 1 else 0,
-            "nothing": 2,
-        }
-        return cls(
-            seed=seed,
-            voters=voters,
-            observers=rng.choice((0, 0, 1)),
-            net=net,
-            fault_interval_ms=rng.choice((100, 200, 400)),
-            fault_weights=tuple(sorted(weights.items())),
-            snapshot_interval=rng.choice((0, 8, 20, 50)),
-            snapshot_chunk_bytes=rng.choice((64, 256, 4096)),
-            segment_bytes=rng.choice((512, 2048)),
-            disk_ms_max=rng.choice((2, 8, 25)),
-            crash_after_send_rate=rng.choice((0.0, 0.0, 0.003, 0.01)),
-        )
-
-    def describe(self) -> str:
-        """One line for logs."""
-        faults = ",".join(f"{k}={w}" for k, w in self.fault_weights if w)
-        return (
-            f"voters={self.voters} observers={self.observers} "
-            f"snapshot_interval={self.snapshot_interval} chunk={self.snapshot_chunk_bytes} "
-            f"disk<={self.disk_ms_max}ms crash_after_send={self.crash_after_send_rate} "
-            f"net={attrs.asdict(self.net)} faults[{faults}]/{self.fault_interval_ms}ms"
-        )
-
-
-@attrs.frozen
-class SimResult:
+class RaftSimResult:
     """The outcome of one seed."""
 
     seed: int
@@ -154,7 +77,7 @@ class SimResult:
     events: int
     end_ms: int
     operations_ok: int
-    options: SimOptions
+    options: RaftSimOptions
     counters: dict[str, int] = attrs.field(factory=dict)
 
     @property
@@ -163,7 +86,7 @@ class SimResult:
         return not self.violations
 
 
-class _StopRun(Exception):
+class _StopRaftRun(Exception):
     """Raised inside the loop when a violation ends the run."""
 
 
@@ -182,12 +105,12 @@ class SimNode:
     replied_to_client: bool = False
 
 
-class Simulation:
+class RaftSimulation:
     """One seeded run (see the module docstring)."""
 
     def __init__(
         self,
-        opts: SimOptions,
+        opts: RaftSimOptions,
         root: str,
         *,
         verbose: bool = False,
@@ -230,7 +153,7 @@ class Simulation:
     def violation(self, message: str) -> None:
         """Record a violation and stop the run."""
         self.violations.append(f"t={self.now_ms}ms {message}")
-        raise _StopRun
+        raise _StopRaftRun
 
     def _run_until(self, end_ms: int, done: Callable[[], bool] | None = None) -> None:
         while self._queue and self._queue[0][0] <= end_ms:
@@ -238,7 +161,7 @@ class Simulation:
             self.now_ms = time_ms
             try:
                 action()
-            except (_StopRun, InvariantError):
+            except (_StopRaftRun, InvariantError):
                 raise
             except Exception as exc:  # a replog component raised into its driver
                 self.violation(f"uncaught {type(exc).__name__}: {exc}")
@@ -256,7 +179,7 @@ class Simulation:
                 self._run_phases()
             except InvariantError as exc:
                 self.violation(f"invariant: {exc}")
-        except _StopRun:
+        except _StopRaftRun:
             pass
 
     def close(self) -> None:
@@ -359,7 +282,7 @@ class Simulation:
         self.clients.on_leader(node.node_id, known)
 
     def _on_snapshot(
-        self, node: SimNode, snapshot_id: SnapshotId, records: list[bytes], how: str
+        self, node: SimNode, snapshot_id: RaftSnapshotId, records: list[bytes], how: str
     ) -> None:
         self.trace(f"node {node.node_id} snapshot {how} {snapshot_id}")
         for problem in self.checker.on_snapshot(node.node_id, snapshot_id, records, how):
@@ -606,23 +529,23 @@ class Simulation:
 
 def run_seed(
     seed: int, *, verbose: bool = False, workload: WorkloadFactory | None = None
-) -> SimResult:
+) -> RaftSimResult:
     """Run one seed in a fresh temp dir (removed afterwards), with the register clients or
     ``workload``."""
-    opts = SimOptions.draw(seed)
+    opts = RaftSimOptions.draw(seed)
     shm = "/dev/shm"  # a RAM disk where there is one: fsync costs nothing there
     root = tempfile.mkdtemp(
         prefix=f"replog-raft-sim-{seed}-", dir=shm if os.path.isdir(shm) else None
     )
     try:
-        sim = Simulation(opts, root, verbose=verbose, workload=workload)
+        sim = RaftSimulation(opts, root, verbose=verbose, workload=workload)
         if verbose:
             print(f"seed {seed}: {opts.describe()}")
         try:
             sim.run()
         finally:
             sim.close()
-        return SimResult(
+        return RaftSimResult(
             seed,
             tuple(sim.violations),
             sim.events,
@@ -635,7 +558,7 @@ def run_seed(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def reproduce_command(seed: int, module: str = "replog.raft.sim") -> str:
+def reproduce_command(seed: int, module: str = "replog.testing.raft_sim.sim") -> str:
     """The one command that replays ``seed``."""
     return f"python -m {module} --seed {seed} --verbose"
 
@@ -644,7 +567,7 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     workload: WorkloadFactory | None = None,
-    module: str = "replog.raft.sim",
+    module: str = "replog.testing.raft_sim.sim",
 ) -> int:
     """CLI entry point; exit status 1 when any seed has a violation. ``workload`` and
     ``module`` let another workload's entry point reuse it."""
@@ -684,7 +607,7 @@ def main(
 class _SimTime:
     """The simulation's time as a ``replog.clock.Clock`` (the metadata logs' segment ages)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: RaftSimulation) -> None:
         self._sim = sim
 
     def monotonic_ms(self) -> int:

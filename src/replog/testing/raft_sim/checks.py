@@ -29,7 +29,7 @@ import attrs
 
 from replog.raft.entries import Entry, decode_entries
 from replog.raft.kv import KvStateMachine
-from replog.raft.messages import SnapshotId
+from replog.raft.messages import RaftSnapshotId
 from replog.raft.node import RaftNode
 from replog.raft.states import Leader
 
@@ -112,7 +112,7 @@ class QuorumChecker:
         return []
 
     def on_snapshot(
-        self, node_id: int, snapshot_id: SnapshotId, records: list[bytes], how: str
+        self, node_id: int, snapshot_id: RaftSnapshotId, records: list[bytes], how: str
     ) -> list[str]:
         """A snapshot was written, loaded or installed on ``node_id``."""
         end = snapshot_id.end_offset
