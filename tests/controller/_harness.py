@@ -47,6 +47,8 @@ class Cluster:
     brokers: dict[int, BrokerInfo] = attrs.field(factory=dict)
     now_ms: int = 0
     log: list[StateChange] = attrs.field(factory=list)
+    #: each service's feed cursor, as its broker's channel would keep it
+    _cursors: dict[int, int] = attrs.field(factory=dict)
 
     # ---- brokers ----
 
@@ -88,7 +90,6 @@ class Cluster:
             self.coord,
             broker_id,
             self.brokers[broker_id].incarnation_epoch,
-            clock=_HarnessTime(self),
             config=self.config,
             start_index_source=fixed_placement_start,
         )
@@ -100,9 +101,26 @@ class Cluster:
         """One poll at ``now_ms`` (default: the cluster's time)."""
         if now_ms is not None:
             self.now_ms = now_ms
-        changes = service.poll(self.now_ms)
+        changes = service.poll(self.now_ms, **self._metadata_for(service))
         self.log.extend(changes)
         return changes
+
+    def _metadata_for(self, service: ControllerService) -> dict[str, Any]:
+        """What a broker's metadata channel hands the service: a snapshot once it has seen
+        the election (then the cursor is the snapshot's), and every feed batch from the cursor."""
+        snapshot = None
+        cursor = self._cursors.get(id(service), 0)
+        if service.needs_snapshot:
+            snapshot = self.coord.snapshot()
+            if not service.has_seen_election(snapshot.controller_epoch):
+                return {}
+            cursor = snapshot.seq
+        batches = []
+        while (batch := self.coord.changes_since(cursor)).changes:
+            batches.append(batch)
+            cursor = batch.next_seq
+        self._cursors[id(service)] = cursor
+        return {"snapshot": snapshot, "batches": batches}
 
     def settle(self, service: ControllerService) -> None:
         """Poll until a poll changes nothing."""
@@ -187,16 +205,3 @@ class Cluster:
 def row(state: PartitionState) -> tuple[set[int], int, set[int]]:
     """A row of the seed-001 table: AR, leader/ISR."""
     return set(state.replicas), state.leader, set(state.isr)
-
-
-class _HarnessTime:
-    """The harness's ``now_ms`` as a ``Clock``."""
-
-    def __init__(self, harness: Any) -> None:
-        self._harness = harness
-
-    def monotonic_ms(self) -> int:
-        return int(self._harness.now_ms)
-
-    def wall_ms(self) -> int:
-        return int(self._harness.now_ms) + 1_700_000_000_000

@@ -96,13 +96,13 @@ def _commits_not_fenced() -> Iterator[None]:
 
 
 BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = {
-    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (23, 29)),
+    "delete_does_nothing": (_delete_does_nothing, ("admin-effect-missing",), (34, 90)),
     "retries_appended_twice": (
         _retries_appended_twice,
         ("history duplicate", "history wrong-offset"),
         (0, 1),
     ),
-    "commits_not_fenced": (_commits_not_fenced, ("fenced-commit-accepted",), (20, 21)),
+    "commits_not_fenced": (_commits_not_fenced, ("fenced-commit-accepted",), (79, 87)),
     "offsets_not_loaded": (_offsets_not_loaded, ("committed-offset-lost",), (3, 4)),
 }
 """break -> (context manager putting the defect back, violation kinds it causes, seeds)."""

@@ -2,14 +2,17 @@
 controller service's polls.
 
 Every ``CONTROLLER_POLL_MS`` (and after metadata changes) an active broker -- registered, its
-metadata loaded; a fenced one too, or nobody could admit the first -- with no controller
-service campaigns when the metadata names no controller or names itself (a new incarnation of
-this broker after a lost session); the winner polls its ``ControllerService`` (feed in,
-controller-epoch-fenced writes out). The service is synchronous and calls the coordinator
+metadata loaded; a fenced one too, or nobody could admit the first -- with no controller service
+campaigns when the metadata names no controller or names itself (a new incarnation of this
+broker after a lost session); the winner polls its ``ControllerService`` (controller-epoch-
+fenced writes out). The service reads no feed of its own: once the broker's image names the won
+term, the first poll hands it a snapshot of that image, and every poll the feed batches the
+metadata channel applied since (``on_batch``; ``on_image_loaded`` after a gap makes the next
+poll rebuild it from the new image). The service is synchronous and calls the coordinator
 itself, so each campaign or poll is one ``CoordCall`` run off the loop, and only one is in
 flight. A coordinator error, or a poll after which the service is no longer active, ends the
-role; the next tick may campaign again. The state-change records a poll returns are kept for
-the driver (``take_state_changes``).
+role; the next tick may campaign again. The state-change records a poll returns are kept for the
+driver (``take_state_changes``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from replog.broker.driver_ports import DriverCore
 from replog.controller import ControllerService
 from replog.coord.errors import CoordinatorError
 from replog.election.state_change import StateChange
+from replog.metadata.types import ChangeBatch
 from replog.state_change import StateChangeSink
 
 __all__ = ["CONTROLLER_POLL_MS", "ControllerRole", "STATE_CHANGES_MAX"]
@@ -56,6 +60,10 @@ class ControllerRole:
         self._driver = driver
         self._placement_start = placement_start
         self.service: ControllerService | None = None
+        #: the feed batches the broker applied since the service's last poll, and whether the
+        #: service must be rebuilt from the image first (it won, or the image was reloaded)
+        self._batches: list[ChangeBatch] = []
+        self._reload = False
         self._busy = False
         self._next_ms = 0
         self._state_changes: list[StateChange] = []
@@ -89,7 +97,6 @@ class ControllerRole:
                 coordinator,
                 broker_id,
                 incarnation,
-                clock=_InputTime(driver),
                 config=config,
                 start_index_source=self._placement_start,
             )
@@ -104,15 +111,32 @@ class ControllerRole:
                 and driver.active
                 and driver.incarnation_epoch == incarnation
             ):
-                self.service = won
+                self.service, self._batches, self._reload = won, [], True
                 _log.info("broker %s is the controller", broker_id)
                 self.on_tick(driver.now_ms, soon=True)
 
         driver.outbox.call("campaign", campaign, done)
 
+    def on_batch(self, batch: ChangeBatch) -> None:
+        """The broker applied ``batch`` to its image: the service takes it at its next poll."""
+        if self.service is not None and not self._reload:
+            self._batches.append(batch)
+
+    def on_image_loaded(self) -> None:
+        """The broker loaded a whole new image (a gap in its feed): the service rebuilds."""
+        if self.service is not None:
+            self._batches, self._reload = [], True
+
     def _poll(self, service: ControllerService, now_ms: int) -> None:
         driver = self._driver
         broker_id = driver.broker_id
+        snapshot = None
+        if self._reload:
+            image = driver.rm.image
+            if not service.has_seen_election(image.controller_epoch):
+                return  # the image has not seen this term's election yet: poll again later
+            snapshot, self._batches, self._reload = image.snapshot(), [], False
+        batches, self._batches = self._batches, []
         self._busy = True
 
         def done(records: Any, error: BaseException | None) -> None:
@@ -132,7 +156,11 @@ class ControllerRole:
                           service.lost_reason)  # fmt: skip
                 self.service = None
 
-        driver.outbox.call("controller poll", lambda c: service.poll(now_ms), done)
+        driver.outbox.call(
+            "controller poll",
+            lambda c: service.poll(now_ms, snapshot=snapshot, batches=batches),
+            done,
+        )
 
     def _keep(self, records: list[StateChange]) -> None:
         for record in records:
@@ -156,19 +184,3 @@ class ControllerRole:
     def drop(self) -> None:
         """Forget the role without resigning (a crash, or a new incarnation)."""
         self.service = None
-
-
-class _InputTime:
-    """The driver's latest input time as a ``Clock``: the controller reads no time of its own
-    (wall time, which it does not use, comes from the log manager's clock)."""
-
-    def __init__(self, driver: ControllerHost) -> None:
-        self._driver = driver
-
-    def monotonic_ms(self) -> int:
-        """The ``now_ms`` of the driver's latest input."""
-        return self._driver.now_ms
-
-    def wall_ms(self) -> int:
-        """The log manager's wall clock."""
-        return self._driver.log_manager.clock.wall_ms()

@@ -33,6 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from replog.broker.controller_role import ControllerRole
 from replog.broker.driver_ports import DriverCore
 from replog.broker.image_keeper import ImageKeeper
 from replog.coord.errors import (
@@ -85,6 +86,10 @@ class ChannelHost(DriverCore, Protocol):
     @property
     def running(self) -> bool:
         """Not OFFLINE."""
+
+    @property
+    def controller(self) -> ControllerRole:
+        """The controller role (it follows the batches this channel applies)."""
 
     def after_input(self) -> None:
         """Run the driver's end-of-input step (completions, outputs)."""
@@ -305,6 +310,7 @@ class MetadataChannel:
             self.image, self._image_loaded = image, True
             driver.rm.apply_image(image, driver.now_ms)
             self.keeper.loaded(image, from_cache=from_cache)
+            driver.controller.on_image_loaded()
             driver.after_metadata()
             then()
             if self._feed_again and not self._feed_busy:
@@ -353,6 +359,7 @@ class MetadataChannel:
         if delta.image_changed:
             driver.rm.apply_delta(self.image, delta, driver.now_ms)
             self.keeper.changed()
+        driver.controller.on_batch(batch)
         queued_for_us = False
         for change in delta.admin_requests:
             if change.reason is AdminRequestChangeReason.SUBMITTED:

@@ -1,13 +1,16 @@
 """``ControllerService``: the driver that connects the controller machine to a ``Coordinator``.
 
 Theory of operation. Every broker runs one service; the broker runtime calls
-``try_become_controller()`` when the role is vacant and ``poll(now_ms)`` on its loop. No thread,
-no timer: the service acts only inside those calls. When it wins (``elect_controller``), it reads
-a ``snapshot()``, rebuilds a ``ControllerMachine`` for the new controller epoch and follows the
-change feed from the snapshot's cursor. One poll:
+``try_become_controller()`` when the role is vacant and ``poll(now_ms, ...)`` while it holds it.
+No thread, no timer, no clock: the service acts only inside those calls, at the ``now_ms`` they
+carry. The service reads no feed of its own: its view is the broker's metadata image. Once it
+has won (``elect_controller``) and the broker's image has seen that election, the broker hands
+a snapshot of that image to ``poll``, which builds a ``ControllerMachine`` for the controller
+epoch from it; every later poll gets the feed batches the broker applied since (records
+below the service's cursor, already in its snapshot, are skipped). A gap in the broker's feed
+reloads its image, and the broker hands the new snapshot the same way. One poll:
 
-1. reads the feed (``changes_since``; a ``MustResyncError`` rebuilds from a new snapshot) and
-   feeds every record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
+1. feeds every new record to the machine (a BrokerChanged(REGISTERED) whose ``clean_shutdown`` is
    False removes that incarnation from every ISR and ELR, KIP-966; a fenced one loses its
    leadership and ISR places; then the controller admits it in the store, so no later
    controller repeats it, and counts it unfenced at once: the broker serves as soon as it sees
@@ -36,16 +39,14 @@ from __future__ import annotations
 import enum
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from replog.clock import Clock
 from replog.coord.contract import Coordinator
 from replog.coord.errors import (
     AdminQueueFullError,
     FencedControllerError,
     InvalidPartitionStateError,
     InvalidReplicaAssignmentError,
-    MustResyncError,
     SessionExpiredError,
     TopicExistsError,
     UnknownTopicError,
@@ -68,7 +69,12 @@ from replog.election.controller_writes import (
 )
 from replog.election.state_change import StateChange
 from replog.errors import ErrorCode, invariant, unreachable
-from replog.metadata.types import CONTROLLER_TARGET, CasStatus
+from replog.metadata.types import (
+    CONTROLLER_TARGET,
+    CasStatus,
+    ChangeBatch,
+    MetadataSnapshot,
+)
 
 __all__ = [
     "CONFLICT_RETRIES_MAX",
@@ -81,9 +87,6 @@ _log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES_MAX = 3
 """How many times in a row one decision is retried after a VERSION_MISMATCH."""
-
-FEED_BATCHES_PER_POLL_MAX = 100
-"""A bound on the feed batches one poll reads (the rest waits for the next poll)."""
 
 REQUESTS_PER_POLL_MAX = 16
 """A bound on the admin requests one poll handles (``handling_order`` picks them): a request
@@ -122,7 +125,6 @@ class ControllerService:
         broker_id: int,
         incarnation_epoch: int,
         *,
-        clock: Clock,
         config: ControllerConfig | None = None,
         start_index_source: Callable[[int], tuple[int, int]] | None = None,
         timeout_ms: int | None = None,
@@ -130,7 +132,6 @@ class ControllerService:
         self.coordinator = coordinator
         self.broker_id = broker_id
         self.incarnation_epoch = incarnation_epoch
-        self.clock = clock
         self.config = config or ControllerConfig()
         self.start_index_source = start_index_source or random_placement_start()
         self.timeout_ms = timeout_ms
@@ -140,6 +141,8 @@ class ControllerService:
         self.lost_reason = ""
         self._cursor = 0
         self._needs_reconcile = False
+        #: won, and waiting for an image that names this term to build the machine from
+        self.needs_snapshot = False
         #: admissions (broker, incarnation) a write of which failed for good
         self._admission_failed: set[tuple[int, int]] = set()
 
@@ -151,8 +154,8 @@ class ControllerService:
     # ---- the role ---------------------------------------------------------------------
 
     def try_become_controller(self) -> bool:
-        """Campaign once; on a win, rebuild the machine from a snapshot. Returns whether this
-        broker is the active controller afterwards."""
+        """Campaign once. Returns whether this broker is the active controller afterwards; its
+        machine is built by the first ``poll`` given a snapshot that names this term."""
         if self.is_active:
             return True
         try:
@@ -167,7 +170,7 @@ class ControllerService:
         self.controller_epoch = info.controller_epoch
         self.role = ControllerRoleState.ACTIVE
         self.lost_reason = ""
-        self._rebuild(self.clock.monotonic_ms())
+        self.needs_snapshot = True
         return self.is_active
 
     def resign(self) -> bool:
@@ -186,10 +189,15 @@ class ControllerService:
         if self.machine is not None:
             self.machine.active = False
 
-    def _rebuild(self, now_ms: int) -> None:
-        """A fresh machine for this term from a snapshot; reconcile on the next step."""
+    def has_seen_election(self, controller_epoch: int) -> bool:
+        """Whether an image whose highest controller epoch is ``controller_epoch`` has seen this
+        service's election (it names this term, or a later one: then the role is lost)."""
+        return self.controller_epoch is not None and controller_epoch >= self.controller_epoch
+
+    def _rebuild(self, snapshot: MetadataSnapshot, now_ms: int) -> None:
+        """A fresh machine for this term from ``snapshot``; reconcile on the next step."""
         invariant(self.controller_epoch is not None, "rebuild without a controller epoch")
-        snapshot = self.coordinator.snapshot(timeout_ms=self.timeout_ms)
+        self.needs_snapshot = False
         machine = ControllerMachine.from_snapshot(
             snapshot,
             controller_id=self.broker_id,
@@ -212,15 +220,27 @@ class ControllerService:
 
     # ---- one poll -----------------------------------------------------------------------
 
-    def poll(self, now_ms: int | None = None) -> list[StateChange]:
-        """Read the feed, handle pending controller requests and periodic work; return the
-        state-change records of the writes applied. Does nothing unless ACTIVE."""
+    def poll(
+        self,
+        now_ms: int,
+        *,
+        snapshot: MetadataSnapshot | None = None,
+        batches: Sequence[ChangeBatch] = (),
+    ) -> list[StateChange]:
+        """Take the metadata the broker applied (``snapshot``: rebuild from it; ``batches``: the
+        feed batches since, in order), handle pending controller requests and periodic work;
+        return the state-change records of the writes applied. Does nothing unless ACTIVE, or
+        before a snapshot has built the machine."""
         if not self.is_active:
             return []
-        now = self.clock.monotonic_ms() if now_ms is None else now_ms
+        now = now_ms
+        if snapshot is not None:
+            self._rebuild(snapshot, now)
+        if self.machine is None or not self.is_active:
+            return []
         records: list[StateChange] = []
         try:
-            self._read_feed(now, records)
+            self._follow(batches, now, records)
             if self._needs_reconcile and self.is_active:
                 self._needs_reconcile = False
                 self._apply(self._machine().on_become_controller(now), now, records)
@@ -239,17 +259,15 @@ class ControllerService:
             unreachable("an active controller service has a machine")
         return self.machine
 
-    def _read_feed(self, now_ms: int, records: list[StateChange]) -> None:
-        for _ in range(FEED_BATCHES_PER_POLL_MAX):
-            try:
-                batch = self.coordinator.changes_since(self._cursor, timeout_ms=self.timeout_ms)
-            except MustResyncError:
-                self._rebuild(now_ms)
-                continue
-            if not batch.changes:
-                self._cursor = batch.next_seq
-                return
+    def _follow(
+        self, batches: Sequence[ChangeBatch], now_ms: int, records: list[StateChange]
+    ) -> None:
+        """Feed the machine every record at or past the cursor (records the snapshot already
+        holds are skipped), in order."""
+        for batch in batches:
             for change in batch.changes:
+                if change.seq < self._cursor:
+                    continue
                 output = self._machine().on_change(change, now_ms)
                 if not self._machine().active:
                     self._lose(f"the feed names another controller term (seq {change.seq})")
@@ -257,7 +275,7 @@ class ControllerService:
                 self._apply(output, now_ms, records)
                 if not self.is_active:
                     return
-            self._cursor = batch.next_seq
+            self._cursor = max(self._cursor, batch.next_seq)
 
     def _check_still_controller(self) -> None:
         active = self.coordinator.current_controller(timeout_ms=self.timeout_ms)
@@ -420,9 +438,10 @@ class ControllerService:
     def _refused(
         self, write: ControllerWrite, error: Exception, now_ms: int, records: list[StateChange]
     ) -> None:
-        """The store refused a structural write: the view was wrong, so rebuild it, then
-        complete the request with the store's reason."""
-        self._rebuild(now_ms)
+        """The store refused a structural write: the view was wrong, so rebuild it from the
+        store's own snapshot (the broker's image may be as wrong), then complete the request
+        with the store's reason."""
+        self._rebuild(self.coordinator.snapshot(timeout_ms=self.timeout_ms), now_ms)
         request = write.cause.request
         if request is None or not self.is_active:
             return
