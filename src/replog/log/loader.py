@@ -40,6 +40,7 @@ from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
 from replog.log.records import NO_PARTITION_LEADER_EPOCH
 from replog.log.segment import LogSegment, Recovered, offset_from_file_name
+from replog.log.segment_list import SegmentList
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -113,7 +114,7 @@ class RecoveryReport:
 class LoadedLog:
     """The result of `load_segments`: what the `Log` starts from."""
 
-    segments: SortedDict  # int -> LogSegment
+    segments: SegmentList
     log_end_offset: int
     log_start_offset: int
     recovery_point: int
@@ -180,7 +181,7 @@ def load_segments(
         restarted_at_log_start=restarted,
         log_end_offset=next_offset,
     )
-    return LoadedLog(segments, next_offset, start, max(point, 0), report)
+    return LoadedLog(SegmentList(segments.values()), next_offset, start, max(point, 0), report)
 
 
 @attrs.define

@@ -101,7 +101,7 @@ _LOG_STARTS = _CheckpointKind(
     LOG_START_CHECKPOINT,
     "log_start_offsets",
     lambda log: log.log_start_offset,
-    include=lambda log: log.log_start_offset > log.segments.peekitem(0)[0],
+    include=lambda log: log.log_start_offset > log.segments.first_base,
 )
 
 
