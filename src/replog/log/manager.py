@@ -26,7 +26,7 @@ from replog.errors import (
     MalformedCheckpointError,
     StorageError,
 )
-from replog.log.checkpoint_round import CheckpointFile, CheckpointRound, CheckpointWriter
+from replog.log.checkpoint_round import CheckpointRound, CheckpointWriter, PendingCheckpoint
 from replog.log.checkpoints import (
     CleanerOffsetCheckpoint,
     OffsetCheckpointFile,
@@ -324,7 +324,7 @@ class LogManager:
                     else:
                         table.pop(key, None)
                 path = f"{log_dir.path}/{kind.file_name}"
-                files.append(CheckpointFile(log_dir.path, path, dict(table)))
+                files.append(PendingCheckpoint(log_dir.path, path, dict(table)))
         return self._checkpoints.round(files)
 
     def flush_all(self) -> None:
