@@ -16,17 +16,21 @@ from tests.test_sans_io import _violations
 
 RAFT = pathlib.Path(__file__).resolve().parents[2] / "src" / "replog" / "raft"
 PURE = [
+    "canvass",
     "config",
     "core",
     "entries",
+    "fetch_loop",
     "kv",
-    "leadership",
+    "leader_role",
     "log_model",
     "messages",
+    "pending_ready",
     "progress",
     "ready",
-    "replication",
+    "replicated_log",
     "states",
+    "votes",
 ]
 SHELL = {"node", "quorum_state", "sim", "sim_checks", "sim_clients", "snapshots", "storage"}
 
