@@ -1,4 +1,5 @@
-"""The quorum core stays sans-IO (DESIGN.md §2), like ``replog.isr`` and ``replog.election``.
+"""The quorum core stays sans-IO (time and randomness come in as arguments, effects go out as
+values), like ``replog.isr`` and ``replog.election``.
 
 The same rule as ``tests/test_sans_io.py``, applied to the pure modules of ``replog.raft``: no
 time, socket, threading, random, os or file IO, and no import of the package's IO shell

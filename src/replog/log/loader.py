@@ -1,4 +1,4 @@
-"""Loading a partition directory at open, and recovery after an unclean shutdown (reference §3).
+"""Loading a partition directory at open, and recovery after an unclean shutdown.
 
 Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
 that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
@@ -133,7 +133,7 @@ def load_segments(
     had_clean_shutdown: bool,
     gaps_below: int = 0,
 ) -> LoadedLog:
-    """Open every segment in ``dir_path`` and recover what needs it (reference §3, in order).
+    """Open every segment in ``dir_path`` and recover what needs it (module docstring, in order).
     Offsets below ``gaps_below`` (the log's clean offset) may be missing."""
     stray = _delete_stray_files(fs, dir_path)
     completed = complete_interrupted_swaps(fs, dir_path, stray)

@@ -221,7 +221,7 @@ class Log:
         return self.epoch_cache.latest_epoch
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), §5."""
+        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset)."""
         return self.epoch_cache.end_offset_for(epoch, self._next_offset)
 
     def set_clean_offset(self, offset: int) -> None:

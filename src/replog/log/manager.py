@@ -1,6 +1,6 @@
 """`LogManager`: the partition logs of one broker across one or more log dirs.
 
-Each log dir holds ``<topic>-<partition>`` directories and four files of its own (reference §2):
+Each log dir holds ``<topic>-<partition>`` directories and four files of its own (as in Kafka):
 ``replication-offset-checkpoint`` (HW), ``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint`` and, after a clean shutdown, ``.kafka_cleanshutdown``.
 
@@ -427,7 +427,7 @@ def _read_dir(fs: FileSystem, path: str) -> _LogDir:
     log_starts = _read_or_empty(fs, f"{path}/{LOG_START_CHECKPOINT}")
     if recovery_points is None:
         had_clean = False
-        recovery_points = {}  # unreadable: recover every log from offset 0 (reference §2)
+        recovery_points = {}  # unreadable: nothing is known flushed, recover every log from 0
     unopened = set()
     for name in fs.listdir(path):
         tp = parse_partition_dir(name)
