@@ -45,7 +45,7 @@ class PendingReady:
         """Have ``message`` sent to node ``dst`` (once everything before it is durable)."""
         self._messages.append(Outbound(dst, message))
 
-    def commit(self, high_watermark: int) -> None:
+    def report_high_watermark(self, high_watermark: int) -> None:
         """Report the new high watermark (the core has checked that it moved up)."""
         self._high_watermark = high_watermark
 

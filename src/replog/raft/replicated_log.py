@@ -61,7 +61,7 @@ class ReplicatedLog:
             f"HW {offset} past the log end {self.model.end_offset}",
         )
         self.high_watermark = offset
-        self._ready.commit(offset)
+        self._ready.report_high_watermark(offset)
 
     def on_flushed(self, offset: int) -> None:
         """The driver made the log durable below ``offset``."""
