@@ -107,12 +107,6 @@ def test_only_the_clock_reads_time() -> None:
     assert not readers, f"use replog.clock instead of the time module in: {readers}"
 
 
-SHARED_CLASS_NAMES_PENDING = {"CheckpointFile"}
-"""Temporary: ``log/checkpoints.py`` and ``log/checkpoint_round.py`` both define
-``CheckpointFile``; the log restructuring under way renames one of them and removes this entry.
-Nothing else may be added here."""
-
-
 def _class_modules() -> dict[str, list[str]]:
     modules: dict[str, list[str]] = defaultdict(list)
     for name, _, tree in _modules():
@@ -124,16 +118,10 @@ def _class_modules() -> dict[str, list[str]]:
 
 def test_no_class_name_is_defined_twice() -> None:
     modules = _class_modules()
-    shared = {
-        name: where
-        for name, where in sorted(modules.items())
-        if len(where) > 1 and name not in SHARED_CLASS_NAMES_PENDING
-    }
+    shared = {name: where for name, where in sorted(modules.items()) if len(where) > 1}
     assert not shared, (
         f"class names defined more than once (rename one to say what it is): {shared}"
     )
-    settled = {name for name in SHARED_CLASS_NAMES_PENDING if len(modules.get(name, ())) < 2}
-    assert not settled, f"defined once now, remove from SHARED_CLASS_NAMES_PENDING: {settled}"
 
 
 def _surface() -> str:

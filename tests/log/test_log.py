@@ -409,7 +409,7 @@ def test_truncate_below_the_first_segment_restarts_the_log_at_the_offset(
     first_kept = list(log.segments)[2]
     log.maybe_increment_log_start_offset(first_kept)
     log.delete_old_segments()
-    assert log.segments.peekitem(0)[0] == first_kept
+    assert log.segments.first_base == first_kept
 
     assert log.truncate_to(first_kept - 1) is True
 

@@ -130,7 +130,7 @@ def test_diverging_answer_truncates_and_leaves_the_hw_alone() -> None:
     follower = q.core(2)
     hw = follower.high_watermark
     end = follower.log.end
-    follower._fetch_in_flight = (end.offset, end.epoch)  # as if it had asked
+    follower._fetch_loop().in_flight = (end.offset, end.epoch)  # as if it had asked
     follower.on_message(
         1,
         RaftFetchResponse(
@@ -148,7 +148,7 @@ def test_truncation_below_the_high_watermark_is_a_bug() -> None:
     follower = q.core(2)
     assert follower.high_watermark == 2
     end = follower.log.end
-    follower._fetch_in_flight = (end.offset, end.epoch)
+    follower._fetch_loop().in_flight = (end.offset, end.epoch)
     with pytest.raises(InvariantError):
         follower.on_message(
             1,

@@ -1,4 +1,5 @@
-"""The quorum core stays sans-IO (DESIGN.md §2), like ``replog.isr`` and ``replog.election``.
+"""The quorum core stays sans-IO (time and randomness come in as arguments, effects go out as
+values), like ``replog.isr`` and ``replog.election``.
 
 The same rule as ``tests/test_sans_io.py``, applied to the pure modules of ``replog.raft``: no
 time, socket, threading, random, os or file IO, and no import of the package's IO shell
@@ -16,17 +17,21 @@ from tests.test_sans_io import _violations
 
 RAFT = pathlib.Path(__file__).resolve().parents[2] / "src" / "replog" / "raft"
 PURE = [
+    "canvass",
     "config",
     "core",
     "entries",
+    "fetch_loop",
     "kv",
-    "leadership",
+    "leader_role",
     "log_model",
     "messages",
+    "pending_ready",
     "progress",
     "ready",
-    "replication",
+    "replicated_log",
     "states",
+    "votes",
 ]
 SHELL = {"node", "quorum_state", "snapshots", "storage"}
 

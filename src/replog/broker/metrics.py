@@ -59,7 +59,7 @@ from replog.broker.topic_meters import BYTES_IN, BYTES_OUT, MESSAGES_IN, TopicMe
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.election.partition_change import UNCLEAN_ELECTION_NOTE
 from replog.errors import CorruptRecordError
-from replog.log.log_values import FetchSlice
+from replog.log.log import FetchSlice
 from replog.log.manager import parse_partition_dir
 from replog.log.records import iter_batches
 from replog.metadata.types import NO_LEADER, PartitionState

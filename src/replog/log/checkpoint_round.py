@@ -26,12 +26,13 @@ from replog.errors import StorageError
 from replog.log.checkpoints import OffsetCheckpointFile
 from replog.log.fs import FileSystem
 
-__all__ = ["CheckpointFile", "CheckpointRound", "CheckpointWriter"]
+__all__ = ["CheckpointRound", "CheckpointWriter", "PendingCheckpoint"]
 
 
 @attrs.frozen
-class CheckpointFile:
-    """One file of a round: its log dir, its path and the table it is to hold."""
+class PendingCheckpoint:
+    """One offset checkpoint of a round, not yet written: the log dir it belongs to, the path
+    of its file and the table the file is to hold (`OffsetCheckpointFile` writes it)."""
 
     log_dir: str
     path: str
@@ -47,12 +48,12 @@ class CheckpointWriter:
     _numbers: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
     _written: dict[str, int] = attrs.field(factory=dict, init=False)
 
-    def round(self, files: list[CheckpointFile]) -> CheckpointRound:
+    def round(self, files: list[PendingCheckpoint]) -> CheckpointRound:
         """A round of ``files``, numbered after every earlier one (call on the owner's
         thread, where the tables were read)."""
         return CheckpointRound(self, next(self._numbers), tuple(files))
 
-    def write_file(self, file: CheckpointFile, number: int) -> None:
+    def write_file(self, file: PendingCheckpoint, number: int) -> None:
         """Write ``file`` unless a later round already wrote its path (``StorageError``)."""
         with self._lock:
             if self._written.get(file.path, 0) > number:
@@ -67,7 +68,7 @@ class CheckpointRound:
 
     writer: CheckpointWriter
     number: int
-    files: tuple[CheckpointFile, ...]
+    files: tuple[PendingCheckpoint, ...]
 
     def write(self) -> list[tuple[str, str]]:
         """Write every file (on any thread); ``(log dir, reason)`` for each dir whose write

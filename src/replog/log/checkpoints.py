@@ -1,4 +1,4 @@
-"""Kafka's text checkpoint files (§2) and the clean-shutdown marker.
+"""Kafka's text checkpoint files and the clean-shutdown marker.
 
 Layout (UTF-8, every line ends with ``\\n``)::
 

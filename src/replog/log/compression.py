@@ -1,4 +1,4 @@
-"""Record-batch compression codecs (§1 attributes bits 0-2), all through cramjam.
+"""Record-batch compression codecs (attributes bits 0-2 of a batch), all through cramjam.
 
 A v2 batch compresses its records section as one unit; the codec id sits in the low three bits of
 the batch attributes. The framings are the ones Kafka's Java clients read and write:

@@ -1,7 +1,7 @@
 """`LogConfig`: the per-log settings of the storage engine, validated when built.
 
 Names follow Kafka's topic configs with units last (``segment.bytes`` -> ``segment_bytes``);
-defaults are Kafka's (reference §1 "Defaults" and §7) unless noted.
+defaults are Kafka's (its topic configs' and its broker's defaults) unless noted.
 
 ``cleanup_policy`` is Kafka's ``cleanup.policy``: ``delete`` (retention deletes old segments),
 ``compact`` (the log cleaner keeps the latest record of every key; retention only drops segments

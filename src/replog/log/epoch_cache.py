@@ -1,10 +1,10 @@
-"""The leader-epoch cache (§5): which leader epoch started at which offset of this log.
+"""The leader-epoch cache: which leader epoch started at which offset of this log.
 
 The cache is a list of `EpochEntry` kept strictly increasing in *both* fields: a later epoch
 always starts at a later offset. ``assign`` enforces that by dropping, from the tail, every entry
 the new one contradicts. Followers use ``end_offset_for`` answers to find where their log diverges
 from the leader's (KIP-101, KIP-279), so the rules here follow Kafka's LeaderEpochFileCache
-exactly; the tests replay the worked examples of the reference.
+exactly; the tests replay worked examples of each rule.
 
 Durability: every change (``assign``, both truncations, ``clear_and_flush``) rewrites the
 ``leader-epoch-checkpoint`` synchronously before the in-memory state changes. Kafka flushes

@@ -1,5 +1,5 @@
 """What the offset index and the time index share: a preallocated, memory-mapped file of fixed-size
-big-endian entries, and the cache-friendly binary search over it (§1).
+big-endian entries, and the cache-friendly binary search over it (Kafka's AbstractIndex).
 
 Theory of operation. An index is a sparse, sorted array of ``(key, value)`` entries. Each entry is
 ``entry_size`` bytes, with no header and no padding. A new file is preallocated to
@@ -285,7 +285,7 @@ class IndexBase:
         page cache keeps the last few KB of the index hot (they were written recently and are
         read by every tail fetch), so a search that stays in the last ``WARM_SECTION_BYTES``
         whenever the target lies there touches no cold page; only older targets search the
-        rest. The algorithm follows Kafka's ``indexSlotRangeFor`` (§1), with one fix for the
+        rest. The algorithm follows Kafka's ``indexSlotRangeFor``, with one fix for the
         smallest-upper-bound variant noted below.
 
         ``field`` is read with ``struct`` from the mapping, not through numpy: a numpy scalar

@@ -1,6 +1,6 @@
 """Opening a segment's indexes with every entry checked, and building them from its ``.log``.
 
-Indexes are caches of the ``.log`` (reference §1). `open_checked_indexes` maps both files and
+Indexes are caches of the ``.log``, rebuilt from it. `open_checked_indexes` maps both files and
 runs Kafka's sanity check plus replog's check of every entry (`OffsetIndex.find_bad_entries`,
 `TimeIndex.find_bad_entries`); it answers with the indexes or with why they cannot be used.
 `index_batches` runs a `BatchWalk` over the ``.log`` and adds the entries `LogSegment.append`

@@ -1,4 +1,4 @@
-"""Loading a partition directory at open, and recovery after an unclean shutdown (reference §3).
+"""Loading a partition directory at open, and recovery after an unclean shutdown.
 
 Theory of operation: the ``.log`` files are the truth; indexes and the epoch cache are caches
 that can be rebuilt from them. After a clean shutdown (marker present) everything is trusted and
@@ -40,6 +40,7 @@ from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import FileSystem
 from replog.log.records import NO_PARTITION_LEADER_EPOCH
 from replog.log.segment import LogSegment, Recovered, offset_from_file_name
+from replog.log.segment_list import SegmentList
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -113,7 +114,7 @@ class RecoveryReport:
 class LoadedLog:
     """The result of `load_segments`: what the `Log` starts from."""
 
-    segments: SortedDict  # int -> LogSegment
+    segments: SegmentList
     log_end_offset: int
     log_start_offset: int
     recovery_point: int
@@ -132,7 +133,7 @@ def load_segments(
     had_clean_shutdown: bool,
     gaps_below: int = 0,
 ) -> LoadedLog:
-    """Open every segment in ``dir_path`` and recover what needs it (reference §3, in order).
+    """Open every segment in ``dir_path`` and recover what needs it (module docstring, in order).
     Offsets below ``gaps_below`` (the log's clean offset) may be missing."""
     stray = _delete_stray_files(fs, dir_path)
     completed = complete_interrupted_swaps(fs, dir_path, stray)
@@ -180,7 +181,7 @@ def load_segments(
         restarted_at_log_start=restarted,
         log_end_offset=next_offset,
     )
-    return LoadedLog(segments, next_offset, start, max(point, 0), report)
+    return LoadedLog(SegmentList(segments.values()), next_offset, start, max(point, 0), report)
 
 
 @attrs.define

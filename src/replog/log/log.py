@@ -1,4 +1,4 @@
-"""`Log`: one partition's log, a sequence of segments keyed by base offset in a `SortedDict`.
+"""`Log`: one partition's log, a sequence of segments keyed by base offset (a `SegmentList`).
 
 Theory of operation: offsets are dense and assigned by the leader (``append_as_leader``) or
 copied from the leader (``append_as_follower``). The log end offset (LEO) is the offset the next
@@ -36,23 +36,21 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 import attrs
-from sortedcontainers import SortedDict
 
 from replog.clock import SYSTEM_CLOCK, Clock
 from replog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidOffsetError,
+    OffsetOutOfRangeError,
     StorageError,
     invariant,
     unreachable,
 )
-from replog.log.checkpoints import (
-    CleanerOffsetCheckpoint,
-)
+from replog.log.checkpoints import LEADER_EPOCH_CHECKPOINT_FILE, CleanerOffsetCheckpoint
 from replog.log.config import LogConfig
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.fs import REAL_FS, FileSystem
@@ -65,19 +63,22 @@ from replog.log.incoming import (
     stamp_producer_batches,
 )
 from replog.log.loader import RecoveryReport
-from replog.log.log_opening import LEADER_EPOCH_CHECKPOINT, open_log
-from replog.log.log_reads import read_log
-from replog.log.log_values import AppendInfo, FetchSlice, PendingFlush
 from replog.log.producer_manager import ProducerStateManager
 from replog.log.producer_state import ProducerAppend, ProducerState
+from replog.log.read_path import FetchSlice, SegmentReadError, read_slice
 from replog.log.records import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, RECORD_BATCH_OVERHEAD
+from replog.log.recovered import RecoveredLog
 from replog.log.retention import retention_cut
 from replog.log.segment import BatchMeta, LogSegment
+from replog.log.segment_list import PendingFlush, SegmentList
 
 if TYPE_CHECKING:
     from replog.log.cleaner import CleaningTask
 
 __all__ = ["AppendInfo", "FetchSlice", "Log", "PendingFlush", "LEADER_EPOCH_CHECKPOINT"]
+
+LEADER_EPOCH_CHECKPOINT = LEADER_EPOCH_CHECKPOINT_FILE
+"""The name of a partition directory's leader-epoch checkpoint file."""
 
 
 # What a failed write, read or fsync raises: OSError from a segment file, StorageError from a
@@ -93,6 +94,19 @@ _stamp_offset_and_epoch = struct.Struct(">qii").pack_into
 """Base offset, batch length and partition leader epoch: a v2 batch's first 16 bytes."""
 
 
+class AppendInfo(NamedTuple):
+    """What an append wrote: offsets [first_offset, last_offset], and sizes. A ``duplicate``
+    wrote nothing: it repeats an idempotent producer's batch, which is at [first_offset,
+    last_offset] with max timestamp ``max_timestamp`` (what the producer is answered)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    batch_count: int
+    size_bytes: int
+    duplicate: bool = False
+
+
 @attrs.define(eq=False)
 class Log:
     """A partition log. Open with `Log.open`; see the module docstring for the offsets."""
@@ -101,7 +115,7 @@ class Log:
     config: LogConfig
     fs: FileSystem
     clock: Clock
-    segments: SortedDict  # int -> LogSegment
+    segments: SegmentList
     epoch_cache: LeaderEpochCache
     log_start_offset: int
     recovery_point: int
@@ -135,20 +149,44 @@ class Log:
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
     ) -> Log:
-        """Open (creating if needed) and recover the log in ``dir_path``. ``clock`` gives the
-        wall time segment ages and time retention are measured with. `CorruptRecordError` when
-        a batch the producer state is rebuilt from is damaged (see ``log_opening``)."""
-        return open_log(
-            cls,
+        """Open (creating if needed) and recover the log in ``dir_path`` (`RecoveredLog`).
+        ``clock`` gives the wall time segment ages and time retention are measured with.
+        `CorruptRecordError` when a batch the producer state is rebuilt from is damaged."""
+        config = config or LogConfig()
+        recovered = RecoveredLog.open(
+            fs,
             dir_path,
-            config or LogConfig(),
-            fs=fs,
+            config,
             clock=clock,
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
-            high_watermark=high_watermark,
             had_clean_shutdown=had_clean_shutdown,
         )
+        start, end = recovered.log_start_offset, recovered.log_end_offset
+        log = cls(
+            dir_path=dir_path,
+            config=config,
+            fs=fs,
+            clock=clock,
+            segments=recovered.segments,
+            epoch_cache=recovered.epoch_cache,
+            log_start_offset=start,
+            recovery_point=recovered.recovery_point,
+            high_watermark=min(max(high_watermark, start), end),
+            recovery_report=recovered.report,
+            producers=recovered.producers,
+            next_offset=end,
+            clean_offset=recovered.clean_offset,
+            clean_checkpoint=recovered.clean_checkpoint,
+            clean_from_log_start=recovered.report.interrupted_cleaning,
+        )
+        if log.clean_offset > end:
+            # What the clean offset covered was lost (the entry was written before data that
+            # never became durable): new appends there are dense again.
+            log.clean_from_log_start = True
+            with log.storage_errors("cleaner checkpoint write"):
+                log.set_clean_offset(end)
+        return log
 
     # -- state ------------------------------------------------------------------------------
 
@@ -160,13 +198,12 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         """The segment appends go to (the last one)."""
-        segment: LogSegment = self.segments.peekitem(-1)[1]
-        return segment
+        return self.segments.active
 
     @property
     def size_bytes(self) -> int:
         """Bytes across all segments."""
-        return sum(segment.size_bytes for segment in self.segments.values())
+        return self.segments.size_bytes
 
     @property
     def is_offline(self) -> bool:
@@ -184,7 +221,7 @@ class Log:
         return self.epoch_cache.latest_epoch
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), §5."""
+        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset)."""
         return self.epoch_cache.end_offset_for(epoch, self._next_offset)
 
     def set_clean_offset(self, offset: int) -> None:
@@ -203,8 +240,7 @@ class Log:
         else:
             self._clean_checkpoint.write(offset)
         self.clean_offset = offset
-        for segment in self.segments.values():
-            segment.gaps_below = offset
+        self.segments.set_gaps_below(offset)
 
     def _segments_changed(self) -> None:
         """Segments went away or were cut: a running cleaning read what is no longer there."""
@@ -268,7 +304,7 @@ class Log:
         if self.epoch_cache.latest_epoch != leader_epoch:
             self._assign_epoch(leader_epoch, first_offset)
         info = self._append(data, metas, first_offset)
-        self._apply_producers(produced)
+        self.producers.on_append(produced)
         return info
 
     def _check_producers(self, produced: list[ProducerAppend]) -> AppendInfo | None:
@@ -282,11 +318,6 @@ class Log:
         return AppendInfo(
             duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, 0, 0, True
         )
-
-    def _apply_producers(self, produced: list[ProducerAppend]) -> None:
-        state = self.producers.state
-        for batch in produced:
-            state.apply(batch)
 
     def _append_one_fast(
         self, data: bytearray, offset: int, leader_epoch: int
@@ -309,7 +340,7 @@ class Log:
             if duplicate is not None:
                 return duplicate
         _stamp_offset_and_epoch(data, 0, offset, size - LOG_OVERHEAD, leader_epoch)
-        segment: LogSegment = self.segments.peekitem(-1)[1]
+        segment = self.segments.active
         try:
             if not segment.try_append_one(data, last, max_timestamp):
                 return None
@@ -317,7 +348,7 @@ class Log:
             self._fail("append", exc)
         self._next_offset = last + 1
         if produced is not None:
-            self._apply_producers(produced)
+            self.producers.on_append(produced)
         return _new_tuple(AppendInfo, (offset, last, max_timestamp, 1, size, False))
 
     @property
@@ -349,7 +380,7 @@ class Log:
         end_position = found[-1][0] + found[-1][1].size_bytes
         view = memoryview(batches)[first_position:end_position]
         info = self._append(view, metas, found[0][1].base_offset)
-        self._apply_producers(produced)
+        self.producers.on_append(produced)
         return info
 
     def _allow_gaps_below(self, offset: int) -> None:
@@ -370,7 +401,7 @@ class Log:
             max_timestamp = last.max_timestamp
         else:
             max_timestamp = max(meta.max_timestamp for meta in metas)
-        segment: LogSegment = self.segments.peekitem(-1)[1]
+        segment = self.segments.active
         try:
             if segment.should_roll(len(data), max_timestamp, last.last_offset):
                 segment = self._roll(max(first_offset, self._next_offset))
@@ -424,7 +455,7 @@ class Log:
             self.fs, self.dir_path, new_base, self.config, self.clock, create=True
         )
         segment.gaps_below = self.clean_offset
-        self.segments[new_base] = segment
+        self.segments.add(segment)
         return segment
 
     # -- read -------------------------------------------------------------------------------
@@ -444,7 +475,22 @@ class Log:
         Never serves a damaged batch (see `LogSegment.read`): the slice ends before one, and a
         read that starts at one raises `CorruptRecordError` naming the segment, the position
         and the offsets that cannot be served (``first_offset``: where a follower truncates)."""
-        return read_log(self, start_offset, max_bytes, max_offset, min_one_batch)
+        self._check_online()
+        end = self._next_offset
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRangeError(start_offset, self.log_start_offset, end)
+        try:
+            return read_slice(
+                self.segments,
+                start_offset,
+                max_bytes,
+                limit_offset=end if max_offset is None else min(max_offset, end),
+                log_end_offset=end,
+                clean_offset=self.clean_offset,
+                min_one_batch=min_one_batch,
+            )
+        except SegmentReadError as failed:
+            self._fail("read", failed.cause)
 
     def batches(self, start_offset: int | None = None) -> Iterator[bytes]:
         """Every batch from ``start_offset`` (default: log start) to the LEO, as bytes."""
@@ -500,10 +546,7 @@ class Log:
         target = self._next_offset
         if target <= self.recovery_point:
             return None
-        first = self.recovery_point
-        bases = list(self.segments.irange(maximum=first, reverse=True))[:1]
-        bases += list(self.segments.irange(minimum=first, inclusive=(False, True)))
-        return PendingFlush(target, [self.segments[base] for base in bases])
+        return self.segments.flush_from(self.recovery_point, target)
 
     def complete_flush(self, pending: PendingFlush) -> None:
         """Advance the recovery point after ``pending.run()`` succeeded."""
@@ -541,14 +584,13 @@ class Log:
             except _IO_ERRORS as exc:
                 self._fail("leader-epoch checkpoint write", exc)
             return False
-        if offset < self.segments.peekitem(0)[0]:
+        if offset < self.segments.first_base:
             self.truncate_fully_and_start_at(offset)
             return True
         self._segments_changed()
         try:
-            for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
-                self.segments.pop(base).delete()
-            active = self.active_segment
+            self.segments.delete_above(offset)
+            active = self.segments.active
             active.next_base_offset = None
             active.truncate_to(offset)
             self._next_offset = active.read_next_offset()
@@ -571,10 +613,11 @@ class Log:
         self._check_online()
         self._segments_changed()
         try:
-            for base in list(self.segments):
-                self.segments.pop(base).delete()
-            self.segments[offset] = LogSegment.open(
-                self.fs, self.dir_path, offset, self.config, self.clock, create=True
+            self.segments.delete_all()
+            self.segments.add(
+                LogSegment.open(
+                    self.fs, self.dir_path, offset, self.config, self.clock, create=True
+                )
             )
             self.epoch_cache.clear_and_flush()
             self.producers.truncate_fully(offset)
@@ -611,10 +654,9 @@ class Log:
         self._segments_changed()
         if count == len(segments):
             self._roll(self._next_offset)  # an active segment always remains
-        for segment in segments[:count]:
-            self.segments.pop(segment.base_offset).delete()
-        self.producers.on_segments_deleted([segment.base_offset for segment in segments[:count]])
-        new_start = self.segments.peekitem(0)[0]
+        deleted = self.segments.delete_oldest(count)
+        self.producers.on_segments_deleted(deleted)
+        new_start = self.segments.first_base
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
             self.epoch_cache.truncate_from_start(new_start)
@@ -632,22 +674,11 @@ class Log:
         failure: OSError | StorageError | None = None
         if self._offline_reason is None:
             try:  # the clean-shutdown snapshot: the next open replays nothing
-                self.producers.state.advance_to(self._next_offset)
-                self.producers.take_snapshot()
+                self.producers.on_close(self._next_offset)
             except _IO_ERRORS as exc:
                 failure = exc
-        for segment in self.segments.values():
-            try:
-                if self._offline_reason is None and failure is None:
-                    segment.close()
-                else:
-                    segment.close_without_trim()
-            except _IO_ERRORS as exc:
-                failure = failure or exc
-                try:
-                    segment.close_without_trim()
-                except OSError:
-                    pass  # the descriptor is gone either way; the first error is reported
+        closing = self.segments.close_all(trim=self._offline_reason is None and failure is None)
+        failure = failure or closing
         if failure is not None:
             self._fail("close", failure)
 
@@ -659,11 +690,7 @@ class Log:
     def abandon(self) -> None:
         """Drop file descriptors without writing anything (after a simulated crash)."""
         self._segments_changed()
-        for segment in self.segments.values():
-            try:
-                segment.close_without_trim()
-            except OSError:
-                pass  # nothing was to be written; a descriptor that will not close is dropped
+        self.segments.abandon_all()
 
     def __repr__(self) -> str:
         return (

@@ -96,32 +96,20 @@ def measure(log: Log, now_ms: int) -> LogToClean:
     bound = min(log.high_watermark, active_base, log.recovery_point)
     lag_ms = log.config.min_compaction_lag_ms
     segments: list[LogSegment] = list(log.segments.values())
-    ends = _ends(log)
+    ends = log.segments.ends(log.log_end_offset)
     dirty = [s for s in segments[:-1] if ends[s.base_offset] > first_dirty]  # non-active
     if lag_ms > 0:
         young = [s.base_offset for s in dirty if s.largest_timestamp() > now_ms - lag_ms]
         bound = min([bound, *young])
     bound = max(first_dirty, bound)
-    first_uncleanable = _floor_base(log, bound)
+    first_uncleanable = log.segments.floor_base(bound)
     clean_bytes = sum(s.size_bytes for s in segments if s.base_offset < first_dirty)
-    low = _floor_base(log, min(first_dirty, first_uncleanable))
+    low = log.segments.floor_base(min(first_dirty, first_uncleanable))
     cleanable = sum(s.size_bytes for s in segments if low <= s.base_offset < first_uncleanable)
     first_timestamps = [t for s in dirty if (t := s.first_batch_timestamp()) > 0]
     max_lag_ms = log.config.max_compaction_lag_ms
     needs_now = bool(first_timestamps) and min(first_timestamps) < now_ms - max_lag_ms
     return LogToClean(first_dirty, first_uncleanable, clean_bytes, cleanable, needs_now)
-
-
-def _ends(log: Log) -> dict[int, int]:
-    """Base offset -> where that segment's offsets end (the next base, or the LEO)."""
-    bases = list(log.segments)
-    return dict(zip(bases, [*bases[1:], log.log_end_offset], strict=True))
-
-
-def _floor_base(log: Log, offset: int) -> int:
-    """The base offset of the segment holding ``offset`` (the first segment if below all)."""
-    index = max(log.segments.bisect_right(offset) - 1, 0)
-    return int(log.segments.keys()[index])
 
 
 def is_cleanable(log: Log, measured: LogToClean) -> bool:
@@ -143,7 +131,7 @@ def begin_cleaning(
     end = measured.first_uncleanable_offset
     first_dirty = measured.first_dirty_offset
     sources = []
-    ends = _ends(log)
+    ends = log.segments.ends(log.log_end_offset)
     with log.storage_errors("cleaning plan"):
         for segment in list(log.segments.values()):
             if segment.base_offset >= end:
@@ -230,7 +218,7 @@ def _swap(log: Log, group: CleanedGroup) -> None:
         fs.rename(path(suffix, CLEANED_SUFFIX), path(suffix, SWAP_SUFFIX))
     fs.fsync_dir(dir_path)
     for segment in old:
-        log.segments.pop(segment.base_offset)
+        log.segments.remove(segment.base_offset)
         segment.delete()
     for suffix in _SEGMENT_SUFFIXES:
         fs.rename(path(suffix, SWAP_SUFFIX), path(suffix, ""))
@@ -240,7 +228,7 @@ def _swap(log: Log, group: CleanedGroup) -> None:
     cleaned.gaps_below = log.clean_offset
     cleaned.mark_checked()
     cleaned.last_modified_ms = group.last_modified_ms
-    log.segments[base] = cleaned
+    log.segments.add(cleaned)
 
 
 def _discard(log: Log, task: CleaningTask) -> None:

@@ -1,6 +1,6 @@
 """`LogManager`: the partition logs of one broker across one or more log dirs.
 
-Each log dir holds ``<topic>-<partition>`` directories and four files of its own (reference §2):
+Each log dir holds ``<topic>-<partition>`` directories and four files of its own (as in Kafka):
 ``replication-offset-checkpoint`` (HW), ``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint`` and, after a clean shutdown, ``.kafka_cleanshutdown``.
 
@@ -26,7 +26,7 @@ from replog.errors import (
     MalformedCheckpointError,
     StorageError,
 )
-from replog.log.checkpoint_round import CheckpointFile, CheckpointRound, CheckpointWriter
+from replog.log.checkpoint_round import CheckpointRound, CheckpointWriter, PendingCheckpoint
 from replog.log.checkpoints import (
     CleanerOffsetCheckpoint,
     OffsetCheckpointFile,
@@ -101,7 +101,7 @@ _LOG_STARTS = _CheckpointKind(
     LOG_START_CHECKPOINT,
     "log_start_offsets",
     lambda log: log.log_start_offset,
-    include=lambda log: log.log_start_offset > log.segments.peekitem(0)[0],
+    include=lambda log: log.log_start_offset > log.segments.first_base,
 )
 
 
@@ -324,7 +324,7 @@ class LogManager:
                     else:
                         table.pop(key, None)
                 path = f"{log_dir.path}/{kind.file_name}"
-                files.append(CheckpointFile(log_dir.path, path, dict(table)))
+                files.append(PendingCheckpoint(log_dir.path, path, dict(table)))
         return self._checkpoints.round(files)
 
     def flush_all(self) -> None:
@@ -427,7 +427,7 @@ def _read_dir(fs: FileSystem, path: str) -> _LogDir:
     log_starts = _read_or_empty(fs, f"{path}/{LOG_START_CHECKPOINT}")
     if recovery_points is None:
         had_clean = False
-        recovery_points = {}  # unreadable: recover every log from offset 0 (reference §2)
+        recovery_points = {}  # unreadable: nothing is known flushed, recover every log from 0
     unopened = set()
     for name in fs.listdir(path):
         tp = parse_partition_dir(name)

@@ -1,4 +1,4 @@
-"""Offset index (``.index``): maps offsets in a segment to byte positions in its ``.log`` (§1).
+"""Offset index (``.index``): maps offsets in a segment to byte positions in its ``.log``.
 
 Byte layout: a headerless array of 8-byte entries, both fields big-endian::
 

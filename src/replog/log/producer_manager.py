@@ -29,7 +29,6 @@ import logging
 from collections.abc import Iterator
 
 import attrs
-from sortedcontainers import SortedDict
 
 from replog.errors import CorruptProducerSnapshotError
 from replog.log.fs import FileSystem
@@ -37,6 +36,7 @@ from replog.log.producer_snapshot import ProducerSnapshots
 from replog.log.producer_state import ProducerAppend, ProducerState
 from replog.log.records import HEADER_STRUCT, NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD
 from replog.log.segment import BatchPosition, LogSegment
+from replog.log.segment_list import SegmentList
 
 __all__ = ["ProducerStateManager", "read_producer_batches"]
 
@@ -44,7 +44,7 @@ _log = logging.getLogger(__name__)
 _CONTROL_BIT = 0x20
 
 
-def read_producer_batches(segments: SortedDict, start: int, end: int) -> Iterator[ProducerAppend]:
+def read_producer_batches(segments: SegmentList, start: int, end: int) -> Iterator[ProducerAppend]:
     """The batches of ``segments`` from offset ``start`` (batches that begin below it are
     skipped) up to ``end``, by their headers. Control batches come with no producer id.
 
@@ -55,11 +55,9 @@ def read_producer_batches(segments: SortedDict, start: int, end: int) -> Iterato
     offset) would not fit the state. Damage raises `CorruptRecordError`."""
     if not segments or start >= end:
         return
-    index = max(segments.bisect_right(start) - 1, 0)
-    for base in segments.keys()[index:]:
-        if base >= end:
+    for segment in segments.from_offset(start):
+        if segment.base_offset >= end:
             return
-        segment: LogSegment = segments[base]
         segment_end = end if segment.next_base_offset is None else segment.next_base_offset
         for found in segment.batches_from(start):
             segment.check_batch(found, segment_end)
@@ -106,7 +104,7 @@ class ProducerStateManager:
         cls,
         fs: FileSystem,
         dir_path: str,
-        segments: SortedDict,
+        segments: SegmentList,
         *,
         log_end_offset: int,
         trusted_offset: int,
@@ -122,7 +120,7 @@ class ProducerStateManager:
         manager.take_snapshot()
         return manager
 
-    def _remove_strays(self, segments: SortedDict, log_end_offset: int) -> None:
+    def _remove_strays(self, segments: SegmentList, log_end_offset: int) -> None:
         bases = set(segments)
         newest = max(bases, default=0)
         self.snapshots.delete_above(log_end_offset)
@@ -130,10 +128,10 @@ class ProducerStateManager:
         keep = strays[-1] if strays and strays[-1] > newest else None
         self.snapshots.delete_where(o for o in strays if o != keep)
 
-    def _reload(self, segments: SortedDict, end_offset: int, now_ms: int) -> None:
+    def _reload(self, segments: SegmentList, end_offset: int, now_ms: int) -> None:
         """The state at ``end_offset``: the newest readable snapshot at or below it, then a
         replay of the batches from there."""
-        first_base = segments.peekitem(0)[0] if segments else end_offset
+        first_base = segments.first_base if segments else end_offset
         while True:
             offset = self.snapshots.latest_at_or_below(end_offset)
             if offset is None or offset < first_base:
@@ -166,16 +164,28 @@ class ProducerStateManager:
         if offset > (self.snapshots.latest or 0):
             self.snapshots.write(offset, self.state.entries())
 
+    def on_append(self, batches: list[ProducerAppend]) -> None:
+        """``batches`` were written (a leader's, checked first, or a follower's), in order."""
+        state = self.state
+        for batch in batches:
+            state.apply(batch)
+
     def on_roll(self, new_base_offset: int) -> None:
         """A new segment starts at ``new_base_offset`` (the log end): snapshot there."""
         self.state.advance_to(new_base_offset)
+        self.take_snapshot()
+
+    def on_close(self, log_end_offset: int) -> None:
+        """The log closes cleanly at ``log_end_offset``: snapshot there, so the next open
+        replays nothing."""
+        self.state.advance_to(log_end_offset)
         self.take_snapshot()
 
     def on_segments_deleted(self, base_offsets: list[int]) -> None:
         """Retention deleted the segments at ``base_offsets``: their snapshots go too."""
         self.snapshots.delete_where(base_offsets)
 
-    def truncate_to(self, segments: SortedDict, offset: int, now_ms: int) -> None:
+    def truncate_to(self, segments: SegmentList, offset: int, now_ms: int) -> None:
         """The log now ends at ``offset`` (``segments`` already cut there)."""
         self.snapshots.delete_above(offset)
         if not self.state.producers:

@@ -1,4 +1,4 @@
-"""Record batch v2 (magic 2) codec (§1): the unit replog stores, replicates and serves.
+"""Record batch v2 (magic 2) codec, Kafka's format: the unit replog stores, replicates and serves.
 
 Batch layout, big-endian, 61-byte header then the records section::
 
@@ -406,7 +406,7 @@ def stamp_batch(
 ) -> None:
     """Overwrite the base offset and partition leader epoch of the batch at ``position`` in place.
 
-    Both fields sit before byte 21, outside the CRC, so the batch stays valid (§1).
+    Both fields sit before byte 21, where the CRC's coverage starts, so the batch stays valid.
     """
     invariant(
         position >= 0 and len(buf) - position >= RECORD_BATCH_OVERHEAD,

@@ -1,4 +1,4 @@
-"""Which segments retention deletes (reference §7): a pure decision over a log's segments.
+"""Which segments retention deletes: a pure decision over a log's segments.
 
 Three rules, in Kafka's order, each taking whole segments from the oldest on and stopping at
 the first that does not qualify: the segment lies wholly below the log start offset (moved by

@@ -2,7 +2,7 @@
 
 Files are named by the segment's base offset, zero-padded to 20 digits
 (``00000000000000000000.log``). The ``.log`` holds record batches back to back, exactly as they
-go on the wire (reference §1). The indexes are sparse, rebuildable caches: an entry is added when
+go on the wire. The indexes are sparse, rebuildable caches: an entry is added when
 more than ``index_interval_bytes`` were appended since the last one, mapping the last offset of
 the appended batch to the file position where the batch starts.
 
@@ -366,7 +366,7 @@ class LogSegment:
     def time_waited_for_roll(self, max_timestamp: int) -> int:
         """The segment's age for ``segment.ms`` when a batch with ``max_timestamp`` arrives:
         that timestamp minus the first batch's max timestamp, or, when the first batch has no
-        timestamp, the clock's wall time minus ``created_ms`` (Kafka's rule, §7)."""
+        timestamp, the clock's wall time minus ``created_ms`` (Kafka's rule)."""
         rolling = self._rolling_timestamp()
         if rolling is not None and rolling >= 0:
             return max_timestamp - rolling

@@ -1,4 +1,4 @@
-"""Time index (``.timeindex``): maps timestamps in a segment to offsets (§1).
+"""Time index (``.timeindex``): maps timestamps in a segment to offsets (Kafka's format).
 
 Byte layout: a headerless array of 12-byte entries, both fields big-endian::
 

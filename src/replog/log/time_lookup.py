@@ -47,7 +47,7 @@ def offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAnd
 def _offset_for_timestamp(log: Log, target: int, max_offset: int) -> TimestampAndOffset | None:
     start = log.log_start_offset
     for base, segment in list(log.segments.items()):
-        end = _segment_end(log, base)
+        end = log.segments.end_of(base, log.log_end_offset)
         if segment.max_timestamp < target or end <= start:
             continue
         from_offset = max(start, base, segment.time_index.lookup(target).offset)
@@ -79,7 +79,7 @@ def _offset_of_max_timestamp(log: Log, max_offset: int) -> TimestampAndOffset | 
     for base, segment in list(log.segments.items()):
         if segment.max_timestamp < 0 or (best is not None and segment.max_timestamp <= best[0]):
             continue
-        end = _segment_end(log, base)
+        end = log.segments.end_of(base, log.log_end_offset)
         for batch in segment.batches_from(max(log.log_start_offset, segment.base_offset)):
             segment.check_batch(batch, end)
             if batch.base_offset >= max_offset:
@@ -102,12 +102,6 @@ def _batch_max_timestamp(segment: LogSegment, batch: BatchPosition) -> int:
         batch.position + _MAX_TIMESTAMP.position, _MAX_TIMESTAMP.size_bytes
     )
     return _MAX_TIMESTAMP.decode(raw)
-
-
-def _segment_end(log: Log, base: int) -> int:
-    """The base offset of the segment after ``base`` (the LEO for the last one)."""
-    following = list(log.segments.irange(minimum=base, inclusive=(False, True)))
-    return following[0] if following else log.log_end_offset
 
 
 def _records(segment: LogSegment, batch: BatchPosition) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ committed and applied; a read is answered by the leader after a read barrier
 handle checks the arguments first (so bad input raises before any round trip, as with the other
 backends) and keeps what is per handle:
 
-- **Sessions** it registered (``quorum/sessions.py``, a part of this class): a keep-alive
+- **Sessions** it registered (a `SessionKeeper`, ``quorum/sessions.py``): a keep-alive
   thread heartbeats each one every third of its session timeout (capped at 2 s, as KRaft
   brokers heartbeat their controller), so a session lives while its handle does -- as a
   ZooKeeper client pings and an etcd client renews its lease. A heartbeat that cannot reach a
@@ -22,7 +22,7 @@ backends) and keeps what is per handle:
   (``Watch``) from its cursor, so a subscription survives leader changes without a gap; history
   that is gone is pushed as a ``resync_required`` batch, after which it follows on from the
   feed head.
-- **SessionFaults** (the contract suite's hooks, also in ``quorum/sessions.py``):
+- **SessionFaults** (the contract suite's hooks, carried out by the `SessionKeeper`):
   ``expire_session`` commits the expiry the leader would; ``suspend_session`` cuts the broker
   off in this handle (its calls raise ``CoordinatorUnavailableError``, heartbeats stop, the
   leader's deadline runs on), and ``resume_session`` heartbeats again: CONNECTED if it arrived
@@ -46,14 +46,12 @@ from replog.coord.contract import (
     Coordinator,
     validate_partition_state,
 )
-from replog.coord.dispatch import Dispatcher
 from replog.coord.errors import (
     CoordinatorClosedError,
     CoordinatorError,
     CoordinatorUnavailableError,
     SessionExpiredError,
 )
-from replog.coord.sessions import SessionListeners
 from replog.errors import ErrorCode, InvalidConfigError
 from replog.metadata.types import (
     PRODUCER_ID_BLOCK_SIZE,
@@ -77,7 +75,7 @@ from replog.metadata.types import (
 from replog.quorum import commands as rc
 from replog.quorum.broker_channel import BrokerRpcChannel, registration_request
 from replog.quorum.channel import QuorumChannel, parse_addresses
-from replog.quorum.sessions import HeldSession, SessionKeeperMixin
+from replog.quorum.sessions import SessionKeeper
 from replog.quorum.subscription import FeedSubscription
 from replog.topics import new_topic_id
 
@@ -86,7 +84,7 @@ __all__ = ["RaftCoordinator"]
 _CLOSE_TIMEOUT_MS = 2_000
 
 
-class RaftCoordinator(SessionKeeperMixin, Coordinator):
+class RaftCoordinator(Coordinator):
     """A handle on the built-in quorum (see the module docstring). Open with `from_url` or
     with the voters' client addresses."""
 
@@ -101,20 +99,19 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
             raise InvalidConfigError("default_timeout_ms must be positive")
         self.addresses = list(addresses)
         self._timeout_ms = default_timeout_ms
-        self._clock = clock
         self._channel = QuorumChannel(self.addresses, clock=clock)
         self._brokers = BrokerRpcChannel(
             self.addresses, leader_hint=lambda: self._channel.leader, clock=clock
         )
         self._lock = threading.Lock()
         self._closed = False
-        self._sessions: dict[int, HeldSession] = {}
+        self._sessions = SessionKeeper(
+            clock,
+            self._send_heartbeat,
+            lambda broker_id, timeout_ms: self.get_broker(broker_id, timeout_ms=timeout_ms),
+        )
         self._won: dict[int, int] = {}  # controller epoch -> broker id, won through this handle
-        self._listeners = SessionListeners()
-        self._dispatcher = Dispatcher()
         self._subscriptions: list[FeedSubscription] = []
-        self._stop = threading.Event()
-        self._keeper: threading.Thread | None = None
         #: full images read (``snapshot``) through this handle; tests and operators see
         #: whether a broker resumed from its cached image instead
         self.snapshot_reads = 0
@@ -156,15 +153,15 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         with self._lock:
             broker_id = self._won.get(controller_epoch)
         if broker_id is not None:
-            self._check_acting(broker_id)
+            self._sessions.check_acting(broker_id)
 
     def _acting_call(self, broker_id: int, incarnation_epoch: int, command: Any, t: Any) -> Any:
         """A write acting as a broker; a ``SessionExpiredError`` also ends the held session."""
-        self._check_acting(broker_id)
+        self._sessions.check_acting(broker_id)
         try:
             return self._write(command, t)
         except SessionExpiredError:
-            self._lose(broker_id, incarnation_epoch)
+            self._sessions.lose(broker_id, incarnation_epoch)
             raise
 
     # ------------------------------------------------------------------ lifecycle
@@ -181,12 +178,9 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
             if self._closed:
                 return
             subscriptions, self._subscriptions = self._subscriptions, []
-            sessions = [s.broker for s in self._sessions.values()]
-            self._sessions.clear()
-        self._stop.set()
+            sessions = self._sessions.stop()
         for subscription in subscriptions:
             subscription.close()
-        self._listeners.clear()
         for broker in sessions:
             with contextlib.suppress(CoordinatorError):
                 command = rc.UnregisterBroker(
@@ -196,8 +190,7 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         self._closed = True
         self._channel.close()
         self._brokers.close()
-        if self._keeper is not None and self._keeper is not threading.current_thread():
-            self._keeper.join(5)
+        self._sessions.join()
 
     # ------------------------------------------------------------------ brokers
 
@@ -228,27 +221,14 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
             raise CoordinatorClosedError("this raft coordinator is closed")
         timeout = self._timeout_ms if timeout_ms is None else timeout_ms
         broker = self._brokers.register(request, timeout_ms=timeout)
-        with self._lock:
-            session = HeldSession(broker, session_timeout_ms)
-            session.next_heartbeat_ms = self._clock.monotonic_ms() + session.interval_ms
-            self._sessions[broker_id] = session
-            self._notify(session)
-            self._start_keeper()
-        self._dispatcher.run()
+        self._sessions.hold(broker, session_timeout_ms)
         return broker
 
     def heartbeat(
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> SessionState:
         """See ``Coordinator.heartbeat``."""
-        self._check_acting(broker_id)
-        try:
-            state = self._send_heartbeat(broker_id, incarnation_epoch, timeout_ms)
-        except SessionExpiredError:
-            self._lose(broker_id, incarnation_epoch)
-            raise
-        self._on_heartbeat_ok(broker_id, incarnation_epoch)
-        return state
+        return self._sessions.heartbeat(broker_id, incarnation_epoch, timeout_ms)
 
     def _send_heartbeat(
         self,
@@ -277,10 +257,10 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
     ) -> BrokerInfo:
         """See ``Coordinator.update_broker``. Entering a controlled shutdown alone is asked
         for as Kafka's broker does, with BrokerHeartbeats that want to shut down
-        (``_negotiate_shutdown``)."""
+        (`SessionKeeper.negotiate_shutdown`)."""
         if in_controlled_shutdown and fenced is None:
             timeout = self._timeout_ms if timeout_ms is None else timeout_ms
-            return self._negotiate_shutdown(broker_id, incarnation_epoch, timeout)
+            return self._sessions.negotiate_shutdown(broker_id, incarnation_epoch, timeout)
         command = rc.UpdateBroker(
             broker_id=broker_id,
             incarnation_epoch=incarnation_epoch,
@@ -288,10 +268,7 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
             in_controlled_shutdown=in_controlled_shutdown,
         )
         broker: BrokerInfo = self._acting_call(broker_id, incarnation_epoch, command, timeout_ms)
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            if session is not None and session.broker.incarnation_epoch == incarnation_epoch:
-                session.broker = broker
+        self._sessions.update_broker(incarnation_epoch, broker)
         return broker
 
     def admit_broker(
@@ -316,11 +293,11 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         self, broker_id: int, incarnation_epoch: int, *, timeout_ms: int | None = None
     ) -> bool:
         """See ``Coordinator.unregister_broker``."""
-        self._check_acting(broker_id)
+        self._sessions.check_acting(broker_id)
         command = rc.UnregisterBroker(broker_id=broker_id, incarnation_epoch=incarnation_epoch)
         done: bool = self._write(command, timeout_ms)
         if done:
-            self._lose(broker_id, incarnation_epoch)
+            self._sessions.lose(broker_id, incarnation_epoch)
         return done
 
     def get_broker(self, broker_id: int, *, timeout_ms: int | None = None) -> BrokerInfo | None:
@@ -335,9 +312,7 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
 
     def session_state(self, broker_id: int) -> SessionState:
         """See ``Coordinator.session_state`` (this handle's view; no round trip)."""
-        with self._lock:
-            session = self._sessions.get(broker_id)
-            return SessionState.LOST if session is None else session.state
+        return self._sessions.state(broker_id)
 
     def add_session_listener(
         self, broker_id: int, callback: Callable[[SessionEvent], None]
@@ -345,7 +320,23 @@ class RaftCoordinator(SessionKeeperMixin, Coordinator):
         """See ``Coordinator.add_session_listener``."""
         if self._closed:
             raise CoordinatorClosedError("this raft coordinator is closed")
-        return self._listeners.add(broker_id, callback)
+        return self._sessions.add_listener(broker_id, callback)
+
+    # ------------------------------------------------------------------ SessionFaults
+
+    def expire_session(self, broker_id: int) -> None:
+        """Commit the expiry of the broker's session now, as the leader's clock would."""
+        expired = self._write(rc.ExpireSession(broker_id=broker_id, incarnation_epoch=None), None)
+        if isinstance(expired, int):
+            self._sessions.lose(broker_id, expired)
+
+    def suspend_session(self, broker_id: int) -> None:
+        """Cut the broker off in this handle (SUSPENDED); the leader's deadline runs on."""
+        self._sessions.suspend(broker_id)
+
+    def resume_session(self, broker_id: int) -> None:
+        """Reconnect: one heartbeat says CONNECTED (in time) or LOST (expired meanwhile)."""
+        self._sessions.resume(broker_id)
 
     # ------------------------------------------------------------------ controller
 

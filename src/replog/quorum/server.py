@@ -14,7 +14,7 @@ the last -- group commit), then the node's released messages go to the voters an
 frontend's replies to the clients. A timer fires at the earliest deadline of the node and the
 frontend.
 
-**Fetch long poll** (a departure the transport adds to phase 1's core, which has none): a
+**Fetch long poll** (a departure the transport adds to `RaftCore`, which has none): a
 follower's Fetch that would get nothing -- it asks from the leader's log end, with the last
 epoch, and the high watermark is already there -- is parked until the leader appends a record
 (or a quarter of the fetch timeout passes), then handed to the core, which answers with the new

@@ -1,6 +1,6 @@
 """replog's built-in metadata quorum: KRaft (KIP-595) as a sans-IO core with its storage.
 
-Phase 1 (this package): `RaftCore`, the pure protocol machine (elections with pre-vote,
+This package: `RaftCore`, the pure protocol machine (elections with pre-vote,
 replication by pull, the high watermark, divergence, snapshots); `RaftStorage`, the metadata
 log ``__cluster_metadata-0`` with its ``quorum-state`` and snapshot files; `RaftNode`, the driver
 that joins them to an owner's `StateMachine`. The deterministic simulator that checks them is

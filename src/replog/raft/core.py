@@ -12,8 +12,12 @@ observer's choice of voter) comes from the injected ``rng(n) -> [0, n)``; time o
 ``now_ms``. The core keeps a `LogModel` of its log (offsets, epochs, snapshot), so it decides
 every log change itself and reads record bytes only to answer fetches (through `LogReader`).
 
-The rules, in the order the code follows them (E6-E8 and F6 live in ``leadership.py``, F1-F5
-in ``replication.py``):
+The rules, in the order the code follows them. Every change of state is made here; what a
+state does while it lasts is its role, made on entering it: a Leader's `LeaderRole` (F2, F3's
+count, F6's watch, E6's announcements), a Follower's or observer's `FetchLoop` (F1, F4, F5's
+download, E9's mark), any other voter's `Canvass` (the election timer and the requests of E3,
+E5, E8). The log and its high watermark are a `ReplicatedLog`, E2-E5's voting rules pure
+functions (``votes.py``), and the `Ready` being built a `PendingReady`:
 
 R1 **Persistence and restart.** The election state (epoch, leader, vote) is persisted before any
    message that depends on it leaves. On start: an epoch below the log's last epoch becomes
@@ -106,10 +110,18 @@ from typing import Any
 
 import attrs
 
-from replog.errors import ErrorCode, InvalidConfigError, RecordBatchTooLargeError, invariant
+from replog.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    RecordBatchTooLargeError,
+    invariant,
+    unreachable,
+)
+from replog.raft.canvass import Canvass
 from replog.raft.config import RaftConfig
-from replog.raft.entries import encode_data_batch
-from replog.raft.leadership import LeadershipMixin
+from replog.raft.entries import encode_data_batch, encode_leader_change
+from replog.raft.fetch_loop import FetchLoop
+from replog.raft.leader_role import LeaderRole, answer_fetch, answer_fetch_snapshot
 from replog.raft.log_model import LogModel
 from replog.raft.messages import (
     NO_LEADER,
@@ -121,23 +133,15 @@ from replog.raft.messages import (
     FetchSnapshotResponse,
     Message,
     OffsetAndEpoch,
-    Outbound,
     RaftFetchRequest,
     RaftFetchResponse,
     RaftSnapshotId,
     VoteRequest,
     VoteResponse,
 )
-from replog.raft.progress import LeaderProgress, SnapshotDownload
-from replog.raft.ready import (
-    AdvanceLogStart,
-    LeaderAndEpoch,
-    LogOp,
-    LogReader,
-    ProposeResult,
-    Ready,
-)
-from replog.raft.replication import ReplicationMixin
+from replog.raft.pending_ready import PendingReady
+from replog.raft.ready import LeaderAndEpoch, LogReader, ProposeResult, Ready
+from replog.raft.replicated_log import ReplicatedLog
 from replog.raft.states import (
     Candidate,
     ElectionState,
@@ -149,43 +153,29 @@ from replog.raft.states import (
     Unattached,
     Voted,
 )
+from replog.raft.votes import grants_pre_vote, grants_vote, is_well_formed, record_vote
 
 __all__ = ["RaftCore", "Rng"]
 
 #: ``rng(n)`` returns a uniformly drawn int in [0, n).
 Rng = Callable[[int], int]
-_NEVER = 1 << 62
+_INVALID = ErrorCode.INVALID_REQUEST
+_FENCED = ErrorCode.FENCED_LEADER_EPOCH
 
 
 @attrs.define(eq=False)
-class RaftCore(LeadershipMixin, ReplicationMixin):
+class RaftCore:
     """One node of the quorum (see the module docstring). Build with `RaftCore.start`."""
 
     config: RaftConfig
-    log: LogModel
     reader: LogReader
     rng: Rng
     state: EpochState
-    high_watermark: int
-    _persisted: ElectionState
-    _flushed_offset: int
-    _known_leader: LeaderAndEpoch
-    _election_deadline_ms: int = _NEVER
-    _fetch_deadline_ms: int = _NEVER
-    _leader_contact_ms: int | None = None
-    _leader_lost: bool = False
-    _next_send_ms: int = 0
-    _fetch_in_flight: tuple[int, int] | None = None
-    _fetch_sent_ms: int = 0
-    _progress: LeaderProgress | None = None
-    _download: SnapshotDownload | None = None
-    _awaiting: set[int] = attrs.field(factory=set)
-    _retries: int = 1
-    _ready_election: ElectionState | None = None
-    _ready_ops: list[LogOp] = attrs.field(factory=list)
-    _ready_messages: list[Outbound] = attrs.field(factory=list)
-    _ready_hw: int | None = None
-    _ready_leader: LeaderAndEpoch | None = None
+    _ready: PendingReady
+    _log: ReplicatedLog
+    #: what the current state does, made on entering it: a Leader's `LeaderRole`, a Follower's
+    #: or an observer's `FetchLoop`, any other voter's `Canvass` (None only inside `start`)
+    _role: LeaderRole | FetchLoop | Canvass | None = None
 
     # ------------------------------------------------------------------ R1: start
 
@@ -222,95 +212,68 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
             state = Unattached(stored.epoch)
         if voters == {me} and isinstance(state, Resigned):
             state = Unattached(stored.epoch + 1)  # waiting out the resignation helps nobody
+        ready = PendingReady(stored, LeaderAndEpoch(stored.epoch, NO_LEADER))
         core = cls(
             config=config,
-            log=log,
             reader=reader,
             rng=rng,
             state=state,
-            high_watermark=log.start_offset,
-            persisted=stored,
-            flushed_offset=log.end_offset,
-            known_leader=LeaderAndEpoch(stored.epoch, NO_LEADER),
+            ready=ready,
+            log=ReplicatedLog(log, ready, log.start_offset, log.end_offset),
         )
         core._enter(state, now_ms)
         if config.voters == {me} and not isinstance(state, Leader | Resigned):
-            core._election_deadline_ms = now_ms  # a single voter elects itself at once
+            core._canvass().deadline_ms = now_ms  # a single voter elects itself at once
         return core
 
     # ------------------------------------------------------------------ outputs
 
     def take_ready(self) -> Ready:
         """Everything produced since the last call (see ``ready.py`` for the order)."""
-        ready = Ready(
-            election=self._ready_election,
-            log_ops=tuple(self._ready_ops),
-            messages=tuple(self._ready_messages),
-            high_watermark=self._ready_hw,
-            leader=self._ready_leader,
-        )
-        self._ready_election, self._ready_hw, self._ready_leader = None, None, None
-        self._ready_ops, self._ready_messages = [], []
-        return ready
+        return self._ready.take()
 
     @property
     def has_ready(self) -> bool:
         """Whether `take_ready` has anything."""
-        return bool(
-            self._ready_election is not None
-            or self._ready_ops
-            or self._ready_messages
-            or self._ready_hw is not None
-            or self._ready_leader is not None
-        )
+        return not self._ready.is_empty
+
+    @property
+    def log(self) -> LogModel:
+        """The core's model of its log (offsets, epochs, snapshot)."""
+        return self._log.model
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below this are committed (F3)."""
+        return self._log.high_watermark
 
     @property
     def flushed_offset(self) -> int:
         """Offsets below this are durable (as the driver last reported)."""
-        return self._flushed_offset
-
-    def _send(self, dst: int, message: Message) -> None:
-        self._ready_messages.append(Outbound(dst, message))
-
-    def _log_op(self, op: LogOp) -> None:
-        self._ready_ops.append(op)
+        return self._log.flushed_offset
 
     # ------------------------------------------------------------------ transitions
 
     def _enter(self, state: EpochState, now_ms: int) -> None:
         """Make ``state`` current: persist its election state if that changed (R1), report a
-        new leader, and arm the state's timers."""
+        new leader, start the state's role and arm its timers."""
         invariant(state.epoch >= self.state.epoch, f"epoch back from {self.state} to {state}")
-        me = self.config.node_id
+        me, config = self.config.node_id, self.config
         self.state = state
-        election = state.election(me, self.config.voters)
-        if election != self._persisted:
-            self._persisted = election
-            self._ready_election = election
-        known = LeaderAndEpoch(state.epoch, state.leader_id)
-        if known != self._known_leader:
-            self._known_leader = known
-            self._ready_leader = known
-        self._progress, self._download, self._fetch_in_flight = None, None, None
-        self._leader_contact_ms = None
-        self._leader_lost = False
-        self._awaiting = set()
-        self._election_deadline_ms = self._fetch_deadline_ms = _NEVER
-        self._next_send_ms = now_ms
+        self._ready.persist(state.election(me, config.voters))
+        self._ready.report_leader(LeaderAndEpoch(state.epoch, state.leader_id))
         if isinstance(state, Leader):
-            self._progress = LeaderProgress.start(
-                me, self.config.voters, self.config.check_quorum_timeout_ms, now_ms
+            self._role = LeaderRole.start(
+                state, config, self._log, self.reader, self._ready, now_ms
             )
-        elif isinstance(state, Follower):
-            self._fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
-        elif self.config.is_voter:
-            self._election_deadline_ms = now_ms + self._random_election_timeout_ms()
-            if isinstance(state, Prospective | Candidate | Resigned):  # they ask the others
-                self._awaiting = set(self.config.voters) - {me}
-
-    def _random_election_timeout_ms(self) -> int:
-        base = self.config.election_timeout_ms
-        return base + self.rng(base)
+        elif isinstance(state, Follower) or not config.is_voter:
+            following = isinstance(state, Follower)
+            self._role = FetchLoop.start(
+                config, self._log, self._ready, self.rng, following=following, now_ms=now_ms
+            )
+        else:
+            asking = isinstance(state, Prospective | Candidate | Resigned)  # they ask the others
+            self._role = Canvass.start(config, self._ready, self.rng, asking=asking, now_ms=now_ms)
 
     def _observe_epoch(self, epoch: int, leader_id: int, now_ms: int) -> bool:
         """R2 for a message from the current or a newer epoch; False if it is stale."""
@@ -351,38 +314,22 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         elif isinstance(state, Follower):
             self._tick_follower(state, now_ms)
         elif isinstance(state, Resigned):
-            if now_ms >= self._election_deadline_ms:
+            if self._canvass().timed_out(now_ms):
                 self._enter(Unattached(state.epoch + 1), now_ms)
             else:
-                self._resend(now_ms, lambda: self._end_quorum_request(state))
+                self._canvass().resend(now_ms, lambda: self._end_quorum_request(state))
         elif not self.config.is_voter:
-            self._maybe_discover_leader(now_ms)
-        elif now_ms >= self._election_deadline_ms:
+            self._fetch_loop().discover_leader(state.epoch, now_ms)  # F1
+        elif self._canvass().timed_out(now_ms):
             self._on_election_timeout(state, now_ms)
         elif isinstance(state, Prospective | Candidate):
-            self._resend(now_ms, lambda: self._vote_request(state))
+            self._canvass().resend(now_ms, lambda: self._vote_request(state))
 
     def next_deadline_ms(self) -> int:
         """When `tick` next has something to do (a driver may tick more often)."""
-        state = self.state
-        deadlines = [self._election_deadline_ms, self._fetch_deadline_ms]
-        if isinstance(state, Leader) and self._progress is not None:
-            if self._progress.majority > 1:
-                deadlines.append(self._progress.check_quorum_deadline_ms)
-            if self._progress.unacknowledged():
-                deadlines.append(self._progress.next_begin_quorum_ms)
-        elif isinstance(state, Follower) or not self.config.is_voter:
-            timeout_ms = self.config.request_timeout_ms
-            if self._download is not None:
-                sent_ms = self._download.sent_ms
-                deadlines.append(0 if sent_ms is None else sent_ms + timeout_ms)
-            elif self._fetch_in_flight is not None:
-                deadlines.append(self._fetch_sent_ms + timeout_ms)
-            else:
-                deadlines.append(self._next_send_ms)
-        elif self._awaiting:
-            deadlines.append(self._next_send_ms)
-        return min(deadlines)
+        if self._role is None:
+            unreachable("a core without a role")
+        return self._role.next_deadline_ms()
 
     def propose(self, values: Sequence[bytes], now_ms: int) -> ProposeResult:
         """Append ``values`` as one batch if this node leads; NOT_LEADER_OR_FOLLOWER otherwise
@@ -396,7 +343,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         data = encode_data_batch(values, base_offset=base, epoch=state.epoch, timestamp_ms=now_ms)
         if len(data) > self.config.batch_bytes_max:
             raise RecordBatchTooLargeError(len(data), self.config.batch_bytes_max)
-        self._append(data)
+        self._log.append(data)
         return ProposeResult(
             ErrorCode.NONE, state.epoch, state.local_id, base, self.log.end_offset - 1
         )
@@ -413,32 +360,19 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         """E9: the transport found ``node_id`` gone; a follower of it elects soon (after a
         pre-vote round, so a wrong report disrupts nothing)."""
         state = self.state
-        if not isinstance(state, Follower) or state.leader_id != node_id or self._leader_lost:
-            return
-        self._leader_lost = True
-        soon_ms = now_ms + self.rng(self.config.election_timeout_ms)
-        self._fetch_deadline_ms = min(self._fetch_deadline_ms, soon_ms)
+        if isinstance(state, Follower) and state.leader_id == node_id:
+            self._fetch_loop().mark_leader_lost(now_ms)
 
     def on_flushed(self, offset: int, now_ms: int) -> None:
         """The log is durable below ``offset``; a leader may now count it (F3)."""
-        self._flushed_offset = max(self._flushed_offset, min(offset, self.log.end_offset))
-        if isinstance(self.state, Leader):
-            self._maybe_advance_leader_hw(self.state)
+        self._log.on_flushed(offset)
+        if isinstance(self._role, LeaderRole):
+            self._role.maybe_advance_high_watermark()
 
     def on_snapshot(self, snapshot_id: RaftSnapshotId) -> bool:
         """The owner made a durable local snapshot of the committed state at ``snapshot_id``:
         move the log start up to it (F5). False if it is not newer than the log start."""
-        if snapshot_id.end_offset <= self.log.start_offset:
-            return False
-        invariant(
-            snapshot_id.end_offset <= self.high_watermark,
-            f"snapshot {snapshot_id} past the high watermark {self.high_watermark}",
-        )
-        actual = self.log.epoch_for_offset(snapshot_id.end_offset - 1)
-        invariant(actual == snapshot_id.epoch, f"snapshot {snapshot_id}, record epoch {actual}")
-        self.log.advance_start(snapshot_id)
-        self._log_op(AdvanceLogStart(snapshot_id))
-        return True
+        return self._log.advance_start(snapshot_id)
 
     # ------------------------------------------------------------------ E1-E5: elections
 
@@ -456,11 +390,11 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         """E1: a pre-vote round in the current epoch."""
         me = self.config.node_id
         self._enter(Prospective(self.state.epoch, leader_id, voted_id, frozenset({me})), now)
-        self._retries = retries
+        self._canvass().retries = retries
         self._maybe_finish_pre_vote(now)
         state = self.state
         if isinstance(state, Prospective):
-            self._resend(now, lambda: self._vote_request(state))
+            self._canvass().resend(now, lambda: self._vote_request(state))
 
     def _vote_request(self, state: Prospective | Candidate) -> VoteRequest:
         end = self.log.end
@@ -474,18 +408,7 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
 
     def _on_vote_request(self, src: int, request: VoteRequest, now_ms: int) -> None:
         """E2 / E4 (after R2)."""
-        valid_epochs = (
-            request.last_epoch <= request.epoch
-            if request.pre_vote
-            else request.last_epoch < request.epoch
-        )
-        if (
-            src not in self.config.voters
-            or request.candidate_id != src
-            or not valid_epochs
-            or request.end_offset < 0
-            or request.last_epoch < 0
-        ):
+        if not is_well_formed(request, src, self.config.voters):
             self._answer_vote(src, request, False, ErrorCode.INVALID_REQUEST)
             return
         if request.epoch < self.state.epoch:
@@ -493,43 +416,24 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
             return
         if request.epoch > self.state.epoch:
             self._observe_epoch(request.epoch, NO_LEADER, now_ms)
+        state = self.state
         up_to_date = OffsetAndEpoch(request.last_epoch, request.end_offset) >= self.log.end
         if not self.config.is_voter:
             granted = False
         elif request.pre_vote:
-            granted = self._can_grant_pre_vote(up_to_date, now_ms)
+            live = isinstance(state, Follower) and self._fetch_loop().leader_is_live(now_ms)
+            granted = grants_pre_vote(state, up_to_date, leader_is_live=live)
         else:
-            granted = self._can_grant_vote(src, up_to_date)
-            if granted and not isinstance(self.state, Voted):
-                self._enter(Voted(self.state.epoch, src), now_ms)
+            granted = grants_vote(state, src, up_to_date)
+            if granted and not isinstance(state, Voted):
+                self._enter(Voted(state.epoch, src), now_ms)
         self._answer_vote(src, request, granted, ErrorCode.NONE)
 
     def _answer_vote(self, src: int, request: VoteRequest, granted: bool, err: ErrorCode) -> None:
         state = self.state
-        self._send(src, VoteResponse(state.epoch, state.leader_id, granted, request.pre_vote, err))
-
-    def _can_grant_pre_vote(self, up_to_date: bool, now_ms: int) -> bool:
-        """E2."""
-        state = self.state
-        if not up_to_date or isinstance(state, Leader):
-            return False
-        if isinstance(state, Follower) and not state.leader_resigned and not self._leader_lost:
-            contact = self._leader_contact_ms
-            return contact is None or now_ms - contact >= self.config.fetch_timeout_ms
-        return True
-
-    def _can_grant_vote(self, candidate_id: int, up_to_date: bool) -> bool:
-        """E4: no leader known in this epoch, no vote for another, an up-to-date log."""
-        state = self.state
-        if isinstance(state, Unattached):
-            return up_to_date
-        if isinstance(state, Voted):
-            return state.voted_id == candidate_id
-        if isinstance(state, Prospective):
-            if state.voted_id >= 0:
-                return state.voted_id == candidate_id
-            return state.last_leader_id == NO_LEADER and up_to_date
-        return False
+        self._ready.send(
+            src, VoteResponse(state.epoch, state.leader_id, granted, request.pre_vote, err)
+        )
 
     def _on_vote_response(self, src: int, response: VoteResponse, now_ms: int) -> None:
         """E3 / E5 (after R2, except for a pre-vote answer naming the leader this Prospective
@@ -549,12 +453,12 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         if response.error is not ErrorCode.NONE or response.epoch != state.epoch:
             return
         if isinstance(state, Prospective) and response.pre_vote:
-            self._awaiting.discard(src)
-            self.state = _record_vote(state, src, response.vote_granted)
+            self._canvass().answered(src)
+            self.state = record_vote(state, src, response.vote_granted)
             self._maybe_finish_pre_vote(now_ms)
         elif isinstance(state, Candidate) and not response.pre_vote:
-            self._awaiting.discard(src)
-            self.state = _record_vote(state, src, response.vote_granted)
+            self._canvass().answered(src)
+            self.state = record_vote(state, src, response.vote_granted)
             self._maybe_finish_election(now_ms)
 
     def _maybe_finish_pre_vote(self, now_ms: int) -> None:
@@ -578,11 +482,12 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
     def _become_candidate(self, now_ms: int) -> None:
         """E5: a new epoch, a vote for itself, Vote requests."""
         me = self.config.node_id
-        self._enter(Candidate(self.state.epoch + 1, frozenset({me}), retries=self._retries), now_ms)
+        retries = self._canvass().retries
+        self._enter(Candidate(self.state.epoch + 1, frozenset({me}), retries=retries), now_ms)
         self._maybe_finish_election(now_ms)
         state = self.state
         if isinstance(state, Candidate):
-            self._resend(now_ms, lambda: self._vote_request(state))
+            self._canvass().resend(now_ms, lambda: self._vote_request(state))
 
     def _maybe_finish_election(self, now_ms: int) -> None:
         state = self.state
@@ -591,30 +496,163 @@ class RaftCore(LeadershipMixin, ReplicationMixin):
         if len(state.granted) >= self.config.majority:
             self._become_leader(state, now_ms)
         elif len(state.rejected) > len(self.config.voters) - self.config.majority:
-            backoff_ms = self._election_backoff_ms(state.retries)
-            self._election_deadline_ms = min(self._election_deadline_ms, now_ms + backoff_ms)
-            self._awaiting = set()
+            self._canvass().back_off(state.retries, now_ms)
 
-    def _election_backoff_ms(self, retries: int) -> int:
-        """Binary exponential backoff after a lost election (Kafka's formula)."""
-        spread = 2 << min(20, max(retries, 1) - 1)
-        base = self.config.retry_backoff_ms
-        return min(base * self.rng(spread), self.config.election_backoff_max_ms)
+    # ------------------------------------------------------------------ E6-E8: leadership
 
-    def _resend(self, now_ms: int, build: Callable[[], Message]) -> None:
-        """Send ``build()`` to every voter still awaited, once per request timeout."""
-        if not self._awaiting or now_ms < self._next_send_ms:
+    def _become_leader(self, state: Candidate, now_ms: int) -> None:
+        """E6: record the epoch start, persist, announce."""
+        me = self.config.node_id
+        start = self.log.end_offset
+        self._enter(Leader(state.epoch, start, me), now_ms)
+        self._log.append(
+            encode_leader_change(
+                base_offset=start,
+                epoch=state.epoch,
+                leader_id=me,
+                voters=self.config.voters,
+                timestamp_ms=now_ms,
+            )
+        )
+        leader = self.state
+        invariant(isinstance(leader, Leader), f"not leader after election: {leader}")
+        if isinstance(leader, Leader):
+            self._leader_role().maybe_advance_high_watermark()
+            self._tick_leader(leader, now_ms)
+
+    def _tick_leader(self, state: Leader, now_ms: int) -> None:
+        """F6, then BeginQuorumEpoch to voters that have not acknowledged (E6)."""
+        leader = self._leader_role()
+        if leader.check_quorum_expired(now_ms):
+            self._become_resigned(state, now_ms)
+        else:
+            leader.maybe_announce(now_ms)
+
+    def _become_resigned(self, state: Leader, now_ms: int) -> None:
+        """E8: step down and ask the voters to elect, the most caught up first."""
+        successors = self._leader_role().progress.successors()
+        resigned = Resigned(state.epoch, state.local_id, successors)
+        self._enter(resigned, now_ms)
+        self._canvass().resend(now_ms, lambda: self._end_quorum_request(resigned))
+
+    def _end_quorum_request(self, state: Resigned) -> EndQuorumEpochRequest:
+        return EndQuorumEpochRequest(state.epoch, state.local_id, state.successors)
+
+    def _on_begin_quorum_request(
+        self, src: int, request: BeginQuorumEpochRequest, now_ms: int
+    ) -> None:
+        """E7 (via R2)."""
+        if src not in self.config.voters or request.leader_id != src:
+            error = _INVALID
+        elif not self._observe_epoch(request.epoch, request.leader_id, now_ms):
+            error = _FENCED
+        else:
+            error = ErrorCode.NONE
+        self._ready.send(src, BeginQuorumEpochResponse(*self._epoch_and_leader(), error))
+
+    def _on_begin_quorum_response(
+        self, src: int, response: BeginQuorumEpochResponse, now_ms: int
+    ) -> None:
+        if not self._observe_epoch(response.epoch, response.leader_id, now_ms):
             return
-        message = build()
-        for voter in sorted(self._awaiting):
-            self._send(voter, message)
-        self._next_send_ms = now_ms + self.config.request_timeout_ms
+        state = self.state
+        if (
+            isinstance(state, Leader)
+            and response.epoch == state.epoch
+            and response.error is ErrorCode.NONE
+        ):
+            self._leader_role().progress.on_acknowledged(src)
 
+    def _on_end_quorum_request(self, src: int, request: EndQuorumEpochRequest, now: int) -> None:
+        """E8, receiving side: only a higher epoch moves it (R2); a same-epoch leader hint
+        would make it follow the leader that is leaving."""
+        if src not in self.config.voters or request.leader_id != src:
+            self._ready.send(src, EndQuorumEpochResponse(*self._epoch_and_leader(), _INVALID))
+            return
+        if request.epoch < self.state.epoch:
+            self._ready.send(src, EndQuorumEpochResponse(*self._epoch_and_leader(), _FENCED))
+            return
+        if request.epoch > self.state.epoch:
+            self._observe_epoch(request.epoch, request.leader_id, now)
+        state = self.state
+        if isinstance(state, Follower) and state.leader_id == src and not state.leader_resigned:
+            self._enter(Follower(state.epoch, state.leader_id, leader_resigned=True), now)
+            self._fetch_loop().on_leader_resigned(request.preferred_successors, now)
+        self._ready.send(src, EndQuorumEpochResponse(*self._epoch_and_leader()))
 
-def _record_vote(state: Prospective | Candidate, voter: int, granted: bool) -> EpochState:
-    if granted:
-        return attrs.evolve(state, granted=state.granted | {voter})
-    return attrs.evolve(state, rejected=state.rejected | {voter})
+    def _on_end_quorum_response(
+        self, src: int, response: EndQuorumEpochResponse, now_ms: int
+    ) -> None:
+        if response.epoch >= self.state.epoch and isinstance(self.state, Resigned):
+            self._canvass().answered(src)
+        self._observe_epoch(response.epoch, response.leader_id, now_ms)
+
+    def _epoch_and_leader(self) -> tuple[int, int]:
+        return self.state.epoch, self.state.leader_id
+
+    # ------------------------------------------------------------------ F1-F6: replication
+
+    def _tick_follower(self, state: Follower, now_ms: int) -> None:
+        """E1 on a fetch timeout (an observer forgets the leader instead), else F1."""
+        fetcher = self._fetch_loop()
+        if not fetcher.timed_out(now_ms):
+            fetcher.maybe_send_fetch(state, now_ms)
+        elif self.config.is_voter:
+            self._become_prospective(state.leader_id, -1, 1, now_ms)
+        else:
+            self._enter(Unattached(state.epoch), now_ms)
+
+    def _on_fetch_request(self, src: int, request: RaftFetchRequest, now_ms: int) -> None:
+        """F2: the leader's answer (`answer_fetch`)."""
+        leader = self._role if isinstance(self._role, LeaderRole) else None
+        self._ready.send(src, answer_fetch(self.state, leader, src, request, now_ms))
+
+    def _on_fetch_snapshot_request(
+        self, src: int, request: FetchSnapshotRequest, now_ms: int
+    ) -> None:
+        """F5, leader side: one chunk of the snapshot (`answer_fetch_snapshot`)."""
+        leader = self._role if isinstance(self._role, LeaderRole) else None
+        answer = answer_fetch_snapshot(self.state, leader, src, request, now_ms)
+        self._ready.send(src, answer)
+
+    def _on_fetch_response(self, src: int, response: RaftFetchResponse, now_ms: int) -> None:
+        """F4 (after R2): only an answer from the current leader in its epoch is applied."""
+        state = self._follower_of(src, response.epoch, response.leader_id, now_ms)
+        if state is not None:
+            self._fetch_loop().on_fetch_response(state, response, now_ms)
+
+    def _on_fetch_snapshot_response(
+        self, src: int, response: FetchSnapshotResponse, now_ms: int
+    ) -> None:
+        """F5, follower side (after R2), from the current leader in its epoch."""
+        state = self._follower_of(src, response.epoch, response.leader_id, now_ms)
+        if state is not None:
+            self._fetch_loop().on_fetch_snapshot_response(state, response, now_ms)
+
+    def _follower_of(self, src: int, epoch: int, leader_id: int, now_ms: int) -> Follower | None:
+        """R2 for an answer to a fetch, then the Follower state if ``src`` is its leader and
+        the answer is of its epoch (None: the answer is not applied)."""
+        if not self._observe_epoch(epoch, leader_id, now_ms):
+            return None
+        state = self.state
+        if not isinstance(state, Follower) or state.leader_id != src or epoch != state.epoch:
+            return None
+        return state
+
+    def _leader_role(self) -> LeaderRole:
+        if not isinstance(self._role, LeaderRole):
+            unreachable(f"no leader role in {self.state}")
+        return self._role
+
+    def _fetch_loop(self) -> FetchLoop:
+        if not isinstance(self._role, FetchLoop):
+            unreachable(f"no fetch loop in {self.state}")
+        return self._role
+
+    def _canvass(self) -> Canvass:
+        if not isinstance(self._role, Canvass):
+            unreachable(f"no canvass in {self.state}")
+        return self._role
 
 
 _HANDLERS: dict[type, Callable[[RaftCore, int, Any, int], None]] = {

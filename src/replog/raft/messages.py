@@ -1,10 +1,10 @@
 """The quorum's RPCs as immutable values (KIP-595 with KIP-996 pre-vote and KIP-630 snapshots).
 
 These are the *meaning* of Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
-FetchSnapshot for the single metadata partition, without the wire encoding (phase 2 maps them
-onto the Kafka protocol schemas). Every request carries the sender's view of the epoch; every
-response carries the responder's epoch and the leader it knows (``-1``: none), which is how a
-node that is behind learns about newer epochs and leaders.
+FetchSnapshot for the single metadata partition, without the wire encoding (``replog.quorum.wire``
+encodes them, in Kafka's framing). Every request carries the sender's view of the
+epoch; every response carries the responder's epoch and the leader it knows (``-1``: none),
+which is how a node that is behind learns about newer epochs and leaders.
 
 Departures from the wire format, each to keep the core exact without the real transport:
 

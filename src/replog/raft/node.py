@@ -6,8 +6,8 @@ Theory of operation. Every input (``on_message``, ``tick``, ``propose``, ``resig
 each `Ready` (``ready.py``): log operations and the quorum-state land on disk at once, the
 log's fsync is left to the shell (`needs_flush` / `flush`), and the Ready's messages wait in
 an outbox until the fsync that covers every log operation taken before them has run
-(`take_messages`). A shell may fsync at once (tests), after a simulated disk delay (the
-simulator) or on a worker thread (phase 2).
+(`take_messages`). A shell may fsync at once (tests and ``replog.quorum``'s server, once per
+pump), after a simulated disk delay (the simulator) or on a worker thread.
 
 Committed records (below the high watermark) are applied in offset order to the state machine;
 control records advance the applied offset without reaching it. Every ``snapshot_interval``
