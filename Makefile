@@ -55,7 +55,7 @@ sim: $(STAMP)
 
 # What the simulator alone covers of the broker driver, replica manager and request handlers
 # (SEEDS seeds, 100 unless given).
-SIM_COVERED = src/replog/broker/driver.py,src/replog/broker/client_requests.py,src/replog/broker/controller_role.py,src/replog/broker/convert.py,src/replog/broker/effects.py,src/replog/broker/fetch_sessions.py,src/replog/broker/metadata_channel.py,src/replog/broker/outbox.py,src/replog/broker/replica_manager.py,src/replog/broker/requests/*,src/replog/broker/group_host.py,src/replog/groups/*
+SIM_COVERED = src/replog/broker/driver/core.py,src/replog/broker/driver/client_requests.py,src/replog/broker/driver/controller_role.py,src/replog/broker/driver/convert.py,src/replog/broker/driver/effects.py,src/replog/broker/driver/fetch_sessions.py,src/replog/broker/driver/metadata_channel.py,src/replog/broker/driver/outbox.py,src/replog/broker/driver/log_cleaning.py,src/replog/broker/driver/stop_sequence.py,src/replog/broker/driver/replica_manager.py,src/replog/broker/driver/requests/*,src/replog/broker/driver/group_host.py,src/replog/groups/*
 sim-coverage: $(STAMP)
 	$(BIN)/coverage run --data-file=.coverage.sim -m replog.testing.sim --seeds $(if $(filter 1000,$(SEEDS)),100,$(SEEDS))
 	$(BIN)/coverage report --data-file=.coverage.sim --include='$(SIM_COVERED)'

@@ -18,7 +18,7 @@ import time
 import timeit
 from collections.abc import Callable
 
-from replog.broker.convert import follower_fetch_request
+from replog.broker.driver.convert import follower_fetch_request
 from replog.isr import PartitionFetchRequest
 from replog.log import encode_batch
 from replog.protocol import (

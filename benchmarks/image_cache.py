@@ -27,7 +27,7 @@ import attrs
 
 from replog import Cluster
 from replog.broker.config import BrokerConfig
-from replog.broker.metadata_channel import MetadataChannel
+from replog.broker.driver.metadata_channel import MetadataChannel
 from replog.clock import SYSTEM_CLOCK
 from replog.metadata.types import PartitionState
 from replog.quorum.local import LocalQuorum

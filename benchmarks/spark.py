@@ -127,7 +127,7 @@ def _broker(in_process: bool, bootstrap: str | None, records: int) -> Iterator[s
 def _new_broker(in_process: bool) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="replog-spark-bench-") as base_dir:
         if in_process:
-            from replog.broker.cluster import Cluster
+            from replog.broker.shell.cluster import Cluster
 
             with Cluster.local(1, base_dir=base_dir) as cluster:
                 yield cluster.bootstrap

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from replog.broker.cluster import Cluster
+from replog.broker.shell.cluster import Cluster
 from replog.client import Admin, AsyncProducer
 
 USERS = ("ada", "bob", "cyd", "dee", "eve")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from replog.broker.replica_manager import ReplicaManager
+from replog.broker.driver.replica_manager import ReplicaManager
 from replog.metadata.image import MetadataImage
 from replog.metadata.types import MetadataChange, MetadataSnapshot, PartitionChanged, PartitionState
 

@@ -19,7 +19,7 @@ same values. Honoured:
 - ``leader.replication.throttled.replicas`` / ``follower.replication.throttled.replicas``
   (KIP-73): the replicas whose replication the broker's replication quotas throttle, as
   leader or as follower: ``*`` (every replica of the topic) or a list
-  ``partition:broker,...`` (``ThrottledReplicas``; ``replog.broker.replication_throttle``).
+  ``partition:broker,...`` (``ThrottledReplicas``; ``replog.broker.driver.replication_throttle``).
 
 Accepted and stored but not acted on: ``flush.messages`` and ``flush.ms`` (Kafka's forced
 fsync after so many messages or milliseconds; non-negative integers). replog's log has no

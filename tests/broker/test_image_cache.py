@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.broker.image_cache import (
+from replog.broker.driver.image_cache import (
     IMAGE_CACHE_FILE,
     MalformedImageCacheError,
     decode_image,
@@ -94,7 +94,7 @@ def test_a_damaged_or_foreign_file_is_ignored_with_a_warning(
     with pytest.raises(MalformedImageCacheError):
         decode_image(data)
     (tmp_path / IMAGE_CACHE_FILE).write_bytes(data)
-    with caplog.at_level(logging.WARNING, logger="replog.broker.image_cache"):
+    with caplog.at_level(logging.WARNING, logger="replog.broker.driver.image_cache"):
         assert read_image(REAL_FS, str(tmp_path)) is None
     assert "ignoring the metadata image cache" in caplog.text
 
@@ -115,7 +115,7 @@ def test_a_payload_with_a_valid_crc_but_wrong_content_is_not_trusted(tmp_path: P
 def test_a_backend_without_a_cluster_id_is_never_resumed_from() -> None:
     """memory:// (like ZooKeeper and etcd) has no store identity: a cached image, even one
     written against it by hand, is refused before any feed read."""
-    from replog.broker.image_keeper import catch_up
+    from replog.broker.driver.image_keeper import catch_up
     from replog.coord import connect
     from replog.coord.registry import drop_memory_store
 

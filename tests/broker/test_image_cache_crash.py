@@ -21,7 +21,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from replog.broker.image_cache import read_image
+from replog.broker.driver.image_cache import read_image
 from replog.log.fs import REAL_FS
 from tests.coord.test_raft_processes import VOTER_ARGS
 from tests.faults.harness import ProcessCluster, QuorumProcesses

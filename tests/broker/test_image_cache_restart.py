@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from replog import Admin, Cluster
-from replog.broker.broker import Broker
-from replog.broker.image_cache import IMAGE_CACHE_FILE, read_image
+from replog.broker.driver.image_cache import IMAGE_CACHE_FILE, read_image
+from replog.broker.shell.broker import Broker
 from replog.log.fs import REAL_FS
 from replog.metadata.image import MetadataImage
 from replog.quorum.client import RaftCoordinator

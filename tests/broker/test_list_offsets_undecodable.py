@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
-from replog.broker.requests.offsets import _offset_at
+from replog.broker.driver.requests.offsets import _offset_at
 from replog.errors import ErrorCode
 from replog.log import Log, LogConfig, encode_batch
 from replog.log.encoding import encode_varint

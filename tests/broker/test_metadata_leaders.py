@@ -9,8 +9,8 @@ import uuid
 from types import SimpleNamespace
 from typing import Any, cast
 
-from replog.broker.requests.base import RequestContext
-from replog.broker.requests.metadata import handle_metadata
+from replog.broker.driver.requests.base import RequestContext
+from replog.broker.driver.requests.metadata import handle_metadata
 from replog.errors import ErrorCode
 from replog.metadata.types import BrokerInfo, PartitionState, TopicAssignment
 from replog.protocol import RequestHeader

@@ -17,8 +17,8 @@ import pytest
 from replog.broker import BrokerConfig, BrokerState, Cluster
 from replog.broker import __main__ as broker_main
 from replog.broker.driver import BrokerDriver
-from replog.broker.metadata_channel import MetadataChannel
-from replog.broker.supervision import Retries, run_fatal, supervised
+from replog.broker.driver.metadata_channel import MetadataChannel
+from replog.broker.shell.supervision import Retries, run_fatal, supervised
 from replog.errors import ErrorCode
 from replog.groups import core as groups_core
 from replog.metadata.types import ChangeBatch

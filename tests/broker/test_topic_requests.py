@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from replog.broker.requests.base import AdminResult, AwaitAdmin, Reply, RequestContext
-from replog.broker.requests.topics import handle_delete_topics
+from replog.broker.driver.requests.base import AdminResult, AwaitAdmin, Reply, RequestContext
+from replog.broker.driver.requests.topics import handle_delete_topics
 from replog.errors import ErrorCode
 from replog.metadata.types import DeleteTopic
 from replog.protocol import RequestHeader

@@ -407,7 +407,7 @@ def test_slice_columns_gives_what_record_by_record_slicing_gave(
 
 
 def test_consumer_poll_columns_returns_what_poll_returns() -> None:
-    from replog.broker.cluster import Cluster
+    from replog.broker.shell.cluster import Cluster
     from replog.client import Admin, Consumer, Producer
 
     with Cluster.local(1) as cluster:

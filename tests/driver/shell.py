@@ -8,7 +8,7 @@ from typing import Any
 
 from replog.broker import BrokerConfig
 from replog.broker.driver import BrokerDriver
-from replog.broker.effects import (
+from replog.broker.driver.effects import (
     CloseClient,
     CoordCall,
     Effect,
@@ -17,7 +17,7 @@ from replog.broker.effects import (
     RunFlushes,
     Subscribe,
 )
-from replog.broker.stop_sequence import StopPhase
+from replog.broker.driver.stop_sequence import StopPhase
 from replog.clock import ManualClock
 from replog.coord.memory import MemoryCoordinator
 from replog.log.manager import LogManager

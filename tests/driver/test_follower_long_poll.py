@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replog.broker.convert import follower_fetch_request
+from replog.broker.driver.convert import follower_fetch_request
 from replog.isr import PartitionFetchRequest
 from replog.log import encode_batch
 from replog.metadata.types import PartitionState

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from replog.broker.driver import BrokerState
-from replog.broker.effects import CoordCall
-from replog.broker.metadata_channel import IMAGE_RETRY_MS_MAX, IMAGE_RETRY_MS_MIN
+from replog.broker.driver.effects import CoordCall
+from replog.broker.driver.metadata_channel import IMAGE_RETRY_MS_MAX, IMAGE_RETRY_MS_MIN
 from replog.coord.errors import CoordinatorUnavailableError, MustResyncError
 from replog.coord.memory import MemoryCoordinator
 
@@ -77,7 +77,7 @@ def test_a_failed_start_snapshot_is_retried_until_the_broker_comes_online(
 ) -> None:
     shell, coord = _shell(tmp_path)
     coord.snapshots = 4
-    with caplog.at_level(logging.WARNING, logger="replog.broker.metadata_channel"):
+    with caplog.at_level(logging.WARNING, logger="replog.broker.driver.metadata_channel"):
         shell.start(online=False)
         assert shell.driver.state is BrokerState.FENCED
         for _ in range(200):

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from replog.broker.config import BrokerConfig
-from replog.broker.convert import follower_fetch_request
-from replog.broker.driver_services import DriverServices
-from replog.broker.replication_throttle import ReplicationThrottle
-from replog.broker.requests.base import Reply, RequestContext
-from replog.broker.requests.fetch import handle_fetch
+from replog.broker.driver.convert import follower_fetch_request
+from replog.broker.driver.replication_throttle import ReplicationThrottle
+from replog.broker.driver.requests.base import Reply, RequestContext
+from replog.broker.driver.requests.fetch import handle_fetch
+from replog.broker.driver.services import DriverServices
 from replog.isr import PartitionFetchRequest
 from replog.log import encode_batch
 from replog.metadata.types import ALL_BROKERS, PartitionState

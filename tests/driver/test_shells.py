@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replog.broker.stop_sequence import StopPhase, StopSequence
+from replog.broker.driver.stop_sequence import StopPhase, StopSequence
 from tests.driver.shell import ScriptedShell
 
 
@@ -64,8 +64,8 @@ def test_a_driver_stops_through_the_sequence_and_unregisters(tmp_path: object) -
 def test_both_shells_carry_out_every_kind_of_effect() -> None:
     from typing import get_args
 
-    from replog.broker import broker
-    from replog.broker.effects import Effect
+    from replog.broker.driver.effects import Effect
+    from replog.broker.shell import broker
     from replog.testing import node
 
     kinds = set(get_args(Effect))

@@ -23,8 +23,8 @@ import sys
 from typing import Any
 
 from replog.broker.__main__ import serve
-from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
+from replog.broker.shell.broker import Broker
 from replog.log import FaultInjectingFileSystem, LogManager
 
 POWER_LOSS_EXIT = 137

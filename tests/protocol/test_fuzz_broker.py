@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from replog.broker.cluster import Cluster
+from replog.broker.shell.cluster import Cluster
 from replog.errors import ProtocolError
 from replog.protocol import RequestHeader, encode_request
 from replog.protocol.exceptions import EncodeError

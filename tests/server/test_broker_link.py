@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from replog.broker.links import BrokerLink
-from replog.broker.server import Response, Server
+from replog.broker.shell.links import BrokerLink
+from replog.broker.shell.server import Response, Server
 from replog.event_loop import run
 from replog.protocol import RequestHeader, encode_response_parts
 from replog.protocol import messages as m

@@ -1,4 +1,4 @@
-"""The broker server's connection layer (``replog.broker.server``, an ``asyncio.Protocol``):
+"""The broker server's connection layer (``replog.broker.shell.server``, an ``asyncio.Protocol``):
 frames split across reads or packed many to a read, in-order answers with handlers that finish at
 once and handlers that wait, back-pressure on reading past ``inflight_requests_max`` and on
 writing while the transport is over its high-water mark, oversized frames, and Fetch record
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from replog.broker.server import PARKED, Parked, Response, Server, _Connection
+from replog.broker.shell.server import PARKED, Parked, Response, Server, _Connection
 from replog.event_loop import run
 from replog.log import Log, LogConfig, encode_batch
 from replog.protocol import (

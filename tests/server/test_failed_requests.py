@@ -1,4 +1,4 @@
-"""The broker's TCP server (``replog.broker.server.Server``) with stand-in handlers that fail:
+"""The broker's TCP server (``replog.broker.shell.server.Server``) with stand-in handlers that fail:
 no request is left unanswered. A handler that raises gets the API's error response sent in its
 place and the connection keeps serving; when there is nothing to answer with (acks=0 produce)
 or a response breaks halfway out, the connection closes at once. Before, the request's client
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from replog.broker.server import Response, Server
+from replog.broker.shell.server import Response, Server
 from replog.errors import ErrorCode, NotLeaderError
 from replog.protocol import (
     FrameReader,
@@ -134,7 +134,7 @@ def test_a_handler_that_raises_is_answered_with_the_apis_error_response(
         assert isinstance(answer, m.ListOffsetsResponse)
         assert answer.topics[0].partitions[0].offset == 7
 
-    with caplog.at_level(logging.ERROR, logger="replog.broker.server"):
+    with caplog.at_level(logging.ERROR, logger="replog.broker.shell.server"):
         asyncio.run(serve(failing_once(RuntimeError("handler bug")), scenario))
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1

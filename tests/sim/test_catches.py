@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from replog.broker import requests
-from replog.broker.requests.base import Reply
+from replog.broker.driver import requests
+from replog.broker.driver.requests.base import Reply
 from replog.errors import ErrorCode
 from replog.groups import loading, offsets
 from replog.log.log import Log

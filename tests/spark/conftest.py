@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from replog.broker.cluster import Cluster
+from replog.broker.shell.cluster import Cluster
 from replog.client import Admin, AsyncProducer
 
 Row = tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]

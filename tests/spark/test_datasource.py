@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from replog.broker.cluster import Cluster
+from replog.broker.shell.cluster import Cluster
 from tests.spark.conftest import create_topic, move_log_start, produce
 
 pytestmark = pytest.mark.spark

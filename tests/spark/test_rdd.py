@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from replog.broker.cluster import Cluster
+from replog.broker.shell.cluster import Cluster
 from replog.spark import (
     AdminOffsetSource,
     OffsetRange,

@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from replog import Admin, Cluster
 from replog.broker.config import BrokerConfig
-from replog.broker.metrics import GAUGES
-from replog.broker.topic_meters import BYTES_IN, TopicMeters
+from replog.broker.shell.metrics import GAUGES
+from replog.broker.shell.topic_meters import BYTES_IN, TopicMeters
 from replog.clock import ManualClock
 from replog.errors import InvalidConfigError
 from tests.waiting import eventually

@@ -30,7 +30,7 @@ then flush, checkpoints, clean-shutdown marker); a second SIGTERM/SIGINT during 
 once without moving leadership (still flushing and checkpointing). A last JSON line
 ``{"event": "stopped", ...}`` follows. SIGKILL is a crash, as for any process.
 
-A broker whose own work fails in a way it cannot skip (``replog.broker.supervision``: a
+A broker whose own work fails in a way it cannot skip (``replog.broker.shell.supervision``: a
 metadata application that raised, say) logs it CRITICAL, stops itself as a crash would (clients
 fail over) and the process ends with ``{"event": "failed", ...}``.
 
@@ -50,8 +50,8 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from replog.broker.broker import Broker
 from replog.broker.config import BrokerConfig
+from replog.broker.shell.broker import Broker
 from replog.errors import InvalidConfigError
 from replog.event_loop import run
 from replog.quorum.local import QuorumThread

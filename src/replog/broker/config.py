@@ -30,7 +30,7 @@ timeout bounds, ``initial_rebalance_delay_ms``, ``offsets_topic_partitions``, of
 the same values.
 
 Replication quotas (KIP-73): the rates are dynamic broker configs
-(``leader/follower.replication.throttled.rate``, ``replog.broker.replication_throttle``);
+(``leader/follower.replication.throttled.rate``, ``replog.broker.driver.replication_throttle``);
 ``replication_quota_window_count`` windows of ``replication_quota_window_ms`` (Kafka's
 ``replication.quota.window.num`` 11 and ``replication.quota.window.size.seconds`` 1) are what
 their rates are measured over.
@@ -281,7 +281,7 @@ class BrokerConfig:
     #: keep the metadata image in ``<first log dir>/__cluster_metadata_image`` and resume the
     #: feed from it at start (``raft://`` only: it needs the store's cluster id), rewritten at
     #: most every ``metadata_image_cache_interval_ms`` while the image changes, and at a clean
-    #: shutdown (``replog.broker.image_cache``)
+    #: shutdown (``replog.broker.driver.image_cache``)
     metadata_image_cache_enable: bool = True
     metadata_image_cache_interval_ms: int = 10_000
     #: how often retention deletes old segments (Kafka's log.retention.check.interval.ms)
@@ -306,7 +306,8 @@ class BrokerConfig:
     #: ``state-change.log`` in the first log dir: rotated at this size, this many old files kept
     state_change_log_bytes_max: int = 10 * 1024 * 1024
     state_change_log_backups: int = 5
-    #: serve Prometheus metrics on this port (0: a free one; None: off; ``replog.broker.metrics``)
+    #: serve Prometheus metrics on this port (0: a free one; None: off;
+    #: ``replog.broker.shell.metrics``)
     metrics_port: int | None = None
     #: consumer groups (module docstring): the coordinator's settings, and the replication of
     #: ``__consumer_offsets`` (Kafka's offsets.topic.replication.factor; min ISR 2 as asked of

@@ -4,7 +4,7 @@ A ``Purgatory`` holds operations keyed by deadline (``sortedcontainers``) and, o
 *watch key*: the offset whose arrival completes the operation. For produces the watch key is the
 required offset, so an HW move pops exactly the produces it satisfies. Every queue is bounded; a
 full queue refuses new operations rather than growing without limit. (Long-polling fetches wait
-in the broker's request layer, ``replog.broker.requests.fetch``, not here.)
+in the broker's request layer, ``replog.broker.driver.requests.fetch``, not here.)
 """
 
 from __future__ import annotations

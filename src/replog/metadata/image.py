@@ -6,7 +6,7 @@ way every backend's ``snapshot()`` would show it. A broker keeps exactly one: it
 channel applies each feed batch to it once and hands the image with the batch's
 ``MetadataDelta`` (what ``apply`` returns) to every part that acts on metadata (the replica
 manager, the handlers, the group host), and writes it to disk now and then
-(``replog.broker.image_cache``) so that after a restart it can bring that cached image up to
+(``replog.broker.driver.image_cache``) so that after a restart it can bring that cached image up to
 date from the feed instead of reading a full snapshot.
 
 The rules mirror the stores' (``metadata.records`` says what each write appends):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from replog.broker import BrokerConfig
 from replog.broker.driver import BrokerDriver, BrokerState
-from replog.broker.effects import (
+from replog.broker.driver.effects import (
     CloseClient,
     CoordCall,
     Effect,
@@ -43,8 +43,8 @@ from replog.broker.effects import (
     SendToBroker,
     Subscribe,
 )
-from replog.broker.replica_manager import ReplicaManager
-from replog.broker.stop_sequence import StopPhase
+from replog.broker.driver.replica_manager import ReplicaManager
+from replog.broker.driver.stop_sequence import StopPhase
 from replog.controller.service import random_placement_start
 from replog.coord.errors import CoordinatorUnavailableError
 from replog.errors import ProtocolError

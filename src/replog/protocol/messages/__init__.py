@@ -7,8 +7,8 @@ classes). ``supported_api_versions()`` is what an ApiVersions response advertise
 (BrokerRegistration, BrokerHeartbeat and ApiVersions); brokers neither serve nor advertise them.
 
 ``GROUP_APIS`` is the consumer-group part of ``APIS`` (the broker's group coordinator serves
-them; ``replog.broker.requests.groups``). An API is advertised and decoded by ``framing`` only
-once its spec is in ``APIS``.
+them; ``replog.broker.driver.requests.groups``). An API is advertised and decoded by
+``framing`` only once its spec is in ``APIS``.
 """
 
 from __future__ import annotations

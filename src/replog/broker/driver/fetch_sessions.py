@@ -1,0 +1,290 @@
+"""``FetchSessions``: the follower side of replication, one fetch session per leader broker.
+
+For every broker this one follows partitions on, one Fetch (v12: replica id, current leader
+epoch, last fetched epoch) for all those partitions is in flight at a time. In FSYNC mode the
+local logs are flushed (group commit) before a request that reports their LEO goes out. An
+answer is applied through ``ReplicaManager.on_fetch_response`` (the ``Partition`` machine does
+the divergence and truncation rules); an answer that may truncate a log waits until no fsync is
+running (``BrokerDriver.exclusive``). A session that made progress fetches again at once, else
+after ``replica_fetch_backoff_ms``.
+
+A Fetch answer carries no leader log end offset, so for partitions that answer
+OFFSET_OUT_OF_RANGE the session asks the leader with ListOffsets, as a replica (earliest = its
+log start, latest = its LEO), before applying -- as Kafka's follower does
+(``fetchLatestOffsetFromLeader``).
+
+Replication quota (KIP-73, ``replog.broker.driver.replication_throttle``): a partition in this
+broker's follower-throttled set is left out of the request while the follower quota is
+exceeded and this replica is not in the ISR (a session left with nothing to ask backs off);
+the bytes received for the partitions of that set are recorded against the quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from replog.broker.driver.convert import (
+    follower_fetch_request,
+    follower_fetch_responses,
+    list_offsets_found,
+    may_truncate,
+    out_of_range_partitions,
+    replica_list_offsets_request,
+)
+from replog.broker.driver.effects import ResetLink
+from replog.broker.driver.ports import DriverCore
+from replog.broker.driver.replication_throttle import ReplicationThrottle
+from replog.isr import FollowerAction, PartitionFetchRequest
+from replog.protocol import messages as m
+from replog.topics import TopicPartition
+
+__all__ = ["FETCH_VERSION", "LIST_OFFSETS_VERSION", "FetchSessions"]
+
+FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
+
+
+class FetchHost(DriverCore, Protocol):
+    """What the fetch sessions use of the driver (see ``replog.broker.driver.ports``)."""
+
+    @property
+    def replication_throttle(self) -> ReplicationThrottle:
+        """The replication quotas."""
+
+    def after_input(self) -> None:
+        """Run the driver's end-of-input step (completions, outputs)."""
+
+    def exclusive(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when no group commit is in flight."""
+
+    def flush_then(self, then: Callable[[int], None]) -> None:
+        """Run ``then`` once the appends so far are flushed."""
+
+
+@attrs.define(eq=False)
+class _LeaderSession:
+    leader_id: int
+    next_at_ms: int
+    token: int | None = None
+    waiting_flush: bool = False
+
+
+class FetchSessions:
+    """See the module docstring."""
+
+    def __init__(self, driver: FetchHost) -> None:
+        self._driver = driver
+        self._sessions: dict[int, _LeaderSession] = {}
+
+    @property
+    def leaders(self) -> list[int]:
+        """Brokers this broker fetches from."""
+        return sorted(self._sessions)
+
+    def reconcile(self, now_ms: int) -> None:
+        """One session per broker this one follows partitions on; others end."""
+        driver = self._driver
+        rm = driver.rm_or_none
+        wanted = set() if rm is None else rm.follower_leaders() - {driver.broker_id}
+        for leader_id in set(self._sessions) - wanted:
+            session = self._sessions.pop(leader_id)
+            if session.token is not None:
+                driver.outbox.forget(session.token)
+            driver.outbox.emit(ResetLink(leader_id))
+        for leader_id in sorted(wanted - set(self._sessions)):
+            self._sessions[leader_id] = _LeaderSession(leader_id, now_ms)
+
+    def on_tick(self, now_ms: int) -> None:
+        """Start the rounds that are due."""
+        for session in list(self._sessions.values()):
+            if session.token is None and not session.waiting_flush and session.next_at_ms <= now_ms:
+                self._round(session, now_ms)
+
+    def stop(self) -> None:
+        """End every session (the broker is halting)."""
+        for leader_id, session in sorted(self._sessions.items()):
+            if session.token is not None:
+                self._driver.outbox.forget(session.token)
+            self._driver.outbox.emit(ResetLink(leader_id))
+        self._sessions.clear()
+
+    # ------------------------------------------------------------------ one round
+
+    def _live(self, session: _LeaderSession) -> bool:
+        return self._sessions.get(session.leader_id) is session
+
+    def _backoff(self, session: _LeaderSession, now_ms: int) -> None:
+        session.token = None
+        session.next_at_ms = now_ms + self._driver.config.replica_fetch_backoff_ms
+
+    def _round(self, session: _LeaderSession, now_ms: int) -> None:
+        driver = self._driver
+        rm = driver.rm
+        requests = rm.fetch_requests_for(session.leader_id)
+        if not requests or session.leader_id not in rm.image.brokers:
+            self._backoff(session, now_ms)
+            return
+        if any(r.requires_flush for _, r in requests):
+            session.waiting_flush = True
+
+            def flushed(now: int) -> None:
+                session.waiting_flush = False
+                if self._live(session):
+                    self._send(session, now)
+
+            driver.flush_then(flushed)
+            return
+        self._send(session, now_ms, requests)
+
+    def _unthrottled(
+        self, requests: list[tuple[TopicPartition, PartitionFetchRequest]], now_ms: int
+    ) -> list[tuple[TopicPartition, PartitionFetchRequest]]:
+        """``requests`` without the partitions the follower quota holds back."""
+        rm = self._driver.rm
+        throttle = self._driver.replication_throttle
+        throttle.sync_rates(rm.image.broker_configs)
+        kept = []
+        for tp, request in requests:
+            state = rm.image.partitions.get(tp)
+            in_sync = state is not None and self._driver.broker_id in state.isr
+            assignment = rm.image.topics.get(tp[0])
+            if not throttle.follower_holds(assignment, tp[1], in_sync=in_sync, now_ms=now_ms):
+                kept.append((tp, request))
+        return kept
+
+    def _send(
+        self,
+        session: _LeaderSession,
+        now_ms: int,
+        requests: list[tuple[TopicPartition, PartitionFetchRequest]] | None = None,
+    ) -> None:
+        """Fetch from the session's leader: ``requests`` as ``_round`` just built them, or
+        built again (after a flush the logs may have grown)."""
+        driver = self._driver
+        if requests is None:
+            requests = driver.rm.fetch_requests_for(session.leader_id)
+        requests = self._unthrottled(requests, now_ms)
+        if not requests:
+            self._backoff(session, now_ms)
+            return
+        config = driver.config
+        body = follower_fetch_request(
+            driver.broker_id,
+            requests,
+            max_wait_ms=config.replica_fetch_wait_ms_max,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_bytes_max,
+        )
+        asked = dict(requests)
+
+        def answered(response: Any, error: BaseException | None) -> None:
+            self._on_fetch_answer(session, asked, response, error)
+
+        session.token = driver.outbox.send(
+            session.leader_id, m.FETCH.api_key, FETCH_VERSION, body, answered
+        )
+
+    def _on_fetch_answer(
+        self,
+        session: _LeaderSession,
+        asked: dict[TopicPartition, PartitionFetchRequest],
+        response: Any,
+        error: BaseException | None,
+    ) -> None:
+        now_ms = self._driver.now_ms
+        if not self._live(session):
+            return
+        if error is not None or not isinstance(response, m.FetchResponse):
+            self._driver.outbox.emit(ResetLink(session.leader_id))
+            self._backoff(session, now_ms)
+            return
+        out_of_range = out_of_range_partitions(response)
+        if out_of_range:
+            self._ask_offsets(session, asked, response, out_of_range)
+        else:
+            self._apply(session, asked, response, {})
+
+    def _ask_offsets(
+        self,
+        session: _LeaderSession,
+        asked: dict[TopicPartition, PartitionFetchRequest],
+        response: m.FetchResponse,
+        tps: list[TopicPartition],
+    ) -> None:
+        """ListOffsets earliest, then latest, as a replica; then apply."""
+        driver = self._driver
+        epochs = {
+            tp: replica.leader_epoch
+            for tp in tps
+            if (replica := driver.rm.partition(*tp)) is not None
+        }
+        found: dict[int, dict[TopicPartition, int]] = {}
+
+        def ask(timestamp: int) -> None:
+            body = replica_list_offsets_request(driver.broker_id, tps, epochs, timestamp)
+            session.token = driver.outbox.send(
+                session.leader_id,
+                m.LIST_OFFSETS.api_key,
+                LIST_OFFSETS_VERSION,
+                body,
+                lambda answer, error: got(timestamp, answer, error),
+            )
+
+        def got(timestamp: int, answer: Any, error: BaseException | None) -> None:
+            if not self._live(session):
+                return
+            if error is not None or not isinstance(answer, m.ListOffsetsResponse):
+                driver.outbox.emit(ResetLink(session.leader_id))
+                self._backoff(session, driver.now_ms)
+                return
+            found[timestamp] = list_offsets_found(answer)
+            if timestamp == m.EARLIEST_TIMESTAMP:
+                ask(m.LATEST_TIMESTAMP)
+                return
+            earliest, latest = found[m.EARLIEST_TIMESTAMP], found[m.LATEST_TIMESTAMP]
+            offsets = {
+                tp: (earliest[tp], latest[tp]) for tp in tps if tp in earliest and tp in latest
+            }
+            self._apply(session, asked, response, offsets)
+
+        ask(m.EARLIEST_TIMESTAMP)
+
+    def _apply(
+        self,
+        session: _LeaderSession,
+        asked: dict[TopicPartition, PartitionFetchRequest],
+        response: m.FetchResponse,
+        leader_offsets: Mapping[TopicPartition, tuple[int, int]],
+    ) -> None:
+        driver = self._driver
+        session.token = None
+
+        def apply_now() -> None:
+            if not self._live(session):
+                return
+            now_ms = driver.now_ms
+            progressed = True
+            throttle = driver.replication_throttle
+            for tp, answer in follower_fetch_responses(
+                driver.broker_id, asked, response, leader_offsets
+            ):
+                if answer.size_bytes and throttle.follower_covers(
+                    driver.rm.image.topics.get(tp[0]), tp[1]
+                ):
+                    throttle.follower.record(answer.size_bytes, now_ms)
+                outcome = driver.rm.on_fetch_response(tp, answer, now_ms)
+                if outcome.action is FollowerAction.FAILED:
+                    progressed = False
+            driver.after_input()
+            session.next_at_ms = (
+                now_ms if progressed else now_ms + driver.config.replica_fetch_backoff_ms
+            )
+            self.on_tick(now_ms)
+
+        if may_truncate(response, leader_offsets):
+            driver.exclusive(apply_now)  # waits for a running fsync: no truncation under it
+        else:
+            apply_now()

@@ -1,0 +1,120 @@
+"""Fetch (key 1): consumers read up to the HW, followers up to the LEO; a long poll waits.
+
+Each partition is read at once (the follower's fetch also records its progress on the leader);
+records travel as zero-copy ``RecordsRef`` holes. A response smaller than ``min_bytes`` with no
+error and time left waits (``AwaitData``) until one of its partitions gets data or the wait
+(``max_wait_ms``, at most the request timeout) ends, then is read again. This is the one
+long-poll mechanism: the partition machines never park fetches themselves. A follower's fetch
+reads up to the LEO, so a move of the HW alone does not read it again (as Kafka's delayed
+fetch, whose follower side counts the bytes past the fetch offset only): on the leader, the
+follower fetch that advances the HW would otherwise re-read every other parked follower fetch
+for nothing, ahead of the produce responses that HW completes.
+
+A follower's fetch is subject to the leader's replication quota (KIP-73,
+``replog.broker.driver.replication_throttle``): a partition in this broker's leader-throttled set
+whose fetching replica is not in the ISR is answered without records while the quota is
+exceeded (its HW and log start still go back, and the follower's fetch state still moves);
+the bytes of the leader-throttled partitions in the response that is sent are recorded
+against the quota. A throttled partition adds no bytes, so such a fetch waits out its
+``max_wait_ms`` like any other that found too little.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from replog.broker.driver.convert import (
+    fetch_partition_request,
+    fetch_partitions,
+    fetch_response_partition,
+    records_of,
+)
+from replog.broker.driver.requests.base import (
+    AwaitData,
+    Handler,
+    Outcome,
+    Reply,
+    RequestContext,
+    RequestServices,
+)
+from replog.errors import ErrorCode
+from replog.isr import PartitionFetchResponse
+from replog.isr.replica_log import BytesSlice
+from replog.protocol import messages as m
+from replog.protocol.schema import Message
+from replog.topics import TopicPartition
+
+__all__ = ["HANDLERS", "handle_fetch"]
+
+
+def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestServices) -> Outcome:
+    """See the module docstring."""
+    wait_ms = min(max(body.max_wait_ms, 0), services.config.request_timeout_ms)
+    deadline_ms = ctx.now_ms + wait_ms
+    partitions = fetch_partitions(body)
+    tps = frozenset(tp for tp, _ in partitions)
+
+    def attempt(now_ms: int, final: bool) -> Outcome:
+        topics, total, any_error, throttled_bytes = _read_all(services, body, partitions, now_ms)
+        if final or total >= body.min_bytes or any_error or now_ms >= deadline_ms or not tps:
+            if throttled_bytes:
+                services.replication_throttle.leader.record(throttled_bytes, now_ms)
+            return Reply(m.FetchResponse(error_code=0, session_id=0, responses=topics))
+        return AwaitData(tps, deadline_ms, attempt, on_hw=body.replica_id < 0)
+
+    return attempt(ctx.now_ms, False)
+
+
+def _read_all(
+    services: RequestServices,
+    body: m.FetchRequest,
+    partitions: list[tuple[TopicPartition, m.FetchPartition]],
+    now_ms: int,
+) -> tuple[list[m.FetchResponseTopic], int, bool, int]:
+    """Every partition of the request, read now: (topics, record bytes, any error, record
+    bytes of leader-throttled partitions)."""
+    budget = min(max(body.max_bytes, 1), services.config.fetch_bytes_max)
+    total, any_error, throttled_bytes = 0, False, 0
+    throttle = services.replication_throttle
+    throttle.sync_rates(services.broker_configs)
+    by_topic: dict[str, list[m.FetchResponsePartition]] = {}
+    for (topic, partition), wire in partitions:
+        room = budget - total
+        request = fetch_partition_request(body.replica_id, wire, room)
+        answer = services.fetch(topic, partition, request, now_ms)
+        throttled = request.is_from_follower and throttle.leader_covers(
+            services.topics.get(topic), partition
+        )
+        if throttled:
+            answer = _maybe_hold(services, (topic, partition), request.replica_id, answer, now_ms)
+        records, size = records_of(answer, room if total > 0 else max(room, 1))
+        total += size
+        throttled_bytes += size if throttled else 0
+        any_error = any_error or answer.error_code is not ErrorCode.NONE
+        any_error = any_error or answer.diverging_epoch is not None
+        by_topic.setdefault(topic, []).append(fetch_response_partition(partition, answer, records))
+    topics = [m.FetchResponseTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+    return topics, total, any_error, throttled_bytes
+
+
+def _maybe_hold(
+    services: RequestServices,
+    tp: tuple[str, int],
+    replica_id: int,
+    answer: PartitionFetchResponse,
+    now_ms: int,
+) -> PartitionFetchResponse:
+    """``answer`` without its records when the leader quota holds follower ``replica_id``
+    back."""
+    if answer.records is None or answer.records.size_bytes == 0:
+        return answer
+    topic, partition = tp
+    replica = services.partition(topic, partition)
+    in_sync = replica is not None and replica_id in replica.isr
+    holds = services.replication_throttle.leader_holds(
+        services.topics.get(topic), partition, in_sync=in_sync, now_ms=now_ms
+    )
+    return attrs.evolve(answer, records=BytesSlice(b"")) if holds else answer
+
+
+HANDLERS: dict[type[Message], Handler] = {m.FetchRequest: handle_fetch}
