@@ -11,37 +11,104 @@ partitions are reconciled right away, each its own decision after the completion
 
 ElectLeader completes with the partition's own outcome (Kafka's ElectLeaders answers), so the
 broker that took the request answers each partition from its completion alone.
+
+The handlers see the machine through ``AdminHost``: the members of ``ControllerMachine`` they
+use, declared here, so this module does not import the machine (the machine imports it, through
+``controller_requests``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Protocol
 
 import attrs
 
 from replog.config_layers import apply_changes, check_broker_configs
 from replog.election.controller_writes import (
     BrokerConfigsWrite,
+    CompleteRequestWrite,
+    ControllerOutput,
     ControllerWrite,
     TopicConfigsWrite,
     WriteCause,
 )
-from replog.election.partition_change import LeaderElectionStrategy
+from replog.election.decision import Decision
+from replog.election.partition_change import ElectionPolicy, LeaderElectionStrategy
 from replog.election.rebalance import elect_leader as decide_election
-from replog.election.state import TopicPartition
-from replog.election.state_change import Actor
+from replog.election.state import ClusterView, PartitionRegistration, TopicPartition
+from replog.election.state_change import Actor, StateChange
 from replog.errors import ErrorCode, InvalidConfigError
 from replog.metadata import types as ct
 from replog.topic_config import parse_topic_configs
 
-if TYPE_CHECKING:
-    from replog.election.controller import ControllerMachine
+__all__ = ["AdminHost", "alter_configs", "elect_leader"]
 
-__all__ = ["alter_configs", "elect_leader"]
+
+class AdminHost(Protocol):
+    """What the config and election handlers use of ``ControllerMachine``."""
+
+    @property
+    def controller_id(self) -> int:
+        """The controller's broker id."""
+
+    @property
+    def actor(self) -> Actor:
+        """This controller as a state-change participant."""
+
+    @property
+    def cluster(self) -> ClusterView:
+        """The brokers' registrations as the view holds them."""
+
+    @property
+    def topics(self) -> MutableMapping[str, ct.TopicAssignment]:
+        """The view's topics (the handlers update it ahead of the store's echo)."""
+
+    @property
+    def partitions(self) -> MutableMapping[TopicPartition, PartitionRegistration]:
+        """The view's partitions."""
+
+    @property
+    def broker_configs(self) -> Mapping[int, ct.TopicConfigs]:
+        """Dynamic broker configs by broker id (``ct.ALL_BROKERS``: the cluster default)."""
+
+    def new_group(self) -> int:
+        """A fresh write group."""
+
+    def policy(self, tp: TopicPartition) -> ElectionPolicy:
+        """``tp``'s election policy."""
+
+    def on_broker_configs(self, broker_id: int, configs: ct.TopicConfigs) -> None:
+        """Adopt a broker's (or the cluster default's) new dynamic configs."""
+
+    def cas_writes(
+        self, tp: TopicPartition, decision: Decision, cause: WriteCause, group: int | None = None
+    ) -> list[ControllerWrite]:
+        """The write for a partition decision, applied to the view at once."""
+
+    def reconcile_partition(self, tp: TopicPartition, now_ms: int) -> ControllerOutput:
+        """Bring one partition in line with the brokers' liveness."""
+
+    def complete(
+        self,
+        request: ct.AdminRequest,
+        group: int,
+        error: ErrorCode,
+        message: str,
+        records: Iterable[StateChange] = (),
+        *,
+        result: ct.AlterPartitionResult | None = None,
+    ) -> CompleteRequestWrite:
+        """The completion write of ``request`` in ``group``."""
+
+    def reject_request(
+        self, request: ct.AdminRequest, error: ErrorCode, message: str, now_ms: int
+    ) -> ControllerOutput:
+        """Complete ``request`` with ``error`` and a REJECTED record."""
 
 
 def alter_configs(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AlterConfigs, now_ms: int
+    machine: AdminHost, request: ct.AdminRequest, payload: ct.AlterConfigs, now_ms: int
 ) -> list[ControllerWrite]:
     """Change a topic's configs or a broker's dynamic configs (module docstring)."""
     group = machine.new_group()
@@ -85,7 +152,7 @@ def alter_configs(
 
 
 def _refuse(
-    machine: ControllerMachine,
+    machine: AdminHost,
     request: ct.AdminRequest,
     error: ErrorCode,
     message: str,
@@ -95,7 +162,7 @@ def _refuse(
 
 
 def _elect_where_leaderless(
-    machine: ControllerMachine, tps: list[TopicPartition], now_ms: int
+    machine: AdminHost, tps: list[TopicPartition], now_ms: int
 ) -> list[ControllerWrite]:
     """Reconcile the leaderless partitions among ``tps`` whose policy now allows an unclean
     election (Kafka checks them periodically; here the change itself triggers it)."""
@@ -110,7 +177,7 @@ def _elect_where_leaderless(
 
 
 def elect_leader(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.ElectLeader, now_ms: int
+    machine: AdminHost, request: ct.AdminRequest, payload: ct.ElectLeader, now_ms: int
 ) -> list[ControllerWrite]:
     """One partition's preferred (or unclean) election, completed with its own outcome."""
     tp = TopicPartition(payload.topic, payload.partition)

@@ -12,16 +12,21 @@ a state-change record always names a partition.
 Delete topic queues a CloseReplica(delete) for every replica's broker after the deletion, so a
 broker that is down meanwhile finds it queued when it returns (a broker's queue of state-change
 requests is persistent).
+
+The handlers see the machine through ``RequestsHost``, declared here: the members of
+``ControllerMachine`` they use, over ``controller_admin.AdminHost`` (the config and election
+requests go on to that module's handlers), so this module does not import the machine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from replog.election import controller_admin
 from replog.election.alter_partition import handle_alter_partition, response_error
 from replog.election.broker_events import on_broker_unclean_restart
+from replog.election.controller_admin import AdminHost
 from replog.election.controller_writes import (
     ControllerWrite,
     NewPartitionsWrite,
@@ -47,14 +52,42 @@ from replog.metadata import types as ct
 from replog.metadata.values import NEW_PARTITIONS_MAX
 from replog.topics import collision_key
 
-if TYPE_CHECKING:
-    from replog.election.controller import ControllerMachine
+__all__ = [
+    "RequestsHost",
+    "alter_partition",
+    "handle",
+    "handling_order",
+    "reject",
+    "start_reassignment",
+]
 
-__all__ = ["alter_partition", "handle", "handling_order", "reject", "start_reassignment"]
+
+class RequestsHost(AdminHost, Protocol):
+    """What the admin-request handlers use of ``ControllerMachine``."""
+
+    @property
+    def placement_start(self) -> Callable[[int], tuple[int, int]]:
+        """The replica-placement start for ``n`` brokers (injected)."""
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a topic from the view (it is being deleted)."""
+
+    def preferred_election(
+        self,
+        tps: Iterable[TopicPartition],
+        now_ms: int,
+        *,
+        requester: Actor,
+        cause: WriteCause,
+        group: int | None = None,
+        keep_rejections: bool = True,
+    ) -> tuple[list[ControllerWrite], dict[TopicPartition, ErrorCode], list[StateChange]]:
+        """Preferred elections on ``tps``: the writes, each partition's result, and the
+        records of the rejected ones."""
 
 
 def handling_order(
-    machine: ControllerMachine, pending: Sequence[ct.AdminRequest], limit: int
+    machine: RequestsHost, pending: Sequence[ct.AdminRequest], limit: int
 ) -> list[ct.AdminRequest]:
     """Which of ``pending`` (the queue, oldest first) to handle in this round, in order: ISR
     proposals for partitions below their min ISR first (acks=all writes to them wait on it),
@@ -84,7 +117,7 @@ def handling_order(
 
 
 def _topic_record(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     topic: str,
     kind: StateChangeKind,
     error: ErrorCode,
@@ -105,7 +138,7 @@ def _topic_record(
 
 
 def reject(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     request: ct.AdminRequest,
     error: ErrorCode,
     message: str,
@@ -130,9 +163,7 @@ def reject(
     return [machine.complete(request, machine.new_group(), error, message, [record])]
 
 
-def handle(
-    machine: ControllerMachine, request: ct.AdminRequest, now_ms: int
-) -> list[ControllerWrite]:
+def handle(machine: RequestsHost, request: ct.AdminRequest, now_ms: int) -> list[ControllerWrite]:
     """Dispatch one queued request to its handler."""
     payload = request.payload
     if isinstance(payload, ct.AlterPartition):
@@ -160,7 +191,7 @@ def handle(
 
 
 def _allocate_producer_ids(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     request: ct.AdminRequest,
     payload: ct.AllocateProducerIds,
     now_ms: int,
@@ -184,7 +215,7 @@ def _allocate_producer_ids(
 
 
 def _damaged_replica(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.DamagedReplica, now_ms: int
+    machine: RequestsHost, request: ct.AdminRequest, payload: ct.DamagedReplica, now_ms: int
 ) -> list[ControllerWrite]:
     """A broker reports a damaged batch in its replica: it leaves the partition's ISR and ELR
     and leadership moves to a healthy replica, as for an unclean restart of that partition
@@ -210,7 +241,7 @@ def _damaged_replica(
 
 
 def _placement(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     given: tuple[tuple[int, ...], ...],
     partition_count: int,
     replication_factor: int,
@@ -240,7 +271,7 @@ def _placement(
 
 
 def _create_topic(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.CreateTopic, now_ms: int
+    machine: RequestsHost, request: ct.AdminRequest, payload: ct.CreateTopic, now_ms: int
 ) -> list[ControllerWrite]:
     topic = payload.topic
     kind = StateChangeKind.CREATE_PARTITION
@@ -281,7 +312,7 @@ def _create_topic(
 
 
 def _add_partitions(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AddPartitions, now_ms: int
+    machine: RequestsHost, request: ct.AdminRequest, payload: ct.AddPartitions, now_ms: int
 ) -> list[ControllerWrite]:
     topic = payload.topic
     known = machine.topics.get(topic)
@@ -321,7 +352,7 @@ def _add_partitions(
 
 
 def _delete_topic(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.DeleteTopic, now_ms: int
+    machine: RequestsHost, request: ct.AdminRequest, payload: ct.DeleteTopic, now_ms: int
 ) -> list[ControllerWrite]:
     topic = payload.topic
     group = machine.new_group()
@@ -365,7 +396,7 @@ def _delete_topic(
 
 
 def _preferred_election(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     request: ct.AdminRequest,
     payload: ct.PreferredElection,
     now_ms: int,
@@ -389,7 +420,7 @@ def _preferred_election(
 
 
 def alter_partition(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.AlterPartition, now_ms: int
+    machine: RequestsHost, request: ct.AdminRequest, payload: ct.AlterPartition, now_ms: int
 ) -> list[ControllerWrite]:
     """A leader's ISR proposal, validated in KRaft's order (``alter_partition.py``); the
     completion carries the error and the resulting (or current) partition as an
@@ -417,7 +448,7 @@ def alter_partition(
 
 
 def start_reassignment(
-    machine: ControllerMachine, request: ct.AdminRequest, payload: ct.ReassignPartition, now_ms: int
+    machine: RequestsHost, request: ct.AdminRequest, payload: ct.ReassignPartition, now_ms: int
 ) -> list[ControllerWrite]:
     """Start (or cancel, target None) a reassignment; the request completes once the
     START record is written, and ``on_tick`` drives the rest."""
@@ -449,7 +480,7 @@ def start_reassignment(
 
 
 def _reject_tp(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     request: ct.AdminRequest,
     tp: TopicPartition,
     error: ErrorCode,
@@ -471,14 +502,14 @@ def _reject_tp(
     ]
 
 
-def topic_exists(machine: ControllerMachine, topic: str) -> str | None:
+def topic_exists(machine: RequestsHost, topic: str) -> str | None:
     """The existing topic ``topic`` would collide with ('.' and '_' are the same), if any."""
     key = collision_key(topic)
     return next((t for t in machine.topics if collision_key(t) == key), None)
 
 
 def place(
-    machine: ControllerMachine, partition_count: int, replication_factor: int, first_partition: int
+    machine: RequestsHost, partition_count: int, replication_factor: int, first_partition: int
 ) -> dict[int, tuple[int, ...]]:
     """Replicas for new partitions over the live, unfenced brokers (raises
     InvalidReplicationFactorError / InconsistentRackError)."""
@@ -495,7 +526,7 @@ def place(
 
 
 def new_partitions(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     request: ct.AdminRequest,
     topic: str,
     assignment: Mapping[int, tuple[int, ...]],
@@ -518,7 +549,7 @@ def new_partitions(
 
 
 def record_topic(
-    machine: ControllerMachine,
+    machine: RequestsHost,
     topic: str,
     first_partition: int,
     registrations: list[PartitionRegistration],

@@ -22,17 +22,14 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
 from replog.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.errors import invariant
 
-if TYPE_CHECKING:
-    from replog.log.checkpoints import LeaderEpochCheckpointFile
-
-__all__ = ["EpochEntry", "LeaderEpochCache"]
+__all__ = ["EpochCheckpoint", "EpochEntry", "LeaderEpochCache"]
 
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
@@ -56,6 +53,17 @@ class EpochEntry:
     start_offset: int = attrs.field(validator=_check_offset)
 
 
+class EpochCheckpoint(Protocol):
+    """Where a cache keeps its entries (``replog.log.checkpoints.LeaderEpochCheckpointFile``:
+    the ``leader-epoch-checkpoint`` file)."""
+
+    def read(self) -> list[EpochEntry]:
+        """The entries stored."""
+
+    def write(self, entries: Iterable[EpochEntry]) -> None:
+        """Replace the stored entries (durably)."""
+
+
 @attrs.define(init=False)
 class LeaderEpochCache:
     """Epoch -> start offset for one partition's log, persisted to a checkpoint on every change.
@@ -65,13 +73,13 @@ class LeaderEpochCache:
     keeps the cache in memory only. Use `LeaderEpochCache.load` to read an existing checkpoint.
     """
 
-    _checkpoint: LeaderEpochCheckpointFile | None
+    _checkpoint: EpochCheckpoint | None
     _epochs: list[int]
     _start_offsets: list[int]
     _lock: threading.RLock
 
     def __init__(
-        self, checkpoint: LeaderEpochCheckpointFile | None, entries: Sequence[EpochEntry] = ()
+        self, checkpoint: EpochCheckpoint | None, entries: Sequence[EpochEntry] = ()
     ) -> None:
         epochs: list[int] = []
         start_offsets: list[int] = []
@@ -80,7 +88,7 @@ class LeaderEpochCache:
         self.__attrs_init__(checkpoint, epochs, start_offsets, threading.RLock())
 
     @classmethod
-    def load(cls, checkpoint: LeaderEpochCheckpointFile) -> LeaderEpochCache:
+    def load(cls, checkpoint: EpochCheckpoint) -> LeaderEpochCache:
         """Build the cache from the checkpoint file (missing file: empty cache)."""
         return cls(checkpoint, checkpoint.read())
 

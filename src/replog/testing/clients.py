@@ -5,24 +5,35 @@ the frame to a broker's ``SimBroker.on_frame`` over ``SimNetwork`` and decodes t
 frame, so the simulator drives the product's request layer through the same codec as
 kafka-python or librdkafka would. The callback gets the decoded response body, or None when the
 connection closed or no answer came within the timeout (whichever happens first; a duplicated
-answer is dropped).
+answer is dropped). ``Rpc`` is handed what it uses: the network, the brokers by id and the
+simulation's scheduler.
+
+``ClientHost`` is what the simple clients (the metadata cache, the producer's idempotence) use of
+the simulation: the shared ``SimCore``, the brokers' ids and the ``Rpc``.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Protocol
 
 from replog.errors import ErrorCode
 from replog.protocol import RequestHeader, decode_response, encode_request
 from replog.protocol import messages as m
 from replog.protocol.schema import Message, Request
+from replog.simkit.net import SimNetwork
+from replog.testing.sim_ports import SimCore
 
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
-
-__all__ = ["VERSIONS", "Rpc", "code_of", "records_bytes", "request_frame"]
+__all__ = [
+    "VERSIONS",
+    "ClientHost",
+    "FrameReceiver",
+    "Rpc",
+    "code_of",
+    "records_bytes",
+    "request_frame",
+]
 
 VERSIONS: dict[type[Request], int] = {
     m.ProduceRequest: 9,
@@ -48,6 +59,13 @@ VERSIONS: dict[type[Request], int] = {
 """The version the simulated clients send of each API (flexible versions where Kafka has them)."""
 
 Answer = Callable[[Any], None]
+
+
+class FrameReceiver(Protocol):
+    """A node that takes request frames (``SimBroker.on_frame``)."""
+
+    def on_frame(self, src: int, frame: bytes, reply: Callable[[bytes | None], None]) -> None:
+        """A request frame from node ``src``; the answer frame goes to ``reply``."""
 
 
 def request_frame(body: Message, version: int, correlation_id: int, client_id: str) -> bytes:
@@ -77,10 +95,18 @@ def records_bytes(records: Any) -> bytes:
 
 
 class Rpc:
-    """Sends requests from simulated client nodes to simulated brokers."""
+    """Sends requests from simulated client nodes to simulated brokers (``brokers``, by id)
+    over ``net``; ``after`` schedules the timeouts."""
 
-    def __init__(self, sim: Simulation) -> None:
-        self._sim = sim
+    def __init__(
+        self,
+        net: SimNetwork,
+        brokers: Mapping[int, FrameReceiver],
+        after: Callable[[int, Callable[[], None]], None],
+    ) -> None:
+        self._net = net
+        self._brokers = brokers
+        self._after = after
         self._correlation_ids = itertools.count(1)
 
     def call(
@@ -96,7 +122,6 @@ class Rpc:
     ) -> None:
         """Send ``body`` from ``node`` to ``broker_id``; ``on_answer`` gets the decoded response
         body or None (closed or timed out), exactly once."""
-        sim = self._sim
         version = VERSIONS[type(body)]
         api_key = body.API.api_key
         frame = request_frame(body, version, next(self._correlation_ids), client_id)
@@ -114,12 +139,24 @@ class Rpc:
             else:
                 finish(decode_response(data, api_key=api_key, api_version=version)[1])
 
-        target = sim.brokers.get(broker_id)
+        target = self._brokers.get(broker_id)
         if target is not None:
-            sim.net.send(
+            self._net.send(
                 node,
                 broker_id,
                 lambda: target.on_frame(node, frame, reply),
                 duplicable=duplicable,
             )
-        sim.after(timeout_ms, lambda: finish(None))
+        self._after(timeout_ms, lambda: finish(None))
+
+
+class ClientHost(SimCore, Protocol):
+    """What the metadata cache and the producer's idempotence use of the simulation."""
+
+    @property
+    def brokers(self) -> Collection[int]:
+        """The simulated brokers' ids."""
+
+    @property
+    def rpc(self) -> Rpc:
+        """The clients' wire."""

@@ -13,11 +13,13 @@ told to the invariant checker, and a validation answer below their position is a
 (``consumer-truncated``: a record a consumer read, below the HW, was truncated away). The
 churned topic's consumers only exercise the read paths (log start moved by retention, a topic
 deleted and recreated under them).
+
+A consumer sees the simulation through ``ConsumerHost``, the members of ``Simulation`` it uses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -25,19 +27,39 @@ from replog.errors import ErrorCode
 from replog.log.decoding import decode_records
 from replog.log.records import iter_batches
 from replog.protocol import messages as m
-from replog.testing.clients import code_of, records_bytes
-from replog.testing.workload import REFRESH_ERRORS, LeaderInfo
+from replog.testing.clients import Rpc, code_of, records_bytes
+from replog.testing.history import History
+from replog.testing.invariants import InvariantChecker
+from replog.testing.sim_ports import SimCore
+from replog.testing.workload import REFRESH_ERRORS, ClientMetadataCache, LeaderInfo
 
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
-
-__all__ = ["CONSUMER_NODE", "PartitionConsumer", "decode_with_epochs"]
+__all__ = ["CONSUMER_NODE", "ConsumerHost", "PartitionConsumer", "decode_with_epochs"]
 
 CONSUMER_NODE = 200
 FETCH_MAX_BYTES = 4096
 SESSION_ERRORS = frozenset(
     {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH}
 )
+
+
+class ConsumerHost(SimCore, Protocol):
+    """What a consumer uses of the simulation."""
+
+    @property
+    def rpc(self) -> Rpc:
+        """The clients' wire."""
+
+    @property
+    def view(self) -> ClientMetadataCache:
+        """The clients' metadata (where the leaders are)."""
+
+    @property
+    def history(self) -> History:
+        """The polls the history checker reads."""
+
+    @property
+    def checker(self) -> InvariantChecker:
+        """The invariant checker (told of every HW a checked consumer is answered)."""
 
 
 @attrs.define
@@ -54,7 +76,7 @@ class _FetchSession:
 class PartitionConsumer:
     """One partition's consumer (see the module docstring)."""
 
-    def __init__(self, sim: Simulation, tp: tuple[str, int], node: int, *, checked: bool) -> None:
+    def __init__(self, sim: ConsumerHost, tp: tuple[str, int], node: int, *, checked: bool) -> None:
         self._sim = sim
         self.tp = tp
         self.node = node

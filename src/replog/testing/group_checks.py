@@ -22,12 +22,9 @@ answer for ``g`` carries the assignment its leader computed for ``g``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import attrs
 
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
+from replog.testing.sim_ports import SimCore
 
 __all__ = ["CommitAttempt", "GroupHistory"]
 
@@ -57,7 +54,7 @@ class _Synced:
 class GroupHistory:
     """The group clients' record and its checks (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: SimCore) -> None:
         self._sim = sim
         self._last_offset: dict[tuple[str, tuple[str, int]], int] = {}
         #: (group, tp, offset) -> the attempt that committed it

@@ -16,12 +16,15 @@ replicated topic of the cluster like any other.
 Every random choice of these clients, and every fault and delay of their messages, comes from
 their own generator (``groups-<seed>``, and ``SimNetwork.rngs``), so the seeds' other draws are
 as before; the brokers' extra work (the offsets topic's replication) still shifts schedules.
+
+The members see the simulation through ``GroupClientsHost``, the members of ``Simulation`` they
+use.
 """
 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -33,15 +36,21 @@ from replog.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,
     TopicPartitions,
 )
-from replog.testing.clients import code_of
+from replog.simkit.net import SimNetwork
+from replog.testing.clients import Rpc, code_of
 from replog.testing.group_checks import CommitAttempt, GroupHistory
-from replog.testing.workload import TOPIC
+from replog.testing.options import SimOptions
+from replog.testing.sim_ports import SimCore
+from replog.testing.workload import TOPIC, ClientMetadataCache
 
-if TYPE_CHECKING:
-    from replog.testing.options import SimOptions
-    from replog.testing.sim import Simulation
-
-__all__ = ["GROUP_NODE", "GROUP_NODES", "GroupClients", "GroupMember", "GroupOptions"]
+__all__ = [
+    "GROUP_NODE",
+    "GROUP_NODES",
+    "GroupClients",
+    "GroupClientsHost",
+    "GroupMember",
+    "GroupOptions",
+]
 
 GROUP_NODE = 500
 GROUP_NODES = frozenset(range(GROUP_NODE, GROUP_NODE + 40))
@@ -122,10 +131,34 @@ class GroupOptions:
         )
 
 
+class GroupClientsHost(SimCore, Protocol):
+    """What the group clients use of the simulation."""
+
+    @property
+    def group_opts(self) -> GroupOptions:
+        """What the seed's group clients do."""
+
+    @property
+    def phase(self) -> str:
+        """``safety`` (members pause and restart) or ``liveness``."""
+
+    @property
+    def net(self) -> SimNetwork:
+        """The network (the members' nodes draw from the clients' generator)."""
+
+    @property
+    def rpc(self) -> Rpc:
+        """The clients' wire."""
+
+    @property
+    def view(self) -> ClientMetadataCache:
+        """The clients' metadata (the main topic's partition count)."""
+
+
 class GroupClients:
     """Every group member of the run (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: GroupClientsHost) -> None:
         self.sim = sim
         self.opts = sim.group_opts
         self.rng = random.Random(f"groups-{sim.opts.seed}")

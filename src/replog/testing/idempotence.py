@@ -12,14 +12,11 @@ Kafka clients require.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from replog.errors import ErrorCode
 from replog.protocol import messages as m
-from replog.testing.clients import code_of
-
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
+from replog.testing.clients import ClientHost, code_of
 
 __all__ = ["Idempotence", "Stamp"]
 
@@ -31,7 +28,7 @@ Stamp = tuple[int, int, int]
 class Idempotence:
     """Producer id, epochs and sequences of the simulated producer (module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: ClientHost) -> None:
         self._sim = sim
         self._producer_id = -1
         self._epoch = -1

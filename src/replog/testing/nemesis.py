@@ -13,29 +13,37 @@ reassignments and preferred-leader elections (queued for the controller), the ch
 deleted and created again (DeleteTopics, CreateTopics), and controlled restarts (the broker
 moves its leadership away, closes its logs cleanly and starts again). Faults and actions
 interleave freely: a controller may crash in the middle of any of them.
+
+The nemesis sees the simulation through ``NemesisHost``, the members of ``Simulation`` it uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import attrs
 
+from replog.coord.memory import MemoryCoordinator
 from replog.errors import ErrorCode
 from replog.isr import DurabilityMode
-from replog.metadata.types import CONTROLLER_TARGET, PreferredElection, ReassignPartition
+from replog.metadata.types import (
+    CONTROLLER_TARGET,
+    PartitionState,
+    PreferredElection,
+    ReassignPartition,
+)
 from replog.protocol import messages as m
-from replog.testing.clients import code_of
+from replog.simkit.net import SimNetwork
+from replog.testing.clients import Rpc, code_of
 from replog.testing.consumers import CONSUMER_NODE
 from replog.testing.group_clients import GROUP_NODES
 from replog.testing.node import SimBroker
+from replog.testing.sim_ports import SimCore
 from replog.testing.workload import CHURN_TOPIC, METADATA_NODE, PROBE_NODE, PRODUCER_NODE, TOPIC
 
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
-
-__all__ = ["ADMIN_NODE", "Nemesis"]
+__all__ = ["ADMIN_NODE", "Nemesis", "NemesisHost"]
 
 ADMIN_NODE = 300
 CLIENT_NODES = frozenset(
@@ -47,10 +55,47 @@ CHURN_SEGMENT_BYTES = 512
 CHURN_RETENTION_BYTES = 1_024
 
 
+class NemesisHost(SimCore, Protocol):
+    """What the nemesis uses of the simulation."""
+
+    @property
+    def phase(self) -> str:
+        """``safety`` (faults fire, the operator acts) or ``liveness``."""
+
+    @property
+    def brokers(self) -> Mapping[int, SimBroker]:
+        """Every simulated broker, by id."""
+
+    @property
+    def coordinator(self) -> MemoryCoordinator:
+        """The coordinator (sessions to expire or cut, the admin queue)."""
+
+    @property
+    def net(self) -> SimNetwork:
+        """The network (partitions and clogged links)."""
+
+    @property
+    def rpc(self) -> Rpc:
+        """The admin client's wire."""
+
+    @property
+    def churn_absent_since_ms(self) -> int | None:
+        """Since when no churned topic exists (None: one does)."""
+
+    def main_partitions(self) -> list[tuple[str, int]]:
+        """The main topic's partitions as the coordinator stores them."""
+
+    def state(self, tp: tuple[str, int]) -> PartitionState | None:
+        """The partition's state as the coordinator stores it."""
+
+    def restart_later(self, broker: SimBroker, delay_ms: int) -> None:
+        """Start ``broker`` again after ``delay_ms``."""
+
+
 class Nemesis:
     """Faults and operator actions (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: NemesisHost) -> None:
         self._sim = sim
         self._power_lost_recently: set[int] = set()
         self._admin_busy = False
@@ -61,18 +106,18 @@ class Nemesis:
         self._sim.after(delay_ms, self._admin_step)
 
     @staticmethod
-    def _pick(weights: tuple[tuple[str, int], ...], sim: Simulation) -> str | None:
+    def _pick(weights: tuple[tuple[str, int], ...], rng: random.Random) -> str | None:
         names = [n for n, w in weights if w]
         if not names:
             return None
-        return sim.rng.choices(names, [w for _, w in weights if w])[0]
+        return rng.choices(names, [w for _, w in weights if w])[0]
 
     def _fault_step(self) -> None:
         sim = self._sim
         if sim.phase != "safety":
             return
         sim.after(sim.jitter(sim.opts.fault_interval_ms), self._fault_step)
-        kind = self._pick(sim.opts.fault_weights, sim)
+        kind = self._pick(sim.opts.fault_weights, sim.rng)
         if kind is not None:
             victim = sim.brokers[sim.rng.randint(1, sim.opts.brokers)]
             getattr(self, f"_fault_{kind}")(victim)
@@ -82,7 +127,7 @@ class Nemesis:
         if sim.phase != "safety":
             return
         sim.after(sim.jitter(sim.opts.admin_interval_ms), self._admin_step)
-        kind = self._pick(sim.opts.admin_weights, sim)
+        kind = self._pick(sim.opts.admin_weights, sim.rng)
         if kind is not None and not self._admin_busy:
             getattr(self, f"_admin_{kind}")()
 

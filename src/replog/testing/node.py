@@ -17,7 +17,8 @@ out the driver's effects on simulated resources:
 - ``on_tick`` every ``tick_ms``; session events the next instant.
 
 Every scheduled action is guarded by ``gen`` (bumped at each start and crash), so a crashed
-incarnation's events die with it.
+incarnation's events die with it. The shell sees the simulation through ``SimBrokerHost``, the
+members of ``Simulation`` it uses.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import contextlib
 import functools
 import itertools
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from replog.broker import BrokerConfig
 from replog.broker.driver import BrokerDriver, BrokerState
@@ -45,8 +46,10 @@ from replog.broker.driver.effects import (
 )
 from replog.broker.driver.replica_manager import ReplicaManager
 from replog.broker.driver.stop_sequence import StopPhase
+from replog.clock import Clock
 from replog.controller.service import random_placement_start
 from replog.coord.errors import CoordinatorUnavailableError
+from replog.coord.memory import MemoryCoordinator
 from replog.errors import ProtocolError
 from replog.log.log import FetchSlice
 from replog.log.manager import LogManager
@@ -58,13 +61,12 @@ from replog.protocol import (
     decode_response,
     encode_request,
 )
+from replog.simkit.net import SimNetwork
 from replog.testing.disk import sim_filesystem
+from replog.testing.sim_ports import SimCore
 from replog.topics import TopicPartition
 
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
-
-__all__ = ["SimBroker", "frame_of"]
+__all__ = ["SimBroker", "SimBrokerHost", "frame_of"]
 
 Reply = Callable[[bytes | None], None]
 _SERVING = frozenset({BrokerState.ONLINE, BrokerState.STOPPING})
@@ -84,10 +86,40 @@ def frame_of(parts: list[bytes | RecordsRef[Any]]) -> bytes:
     return bytes(out)
 
 
+class SimBrokerHost(SimCore, Protocol):
+    """What a simulated broker uses of the simulation."""
+
+    @property
+    def root(self) -> str:
+        """The run's directory (each broker's disk is a directory in it)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The simulation's clock, the logs' and the coordinator's."""
+
+    @property
+    def coordinator(self) -> MemoryCoordinator:
+        """The coordinator every broker shares."""
+
+    @property
+    def net(self) -> SimNetwork:
+        """The network."""
+
+    @property
+    def brokers(self) -> Mapping[int, SimBroker]:
+        """Every simulated broker, by id (requests to other brokers)."""
+
+    def broker_config(self, broker_id: int, log_dir: str) -> BrokerConfig:
+        """The product's ``BrokerConfig`` for a simulated broker."""
+
+    def on_storage_failure(self, broker: SimBroker) -> None:
+        """A log of ``broker`` went offline (the operator restarts it)."""
+
+
 class SimBroker:
     """One simulated broker (see the module docstring)."""
 
-    def __init__(self, sim: Simulation, broker_id: int) -> None:
+    def __init__(self, sim: SimBrokerHost, broker_id: int) -> None:
         self.sim = sim
         self.broker_id = broker_id
         root = os.path.join(sim.root, f"broker-{broker_id}")

@@ -140,7 +140,7 @@ class Simulation:
         self.checker = InvariantChecker(min_isr=opts.min_isr)
         self.violations: list[str] = []
         self.phase = "safety"
-        self.rpc = Rpc(self)
+        self.rpc = Rpc(self.net, self.brokers, self.after)
         self.view = ClientMetadataCache(self)
         self.producer = UniqueValueProducer(self)
         self.probes = Probes(self)

@@ -12,24 +12,27 @@ They behave like Kafka clients, over the Kafka protocol (``clients.Rpc``):
   goes back; earliest: the main topic's log start, which never moves; by timestamp: the first
   record at or after it, with the timestamp it was produced with) and DescribeConfigs (the main
   topic's min ISR as created).
+
+Each sees the simulation through a port declared here (``ClientHost`` for the cache,
+``ProducerHost``, ``ProbeHost``): the members of ``Simulation`` it uses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
+from replog.clock import Clock
 from replog.errors import ErrorCode
 from replog.log.encoding import encode_batch
 from replog.protocol import messages as m
-from replog.testing.clients import code_of
-from replog.testing.history import Send
+from replog.testing.clients import ClientHost, Rpc, code_of
+from replog.testing.history import History, Send
 from replog.testing.idempotence import Idempotence, Stamp
+from replog.testing.invariants import InvariantChecker
 from replog.testing.options import ACKS_ALL
-
-if TYPE_CHECKING:
-    from replog.testing.sim import Simulation
+from replog.testing.sim_ports import SimCore
 
 __all__ = [
     "CHURN_TOPIC",
@@ -38,7 +41,9 @@ __all__ = [
     "TOPIC",
     "ClientMetadataCache",
     "LeaderInfo",
+    "ProbeHost",
     "Probes",
+    "ProducerHost",
     "UniqueValueProducer",
 ]
 
@@ -83,7 +88,7 @@ class LeaderInfo:
 class ClientMetadataCache:
     """The clients' metadata cache (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: ClientHost) -> None:
         self._sim = sim
         self.leaders: dict[tuple[str, int], LeaderInfo] = {}
         self.partition_counts: dict[str, int] = {}
@@ -164,10 +169,34 @@ class ClientMetadataCache:
             del self.leaders[tp]
 
 
+class ProducerHost(ClientHost, Protocol):
+    """What the producer uses of the simulation."""
+
+    @property
+    def phase(self) -> str:
+        """``safety`` or ``liveness``."""
+
+    @property
+    def clock(self) -> Clock:
+        """The simulation's clock (its wall time stamps the batches)."""
+
+    @property
+    def view(self) -> ClientMetadataCache:
+        """The clients' metadata."""
+
+    @property
+    def history(self) -> History:
+        """The sends and polls the history checker reads."""
+
+    @property
+    def checker(self) -> InvariantChecker:
+        """The invariant checker (told of every acks=all acknowledgement)."""
+
+
 class UniqueValueProducer:
     """Writes unique values, one record per batch (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: ProducerHost) -> None:
         self._sim = sim
         self._values = 0
         #: value -> the timestamp it was produced with (main topic)
@@ -272,10 +301,34 @@ class UniqueValueProducer:
             op.status = "info"
 
 
+class ProbeHost(SimCore, Protocol):
+    """What the probes use of the simulation."""
+
+    @property
+    def rpc(self) -> Rpc:
+        """The clients' wire."""
+
+    @property
+    def clock(self) -> Clock:
+        """The simulation's clock (timestamps to look up)."""
+
+    @property
+    def view(self) -> ClientMetadataCache:
+        """The clients' metadata."""
+
+    @property
+    def checker(self) -> InvariantChecker:
+        """The invariant checker (its acknowledged records, and the HWs answered)."""
+
+    @property
+    def producer(self) -> UniqueValueProducer:
+        """The producer (the timestamps it produced with)."""
+
+
 class Probes:
     """ListOffsets and DescribeConfigs checks (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: ProbeHost) -> None:
         self._sim = sim
 
     def start(self, delay_ms: int) -> None:

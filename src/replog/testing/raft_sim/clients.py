@@ -14,13 +14,16 @@ which is the real-time order the linearizability checker needs.
 
 `ClientPool` is the simulator's default `Workload`; another workload (the metadata quorum's,
 ``replog.testing.quorum_sim``) brings its own state machine, request layer on the nodes and
-clients through the same protocol.
+clients through the same protocol. The pool sees the simulation through ``PoolHost``, the
+members of ``RaftSimulation`` it uses.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Protocol
+import random
+from collections.abc import Callable
+from typing import Protocol
 
 import attrs
 
@@ -30,12 +33,11 @@ from replog.raft.kv import KvOp, KvStateMachine
 from replog.raft.node import RaftNode, StateMachine
 from replog.raft.ready import LeaderAndEpoch
 from replog.simkit.linearizability import KvOperation, LinearizabilityResult, check_kv
+from replog.simkit.net import SimNetwork
 from replog.testing.raft_sim.checks import CheckedMachine
+from replog.testing.raft_sim.options import RaftSimOptions
 
-if TYPE_CHECKING:
-    from replog.testing.raft_sim.sim import RaftSimulation
-
-__all__ = ["ClientPool", "ClientRecord", "Workload"]
+__all__ = ["ClientPool", "ClientRecord", "PoolHost", "Workload"]
 
 _NEVER = 1 << 62
 
@@ -149,10 +151,43 @@ class _ClientProposal:
     token: int
 
 
+class PoolHost(Protocol):
+    """What the client pool uses of ``RaftSimulation``."""
+
+    @property
+    def opts(self) -> RaftSimOptions:
+        """What the seed drew."""
+
+    @property
+    def rng(self) -> random.Random:
+        """The seed's generator."""
+
+    @property
+    def now_ms(self) -> int:
+        """The simulated time of the current event."""
+
+    @property
+    def voters(self) -> frozenset[int]:
+        """The quorum's voters' ids (where a client looks for the leader)."""
+
+    @property
+    def net(self) -> SimNetwork:
+        """The network between the clients and the nodes."""
+
+    def after(self, delay_ms: int, action: Callable[[], None]) -> None:
+        """Run ``action`` ``delay_ms`` from now."""
+
+    def with_node(self, node_id: int, action: Callable[[RaftNode], None]) -> bool:
+        """Run ``action`` on a running node, then carry out its outputs; False if it is down."""
+
+    def note_client_reply(self, node_id: int) -> None:
+        """A node answered a client."""
+
+
 class ClientPool:
     """The clients of one simulation and the nodes' pending proposals."""
 
-    def __init__(self, sim: RaftSimulation, count: int, keys: int) -> None:
+    def __init__(self, sim: PoolHost, count: int, keys: int) -> None:
         self.sim = sim
         self.keys = [f"k{i}" for i in range(keys)]
         voters = sorted(sim.voters)
