@@ -1,10 +1,11 @@
 """``ReplicaManager``: the partitions one broker hosts, as a sans-IO-style core.
 
-Theory of operation. The broker runtime owns sockets, the event loop, threads and the clock; this
-class owns the replication decisions around them. Every input carries ``now_ms``; nothing here
-reads a clock, opens a socket or starts a thread (it does call ``Log``/``LogManager``, which do
-file IO, because storage calls are short and synchronous on the loop -- DESIGN.md §6). A
-deterministic simulator drives it the same way the asyncio runtime does:
+Theory of operation. The broker runtime owns sockets, the event loop, threads and the clock;
+this class owns the replication decisions around them. Every input carries ``now_ms``; nothing
+here reads a clock, opens a socket or starts a thread (it does call ``Log``/``LogManager``,
+which do file IO: appends, reads and truncations are short and synchronous on the loop; only
+fsyncs and cleanings' heavy passes run off it, as effects). A deterministic simulator drives it
+the same way the asyncio runtime does:
 
 - metadata in: ``apply_image`` (a snapshot's image, loaded whole) and ``apply_delta`` (what one
   feed batch changed) read the metadata channel's ``MetadataImage`` and turn it into
@@ -26,11 +27,12 @@ deterministic simulator drives it the same way the asyncio runtime does:
   completions and damaged replicas to report.
 
 While the coordinator session is not CONNECTED (``set_metadata_current(False)``) this broker is
-fenced by its own hand (seed 002's Fenced state: it cannot reach the active controller, which may
-already be moving its leaderships away): it appends no produce as leader, whatever its acks --
-acks=0 and acks=1 included, so an acks=1 producer cannot go on writing to a leader the controller
-replaced -- and completes no parked acks=all produce (they end ``REQUEST_TIMED_OUT``). New ones
-are refused with ``NOT_LEADER_OR_FOLLOWER``; the client retries against fresh metadata.
+fenced by its own hand (the broker lifecycle's Fenced state: it cannot reach the active
+controller, which may already be moving its leaderships away): it appends no produce as leader,
+whatever its acks -- acks=0 and acks=1 included, so an acks=1 producer cannot go on writing to a
+leader the controller replaced -- and completes no parked acks=all produce (they end
+``REQUEST_TIMED_OUT``). New ones are refused with ``NOT_LEADER_OR_FOLLOWER``; the client retries
+against fresh metadata.
 """
 
 from __future__ import annotations
