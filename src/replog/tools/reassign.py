@@ -54,7 +54,6 @@ from replog.tools.reassign_json import (
     reassignment_document,
 )
 from replog.tools.reassign_plan import (
-    TopicPartition,
     plan_add_brokers,
     plan_onto_brokers,
 )
@@ -71,7 +70,7 @@ LEADER_REPLICAS_KEY = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS_KEY = "follower.replication.throttled.replicas"
 
 COMPLETE, IN_PROGRESS, FAILED = "complete", "in_progress", "failed"
-Assignment = dict[TopicPartition, list[int]]
+Assignment = dict[tuple[str, int], list[int]]
 
 
 class ToolError(ReplogError):
@@ -299,7 +298,7 @@ def _execute(admin: Admin, args: argparse.Namespace, targets: Assignment) -> int
     document: dict[str, Any] = {"rollback": rollback, "started": _names(targets)}
     status = EXIT_OK
     if args.wait:
-        states: dict[TopicPartition, str] = {}
+        states: dict[tuple[str, int], str] = {}
         report = wait_until_done(
             lambda: _progress(admin, targets, states),
             label="Reassignment",
@@ -325,11 +324,13 @@ def _originals(current: Assignment, running: Mapping[Any, Any]) -> Assignment:
     return out
 
 
-def _names(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+def _names(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"topic": t, "partition": p} for t, p in sorted(partitions)]
 
 
-def _states_json(targets: Assignment, states: Mapping[TopicPartition, str]) -> list[dict[str, Any]]:
+def _states_json(
+    targets: Assignment, states: Mapping[tuple[str, int], str]
+) -> list[dict[str, Any]]:
     return [
         {"topic": t, "partition": p, "replicas": targets[(t, p)], "status": s}
         for (t, p), s in sorted(states.items())
@@ -337,7 +338,7 @@ def _states_json(targets: Assignment, states: Mapping[TopicPartition, str]) -> l
 
 
 def _progress(
-    admin: Admin, targets: Assignment, states: dict[TopicPartition, str]
+    admin: Admin, targets: Assignment, states: dict[tuple[str, int], str]
 ) -> ProgressReport:
     states.update(partition_states(admin, targets))
     failed = [tp for tp, state in states.items() if state == FAILED]
@@ -347,13 +348,13 @@ def _progress(
     return ProgressReport(done=done, total=len(targets), detail="partitions complete")
 
 
-def partition_states(admin: Admin, targets: Assignment) -> dict[TopicPartition, str]:
+def partition_states(admin: Admin, targets: Assignment) -> dict[tuple[str, int], str]:
     """Each target partition's state: ``in_progress`` while the controller lists a running
     reassignment, else ``complete`` when its replicas are the target's (order included: the
     first is the preferred leader), else ``failed``."""
     running = admin.list_partition_reassignments(sorted(targets))
     described = admin.describe_topics(sorted({t for t, _ in targets}))
-    states: dict[TopicPartition, str] = {}
+    states: dict[tuple[str, int], str] = {}
     for tp, target in targets.items():
         if tp in running:
             states[tp] = IN_PROGRESS

@@ -33,15 +33,13 @@ from replog.errors import ReplogError
 __all__ = [
     "Assignment",
     "PlanError",
-    "TopicPartition",
     "moved_replicas",
     "plan_add_brokers",
     "plan_onto_brokers",
 ]
 
-TopicPartition = tuple[str, int]
 #: replicas per partition, the first being the preferred leader
-Assignment = Mapping[TopicPartition, Sequence[int]]
+Assignment = Mapping[tuple[str, int], Sequence[int]]
 
 
 class PlanError(ReplogError):
@@ -52,8 +50,8 @@ class PlanError(ReplogError):
 class _ReassignmentPlan:
     """The plan being built: replicas per partition, their original sets, the broker racks."""
 
-    replicas: dict[TopicPartition, list[int]]
-    original: dict[TopicPartition, frozenset[int]]
+    replicas: dict[tuple[str, int], list[int]]
+    original: dict[tuple[str, int], frozenset[int]]
     racks: dict[int, str | None]
     rack_aware: bool
 
@@ -68,7 +66,7 @@ class _ReassignmentPlan:
     def rack_count(self, brokers: Sequence[int]) -> int:
         return len({self.racks.get(b) for b in brokers}) if self.rack_aware else 0
 
-    def move_keeps_racks(self, tp: TopicPartition, old: int, new: int) -> bool:
+    def move_keeps_racks(self, tp: tuple[str, int], old: int, new: int) -> bool:
         """Whether replacing ``old`` by ``new`` in ``tp`` keeps its number of racks."""
         now = self.replicas[tp]
         after = [new if b == old else b for b in now]
@@ -95,7 +93,7 @@ def moved_replicas(current: Assignment, proposed: Assignment) -> int:
 
 def plan_onto_brokers(
     current: Assignment, brokers: Mapping[int, str | None], *, rack_aware: bool = True
-) -> dict[TopicPartition, tuple[int, ...]]:
+) -> dict[tuple[str, int], tuple[int, ...]]:
     """Every partition of ``current`` placed on ``brokers`` (id -> rack or None), keeping
     each partition's replication factor; see the module docstring."""
     if not brokers:
@@ -126,7 +124,7 @@ def plan_add_brokers(
     new_brokers: Set[int],
     *,
     rack_aware: bool = True,
-) -> dict[TopicPartition, tuple[int, ...]]:
+) -> dict[tuple[str, int], tuple[int, ...]]:
     """``current`` with a fair share of its replicas moved onto ``new_brokers`` (which must be
     among ``brokers``), moving as few replicas as that takes; see the module docstring."""
     unknown = sorted(set(new_brokers) - set(brokers))
@@ -159,11 +157,11 @@ def _kept(plan: _ReassignmentPlan, replicas: Sequence[int]) -> list[int]:
     return kept
 
 
-def _open(plan: _ReassignmentPlan, current: Assignment, tp: TopicPartition) -> int:
+def _open(plan: _ReassignmentPlan, current: Assignment, tp: tuple[str, int]) -> int:
     return len(current[tp]) - len(plan.replicas[tp])
 
 
-def _fill(plan: _ReassignmentPlan, tp: TopicPartition, factor: int) -> None:
+def _fill(plan: _ReassignmentPlan, tp: tuple[str, int], factor: int) -> None:
     """Add brokers to ``tp`` until it has ``factor``: a new rack first, then the least loaded."""
     replicas = plan.replicas[tp]
     load = plan.load()
@@ -202,7 +200,7 @@ def _balance_replicas(plan: _ReassignmentPlan, receivers: Set[int]) -> None:
         replicas[replicas.index(donor)] = taker
 
 
-def _movable(plan: _ReassignmentPlan, donor: int, taker: int) -> list[TopicPartition]:
+def _movable(plan: _ReassignmentPlan, donor: int, taker: int) -> list[tuple[str, int]]:
     """Partitions whose replica on ``donor`` may move to ``taker``, cheapest first: replicas
     the plan already moves (no extra copy), then followers before preferred leaders."""
     found = [
