@@ -45,7 +45,7 @@ import attrs
 
 from replog.broker.config import BrokerConfig
 from replog.broker.driver.client_requests import ClientRequests
-from replog.broker.driver.controller_role import ControllerRole
+from replog.broker.driver.controller_role import CONTROLLER_POLL_MS, ControllerRole
 from replog.broker.driver.effects import Effect, FsyncFailures, Subscribe
 from replog.broker.driver.fetch_sessions import FetchSessions
 from replog.broker.driver.group_host import GroupHost
@@ -351,7 +351,11 @@ class BrokerDriver:
             self._next_heartbeat_ms = now_ms + config.heartbeat_interval_ms
             self.metadata.heartbeat()
         if now_ms >= self._next_feed_ms:
-            self._next_feed_ms = now_ms + config.metadata_poll_interval_ms
+            # the controller decides from this image: it is read as often as the role polls
+            fast = self.controller.is_controller
+            self._next_feed_ms = now_ms + (
+                CONTROLLER_POLL_MS if fast else config.metadata_poll_interval_ms
+            )
             self.metadata.poll_feed()
         self.metadata.maybe_save_image()
         if not self.active and self.state is not BrokerState.STOPPING:
@@ -416,10 +420,12 @@ class BrokerDriver:
     def on_broker_response(
         self, token: int, response: Message | None, error: BaseException | None, now_ms: int
     ) -> None:
-        """Another broker answered a ``SendToBroker`` (or could not be reached: ``error``)."""
+        """Another broker answered a ``SendToBroker`` (or could not be reached: ``error``): the
+        answer goes to the fetch session of the broker the request went to."""
         self.now_ms = now_ms
-        if not self._halted:
-            self.outbox.done(token, response, error)
+        broker_id = self.outbox.answered_by(token)
+        if broker_id is not None and not self._halted:
+            self.fetches.on_answer(broker_id, token, response, error)
 
     def on_flushes_done(self, token: int, failures: FsyncFailures, now_ms: int) -> None:
         """The shell ran a ``RunFlushes``; ``failures`` the logs whose fsync failed."""

@@ -22,7 +22,7 @@ the bytes received for the partitions of that set are recorded against the quota
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 
@@ -39,6 +39,7 @@ from replog.broker.driver.ports import DriverCore
 from replog.broker.driver.replication_throttle import ReplicationThrottle
 from replog.isr import FollowerAction, PartitionFetchRequest
 from replog.protocol import messages as m
+from replog.protocol.schema import Message
 from replog.topics import TopicPartition
 
 __all__ = ["FETCH_VERSION", "LIST_OFFSETS_VERSION", "FetchSessions"]
@@ -66,10 +67,19 @@ class FetchHost(DriverCore, Protocol):
 
 @attrs.define(eq=False)
 class _LeaderSession:
+    """One leader's session and the request it has in flight (``token``): the Fetch of
+    ``asked``, or, for the partitions it answered out of range, a ListOffsets at ``listing``
+    (earliest, then latest), the fetch answer held meanwhile in ``fetched``."""
+
     leader_id: int
     next_at_ms: int
     token: int | None = None
     waiting_flush: bool = False
+    asked: dict[TopicPartition, PartitionFetchRequest] = attrs.Factory(dict)
+    fetched: m.FetchResponse | None = None
+    listing: int | None = None  # the ListOffsets timestamp asked, None while fetching
+    out_of_range: list[TopicPartition] = attrs.Factory(list)
+    found: dict[int, dict[TopicPartition, int]] = attrs.Factory(dict)
 
 
 class FetchSessions:
@@ -178,79 +188,71 @@ class FetchSessions:
             min_bytes=config.replica_fetch_min_bytes,
             max_bytes=config.replica_fetch_bytes_max,
         )
-        asked = dict(requests)
+        session.asked, session.fetched, session.listing = dict(requests), None, None
+        session.token = driver.outbox.send(session.leader_id, m.FETCH.api_key, FETCH_VERSION, body)
 
-        def answered(response: Any, error: BaseException | None) -> None:
-            self._on_fetch_answer(session, asked, response, error)
-
-        session.token = driver.outbox.send(
-            session.leader_id, m.FETCH.api_key, FETCH_VERSION, body, answered
-        )
-
-    def _on_fetch_answer(
-        self,
-        session: _LeaderSession,
-        asked: dict[TopicPartition, PartitionFetchRequest],
-        response: Any,
-        error: BaseException | None,
+    def on_answer(
+        self, leader_id: int, token: int, response: Message | None, error: BaseException | None
     ) -> None:
-        now_ms = self._driver.now_ms
-        if not self._live(session):
+        """``leader_id`` answered the request ``token`` (or could not be reached: ``error``);
+        an answer to a request the session no longer waits for is ignored."""
+        session = self._sessions.get(leader_id)
+        if session is None or session.token != token:
             return
-        if error is not None or not isinstance(response, m.FetchResponse):
-            self._driver.outbox.emit(ResetLink(session.leader_id))
-            self._backoff(session, now_ms)
+        if error is not None or response is None:
+            self._failed(session)
+        elif session.listing is None:
+            self._on_fetch_answer(session, response)
+        else:
+            self._on_offsets_answer(session, response)
+
+    def _failed(self, session: _LeaderSession) -> None:
+        self._driver.outbox.emit(ResetLink(session.leader_id))
+        self._backoff(session, self._driver.now_ms)
+
+    def _on_fetch_answer(self, session: _LeaderSession, response: Message) -> None:
+        if not isinstance(response, m.FetchResponse):
+            self._failed(session)
             return
         out_of_range = out_of_range_partitions(response)
         if out_of_range:
-            self._ask_offsets(session, asked, response, out_of_range)
+            session.fetched, session.out_of_range, session.found = response, out_of_range, {}
+            self._ask_offsets(session, m.EARLIEST_TIMESTAMP)
         else:
-            self._apply(session, asked, response, {})
+            self._apply(session, session.asked, response, {})
 
-    def _ask_offsets(
-        self,
-        session: _LeaderSession,
-        asked: dict[TopicPartition, PartitionFetchRequest],
-        response: m.FetchResponse,
-        tps: list[TopicPartition],
-    ) -> None:
-        """ListOffsets earliest, then latest, as a replica; then apply."""
+    def _ask_offsets(self, session: _LeaderSession, timestamp: int) -> None:
+        """ListOffsets at ``timestamp`` as a replica, for the partitions answered out of range
+        (earliest, then latest; then the held fetch answer is applied)."""
         driver = self._driver
+        tps = session.out_of_range
         epochs = {
             tp: replica.leader_epoch
             for tp in tps
             if (replica := driver.rm.partition(*tp)) is not None
         }
-        found: dict[int, dict[TopicPartition, int]] = {}
+        body = replica_list_offsets_request(driver.broker_id, tps, epochs, timestamp)
+        session.listing = timestamp
+        session.token = driver.outbox.send(
+            session.leader_id, m.LIST_OFFSETS.api_key, LIST_OFFSETS_VERSION, body
+        )
 
-        def ask(timestamp: int) -> None:
-            body = replica_list_offsets_request(driver.broker_id, tps, epochs, timestamp)
-            session.token = driver.outbox.send(
-                session.leader_id,
-                m.LIST_OFFSETS.api_key,
-                LIST_OFFSETS_VERSION,
-                body,
-                lambda answer, error: got(timestamp, answer, error),
-            )
-
-        def got(timestamp: int, answer: Any, error: BaseException | None) -> None:
-            if not self._live(session):
-                return
-            if error is not None or not isinstance(answer, m.ListOffsetsResponse):
-                driver.outbox.emit(ResetLink(session.leader_id))
-                self._backoff(session, driver.now_ms)
-                return
-            found[timestamp] = list_offsets_found(answer)
-            if timestamp == m.EARLIEST_TIMESTAMP:
-                ask(m.LATEST_TIMESTAMP)
-                return
-            earliest, latest = found[m.EARLIEST_TIMESTAMP], found[m.LATEST_TIMESTAMP]
-            offsets = {
-                tp: (earliest[tp], latest[tp]) for tp in tps if tp in earliest and tp in latest
-            }
-            self._apply(session, asked, response, offsets)
-
-        ask(m.EARLIEST_TIMESTAMP)
+    def _on_offsets_answer(self, session: _LeaderSession, answer: Message) -> None:
+        if not isinstance(answer, m.ListOffsetsResponse) or session.fetched is None:
+            self._failed(session)
+            return
+        found = session.found
+        found[session.listing or 0] = list_offsets_found(answer)
+        if session.listing == m.EARLIEST_TIMESTAMP:
+            self._ask_offsets(session, m.LATEST_TIMESTAMP)
+            return
+        earliest, latest = found[m.EARLIEST_TIMESTAMP], found[m.LATEST_TIMESTAMP]
+        offsets = {
+            tp: (earliest[tp], latest[tp])
+            for tp in session.out_of_range
+            if tp in earliest and tp in latest
+        }
+        self._apply(session, session.asked, session.fetched, offsets)
 
     def _apply(
         self,
@@ -260,7 +262,7 @@ class FetchSessions:
         leader_offsets: Mapping[TopicPartition, tuple[int, int]],
     ) -> None:
         driver = self._driver
-        session.token = None
+        session.token, session.fetched, session.listing = None, None, None
 
         def apply_now() -> None:
             if not self._live(session):

@@ -1,9 +1,11 @@
-"""The driver's outbox: effects for the shell, and the continuations waiting for their results.
+"""The driver's outbox: effects for the shell, and what waits for their results.
 
-Every effect that produces a result (a coordinator call, a request to another broker, a group
-of fsyncs) gets a token; the driver keeps what to do with the result under that token and the
-shell hands the result back with it. A continuation is called at most once; results for a
-token nobody waits for (a shell answering after ``abandon``) are ignored.
+Every effect that produces a result (a coordinator call, a request to another broker, a group of
+fsyncs) gets a token, and the shell hands the result back with it. A request to another broker
+is answered as a typed input (the driver hands the answer to that broker's fetch session,
+``answered_by``); for the others the driver keeps a continuation under the token. A continuation
+is called at most once; results for a token nobody waits for (a shell answering after
+``abandon``) are ignored.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Outbox:
         self._effects: list[Effect] = []
         self._tokens = itertools.count(1)
         self._waiting: dict[int, Continuation] = {}
+        self._sends: dict[int, int] = {}  # token -> the broker a request went to
 
     def emit(self, effect: Effect) -> None:
         """Queue an effect that needs no answer."""
@@ -61,13 +64,18 @@ class Outbox:
         self._effects.append(CoordCall(token, call, what))
         return token
 
-    def send(
-        self, broker_id: int, api_key: int, api_version: int, body: Message, then: Continuation
-    ) -> int:
-        """A request to another broker; ``then(response, error)``."""
-        token = self._token(then)
+    def send(self, broker_id: int, api_key: int, api_version: int, body: Message) -> int:
+        """A request to another broker. Its answer is a typed input, not a continuation: the
+        driver hands it to the fetch session of ``broker_id`` with the token
+        (``answered_by``)."""
+        token = next(self._tokens)
+        self._sends[token] = broker_id
         self._effects.append(SendToBroker(token, broker_id, api_key, api_version, body))
         return token
+
+    def answered_by(self, token: int) -> int | None:
+        """The broker a ``send`` with ``token`` went to, once (None: nobody waits for it)."""
+        return self._sends.pop(token, None)
 
     def flush(self, pending: list[tuple[TopicPartition, PendingFlush]], then: Continuation) -> int:
         """A group commit; ``then(failures, None)`` with [(tp, reason)] of the failed ones."""
@@ -98,13 +106,15 @@ class Outbox:
     def forget(self, token: int) -> None:
         """Nobody waits for ``token`` any more (a later report is ignored)."""
         self._waiting.pop(token, None)
+        self._sends.pop(token, None)
 
     def abandon(self) -> None:
         """Drop every effect and continuation (the broker is halting)."""
         self._effects.clear()
         self._waiting.clear()
+        self._sends.clear()
 
     @property
     def pending(self) -> int:
         """Tokens still waiting for a report."""
-        return len(self._waiting)
+        return len(self._waiting) + len(self._sends)
