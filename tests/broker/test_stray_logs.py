@@ -81,11 +81,11 @@ def test_close_replica_of_an_old_incarnation_keeps_the_new_log(tmp_path: object)
     rm = _manager(str(tmp_path))
     load_snapshot(rm, _snapshot({"t": (NEW, (1,))}), 0)
     rm.produce("t", 0, encode_batch([b"new"], base_timestamp=0), 1, 1)
-    rm.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=OLD))
+    rm.cleanup.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=OLD))
     log = rm.log("t", 0)
     assert log is not None and log.log_end_offset == 1
     # assigned here: even a request for this incarnation leaves it (it moved back)
-    rm.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=NEW))
+    rm.cleanup.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=NEW))
     assert rm.log("t", 0) is not None
 
 
@@ -94,7 +94,7 @@ def test_close_replica_deletes_a_log_no_longer_assigned_here(tmp_path: object) -
     _with_records(path, {"t": (OLD, (1,)), "u": (OLD, (1,))})
     rm = _manager(path)
     # a broker that has not opened these logs yet, with metadata no longer naming them
-    rm.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=OLD))
-    rm.on_admin_request(CloseReplica(topic="u", partition=0))  # no ID: an older request
-    rm.on_admin_request(CloseReplica(topic="v", partition=0, topic_id=OLD))  # nothing there
+    rm.cleanup.on_admin_request(CloseReplica(topic="t", partition=0, topic_id=OLD))
+    rm.cleanup.on_admin_request(CloseReplica(topic="u", partition=0))  # no ID: an older request
+    rm.cleanup.on_admin_request(CloseReplica(topic="v", partition=0, topic_id=OLD))  # nothing there
     assert rm.log_manager.partitions() == []

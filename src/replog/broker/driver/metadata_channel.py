@@ -459,7 +459,7 @@ class MetadataChannel:
     def _act(self, pending: list[AdminRequest]) -> None:
         driver = self._driver
         for request in pending:
-            driver.rm.on_admin_request(request.payload)
+            driver.rm.cleanup.on_admin_request(request.payload)
         driver.after_input()
         ids = [r.request_id for r in pending]
 

@@ -2,22 +2,19 @@
 configs over dynamic broker configs over the broker's own, ``replog.config_layers``), applied
 again when configs change, and DeleteRecords on a leader (log start moved, low watermark).
 
-``ReplicaAdmin`` is a part of ``ReplicaManager``: it uses the manager's state, declared below,
-and is not used on its own.
+``ReplicaAdmin`` is a part ``ReplicaManager`` owns (``rm.admin``); it sees the manager through
+``ReplicaHost`` (``replog.broker.driver.replica_host``), the members it uses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import attrs
 
+from replog.broker.driver.replica_host import ReplicaHost
 from replog.config_layers import ConfigLayers, topic_settings
 from replog.errors import ErrorCode, StorageError
 from replog.isr import Partition, PartitionConfig
 from replog.log.log import Log
-from replog.log.manager import LogManager
-from replog.metadata.image import MetadataImage
 from replog.metadata.types import ALL_BROKERS
 from replog.topic_config import TopicSettings
 from replog.topics import TopicPartition
@@ -33,33 +30,25 @@ def _as_log(replica: Partition) -> Log | None:
 class ReplicaAdmin:
     """Settings and DeleteRecords of ``ReplicaManager`` (module docstring)."""
 
-    if TYPE_CHECKING:  # the manager's state
-        broker_id: int
-        log_manager: LogManager
-        partition_config: PartitionConfig
-        partitions: dict[TopicPartition, Partition]
-        image: MetadataImage
-
-        def _touch(self, tp: TopicPartition) -> None: ...
-
-        def _collect(self, tp: TopicPartition, replica: Partition) -> None: ...
+    def __init__(self, manager: ReplicaHost) -> None:
+        self._rm = manager
 
     # ------------------------------------------------------------------ settings
 
-    def _topic_settings(self, topic: str) -> TopicSettings:
+    def topic_settings(self, topic: str) -> TopicSettings:
         """The topic's settings: its stored configs over this broker's dynamic configs and the
         cluster-wide dynamic default (``replog.config_layers``); the rest is this broker's own
         config (the log manager's default ``LogConfig``, ``partition_config``)."""
-        assignment = self.image.topics.get(topic)
+        assignment = self._rm.image.topics.get(topic)
         layers = ConfigLayers(
             topic=dict(() if assignment is None else assignment.configs),
-            broker=dict(self.image.broker_configs.get(self.broker_id, ())),
-            cluster=dict(self.image.broker_configs.get(ALL_BROKERS, ())),
+            broker=dict(self._rm.image.broker_configs.get(self._rm.broker_id, ())),
+            cluster=dict(self._rm.image.broker_configs.get(ALL_BROKERS, ())),
         )
         return topic_settings(layers)
 
-    def _partition_config(self, settings: TopicSettings) -> PartitionConfig:
-        config = self.partition_config
+    def partition_config(self, settings: TopicSettings) -> PartitionConfig:
+        config = self._rm.partition_config
         if settings.min_insync_replicas is not None:
             config = attrs.evolve(config, min_insync_replicas=settings.min_insync_replicas)
         return config
@@ -68,17 +57,17 @@ class ReplicaAdmin:
         """Configs changed (of ``topics``; None: maybe all): hosted replicas take the new log
         settings (retention at its next pass, segment settings at the next roll) and min ISR
         at once; a leader whose HW the new min ISR lets move moves it."""
-        for tp, replica in sorted(self.partitions.items()):
+        for tp, replica in sorted(self._rm.partitions.items()):
             if topics is not None and tp[0] not in topics:
                 continue
-            settings = self._topic_settings(tp[0])
+            settings = self.topic_settings(tp[0])
             log = _as_log(replica)
             if log is not None:
-                log.config = settings.log_config(self.log_manager.default_config)
-            replica.config = self._partition_config(settings)
+                log.config = settings.log_config(self._rm.log_manager.default_config)
+            replica.config = self.partition_config(settings)
             if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
-                self._touch(tp)
-            self._collect(tp, replica)
+                self._rm._touch(tp)
+            self._rm._collect(tp, replica)
 
     # ------------------------------------------------------------------ DeleteRecords
 
@@ -89,7 +78,7 @@ class ReplicaAdmin:
         OFFSET_OUT_OF_RANGE) and write the log-start checkpoint; followers follow through
         their fetch answers. Returns (error, the leader's log start offset now)."""
         tp = TopicPartition(topic, partition)
-        replica = self.partitions.get(tp)
+        replica = self._rm.partitions.get(tp)
         log = None if replica is None else _as_log(replica)
         if replica is None or log is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
@@ -100,16 +89,16 @@ class ReplicaAdmin:
             return ErrorCode.OFFSET_OUT_OF_RANGE, -1
         try:
             if log.maybe_increment_log_start_offset(target):
-                self.log_manager.checkpoint_log_start_offsets()
+                self._rm.log_manager.checkpoint_log_start_offsets()
         except StorageError:
             return ErrorCode.KAFKA_STORAGE_ERROR, -1
-        self._touch(tp)
+        self._rm._touch(tp)
         return ErrorCode.NONE, log.log_start_offset
 
     def low_watermark(self, topic: str, partition: int) -> int:
         """The lowest log start offset among the leader and its live followers (Kafka's
         ``lowWatermarkIfLeader``); -1 when not the leader or a live follower's is unknown."""
-        replica = self.partitions.get(TopicPartition(topic, partition))
+        replica = self._rm.partitions.get(TopicPartition(topic, partition))
         log = None if replica is None else _as_log(replica)
         if replica is None or log is None or not replica.is_leader:
             return -1
@@ -117,8 +106,8 @@ class ReplicaAdmin:
         for broker_id in replica.assigned:
             state = replica.replica_state(broker_id)
             if (
-                broker_id != self.broker_id
-                and broker_id in self.image.brokers
+                broker_id != self._rm.broker_id
+                and broker_id in self._rm.image.brokers
                 and state is not None
             ):
                 low = min(low, state.log_start_offset)

@@ -3,20 +3,17 @@ replicas a controller's CloseReplica asks to stop or delete, and stray logs (a t
 partition no longer assigned here, or another incarnation of the topic, told apart by the
 topic ID in ``partition.metadata``).
 
-``ReplicaCleanup`` is a part of ``ReplicaManager``: it uses the manager's state, declared below,
-and is not used on its own.
+``ReplicaCleanup`` is a part ``ReplicaManager`` owns (``rm.cleanup``); it sees the manager
+through ``ReplicaHost`` (``replog.broker.driver.replica_host``), the members it uses.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from replog.broker.driver.replica_host import ReplicaHost
 from replog.errors import InvalidConfigError, StorageError
-from replog.isr import Partition
-from replog.log.manager import LogManager
-from replog.metadata.image import MetadataImage
 from replog.metadata.types import AdminPayload, CloseReplica, PartitionState
 from replog.topics import ZERO_TOPIC_ID, TopicPartition, topic_uuid
 
@@ -36,58 +33,57 @@ def other_incarnation(stored_id: str | None, topic_id: str) -> bool:
 class ReplicaCleanup:
     """Replica and log removal of ``ReplicaManager`` (module docstring)."""
 
-    if TYPE_CHECKING:  # the manager's state
-        broker_id: int
-        log_manager: LogManager
-        partitions: dict[TopicPartition, Partition]
-        image: MetadataImage
+    def __init__(self, manager: ReplicaHost) -> None:
+        self._rm = manager
 
-        def _touch(self, tp: TopicPartition) -> None: ...
-
-        def _remove_replica(self, tp: TopicPartition, *, delete: bool) -> None: ...
-
-    def _drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
+    def drop_topic(self, topic: str, *, delete: bool, topic_id: str = "") -> None:
         """Forget a deleted topic; with ``delete`` its logs go too (opened or not), except logs
         of another incarnation than ``topic_id`` (when given)."""
-        for tp in [tp for tp in self.partitions if tp[0] == topic]:
-            self._remove_replica(tp, delete=delete)
+        for tp in [tp for tp in self._rm.partitions if tp[0] == topic]:
+            self._rm._remove_replica(tp, delete=delete)
         if delete:
-            for key in self.log_manager.partitions():
+            for key in self._rm.log_manager.partitions():
                 if key.topic == topic:
-                    self._delete_if_incarnation(key, topic_id)
+                    self.delete_if_incarnation(key, topic_id)
 
-    def _delete_if_incarnation(self, key: TopicPartition, topic_id: str) -> bool:
+    def delete_if_incarnation(self, key: TopicPartition, topic_id: str) -> bool:
         """Delete the log of ``key`` unless it belongs to another topic incarnation than
         ``topic_id`` ("" or a log without an ID: any)."""
         try:
-            if other_incarnation(self.log_manager.topic_id(key), topic_id):
+            if other_incarnation(self._rm.log_manager.topic_id(key), topic_id):
                 return False
-            deleted = self.log_manager.delete_log(key)
+            deleted = self._rm.log_manager.delete_log(key)
         except StorageError:
             return False
         if deleted:
-            self._touch(TopicPartition(key.topic, key.partition))
+            self._rm._touch(TopicPartition(key.topic, key.partition))
         return deleted
 
-    def _delete_stray_logs(self, states: Mapping[TopicPartition, PartitionState]) -> None:
+    def delete_stray_logs(self, states: Mapping[TopicPartition, PartitionState]) -> None:
         """Delete the on-disk logs a full snapshot shows are not ours: topic gone, partition
         not assigned here, or another incarnation of the topic (Kafka's stray logs). Hosted
         replicas were brought in line already; this catches logs not opened since start."""
-        for key in self.log_manager.partitions():
+        for key in self._rm.log_manager.partitions():
             tp = key
-            if tp in self.partitions:
+            if tp in self._rm.partitions:
                 continue
             state = states.get(tp)
-            assignment = self.image.topics.get(key.topic)
-            if assignment is not None and state is not None and self.broker_id in state.replicas:
+            assignment = self._rm.image.topics.get(key.topic)
+            if (
+                assignment is not None
+                and state is not None
+                and self._rm.broker_id in state.replicas
+            ):
                 try:
-                    stray = other_incarnation(self.log_manager.topic_id(key), assignment.topic_id)
+                    stray = other_incarnation(
+                        self._rm.log_manager.topic_id(key), assignment.topic_id
+                    )
                 except StorageError:
                     continue
                 if not stray:
                     continue
-            _log.warning("broker %s: deleting stray log %s", self.broker_id, key)
-            self._delete_if_incarnation(key, "")
+            _log.warning("broker %s: deleting stray log %s", self._rm.broker_id, key)
+            self.delete_if_incarnation(key, "")
 
     # ------------------------------------------------------------------ admin requests
 
@@ -99,12 +95,12 @@ class ReplicaCleanup:
         if not isinstance(payload, CloseReplica):
             return
         tp = TopicPartition(payload.topic, payload.partition)
-        assignment = self.image.topics.get(payload.topic)
-        state = self.image.partitions.get(tp)
+        assignment = self._rm.image.topics.get(payload.topic)
+        state = self._rm.image.partitions.get(tp)
         if (
             assignment is not None
             and state is not None
-            and self.broker_id in state.replicas
+            and self._rm.broker_id in state.replicas
             and not other_incarnation(payload.topic_id, assignment.topic_id)
         ):
             return  # assigned here (again): keep it
@@ -114,12 +110,12 @@ class ReplicaCleanup:
             key = TopicPartition(*tp)
         except InvalidConfigError:
             return
-        if tp not in self.partitions:
-            self._delete_if_incarnation(key, payload.topic_id)
+        if tp not in self._rm.partitions:
+            self.delete_if_incarnation(key, payload.topic_id)
             return
         try:  # hosted yet not assigned: the feed is behind the request
-            stored_id = self.log_manager.topic_id(key)
+            stored_id = self._rm.log_manager.topic_id(key)
         except StorageError:
             return
         if not other_incarnation(stored_id, payload.topic_id):
-            self._remove_replica(tp, delete=True)
+            self._rm._remove_replica(tp, delete=True)

@@ -99,7 +99,7 @@ _NOTHING_READY = ManagerReady()
 
 
 @attrs.define
-class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
+class ReplicaManager:
     """The replicas hosted by ``broker_id``; see the module docstring."""
 
     broker_id: int
@@ -112,6 +112,9 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
     state_listener: Callable[[TopicPartition, PartitionState], None] | None = None
 
     partitions: dict[TopicPartition, Partition] = attrs.field(init=False, factory=dict)
+    #: its parts: settings and DeleteRecords; removing replicas and logs
+    admin: ReplicaAdmin = attrs.field(init=False)
+    cleanup: ReplicaCleanup = attrs.field(init=False)
     #: the metadata channel's image, read only (``apply_image``, ``apply_delta``)
     image: MetadataImage = attrs.field(init=False, factory=MetadataImage.empty)
     metadata_current: bool = attrs.field(init=False, default=True)
@@ -141,6 +144,10 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         init=False, factory=list
     )
 
+    def __attrs_post_init__(self) -> None:
+        self.admin = ReplicaAdmin(self)
+        self.cleanup = ReplicaCleanup(self)
+
     # ------------------------------------------------------------------ metadata
 
     def apply_image(self, image: MetadataImage, now_ms: int) -> None:
@@ -150,11 +157,11 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         old, self.image = self.image, image
         self.is_fenced_here()  # notes whether this incarnation's registration is in the image
         for topic in set(old.topics) - set(image.topics):
-            self._drop_topic(topic, delete=True)
-        self.refresh_settings(None, now_ms)
+            self.cleanup.drop_topic(topic, delete=True)
+        self.admin.refresh_settings(None, now_ms)
         for tp in set(self.partitions) - set(image.partitions):
             self._remove_replica(tp, delete=True)
-        self._delete_stray_logs(image.partitions)
+        self.cleanup.delete_stray_logs(image.partitions)
         self._push_eligibility()
         for tp, state in sorted(image.partitions.items()):
             self._apply_partition(tp, state, now_ms)
@@ -164,9 +171,9 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         replicas and logs go first, then settings, eligibility and each changed partition."""
         self.image = image
         for deleted in delta.topics_deleted:
-            self._drop_topic(deleted.topic, delete=True, topic_id=deleted.topic_id)
+            self.cleanup.drop_topic(deleted.topic, delete=True, topic_id=deleted.topic_id)
         if delta.topics_reconfigured:
-            self.refresh_settings(set(delta.topics_reconfigured), now_ms)
+            self.admin.refresh_settings(set(delta.topics_reconfigured), now_ms)
         if delta.brokers_changed:
             self.is_fenced_here()  # notes this incarnation's registration
             self._push_eligibility()
@@ -175,7 +182,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         if self.broker_id in delta.brokers_changed:
             self._resume_deferred_leads(now_ms)
         if delta.broker_configs_changed & {ALL_BROKERS, self.broker_id}:
-            self.refresh_settings(None, now_ms)
+            self.admin.refresh_settings(None, now_ms)
 
     def _apply_partition(self, tp: TopicPartition, state: PartitionState, now_ms: int) -> None:
         """Lead, follow or drop this broker's replica of the partition as ``state`` says."""
@@ -290,7 +297,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
         replica = self.partitions.get(tp)
         if replica is not None:
             return replica
-        settings = self._topic_settings(tp[0])
+        settings = self.admin.topic_settings(tp[0])
         assignment = self.image.topics.get(tp[0])
         topic_id = "" if assignment is None else assignment.topic_id
         key = TopicPartition(*tp)
@@ -317,7 +324,7 @@ class ReplicaManager(ReplicaAdmin, ReplicaCleanup):
             return None
         if log.is_offline:
             return None  # a write or fsync failed on it: not served until a restart
-        config = self._partition_config(settings)
+        config = self.admin.partition_config(settings)
         replica = Partition(
             topic=tp[0],
             partition=tp[1],

@@ -132,10 +132,10 @@ class DriverServices:
     def delete_records(
         self, topic: str, partition: int, offset: int, now_ms: int
     ) -> tuple[ErrorCode, int]:
-        return self._driver.rm.delete_records(topic, partition, offset, now_ms)
+        return self._driver.rm.admin.delete_records(topic, partition, offset, now_ms)
 
     def low_watermark(self, topic: str, partition: int) -> int:
-        return self._driver.rm.low_watermark(topic, partition)
+        return self._driver.rm.admin.low_watermark(topic, partition)
 
     def log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirReport]:
         return describe_log_dirs(self._driver.log_manager, wanted)

@@ -8,7 +8,7 @@ resource type or a bad broker name INVALID_REQUEST -- then queued for the contro
 ``AlterConfigs`` payload carrying the changes (not the result: the controller applies them to
 the stored configs, so concurrent requests never undo one another) and answered once it stores
 them. ``validate_only`` checks and queues nothing. Every broker and the controller apply the
-stored configs live (see ``ReplicaManager.refresh_settings`` and the controller's policy).
+stored configs live (see ``ReplicaAdmin.refresh_settings`` and the controller's policy).
 """
 
 from __future__ import annotations
