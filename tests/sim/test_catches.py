@@ -103,7 +103,7 @@ BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = 
         (0, 1),
     ),
     "commits_not_fenced": (_commits_not_fenced, ("fenced-commit-accepted",), (79, 87)),
-    "offsets_not_loaded": (_offsets_not_loaded, ("committed-offset-lost",), (3, 4)),
+    "offsets_not_loaded": (_offsets_not_loaded, ("committed-offset-lost",), (1, 8)),
 }
 """break -> (context manager putting the defect back, violation kinds it causes, seeds)."""
 
