@@ -5,7 +5,7 @@ PID this module started.
 The single-server tests' launchers (``tests/servers.py``, ``tests/servers_etcd.py``) start one
 member with fsync off; a benchmark against replog's quorum, which fsyncs every append before it
 counts, needs the baselines to fsync too, and a failover needs three members. Settings follow
-those launchers otherwise (coordination.md): ZooKeeper with a 200 ms tick on
+those launchers otherwise: ZooKeeper with a 200 ms tick on
 ``QuorumPeerMain`` (no zkServer.sh), etcd with a 50 ms heartbeat and a 500 ms election timeout.
 ``sync=False`` gives the tests' ``forceSync=no`` / ``--unsafe-no-fsync``.
 """

@@ -1,4 +1,4 @@
-"""Replica Fetch codec micro-benchmark (issue 16): ``python -m benchmarks.fetch_codec``.
+"""Replica Fetch codec micro-benchmark: ``python -m benchmarks.fetch_codec``.
 
 One follower fetch round's codec work, both sides, for a follower of ``--partitions``
 partitions of one topic on a leader, each answered with one ``--records``-record batch of

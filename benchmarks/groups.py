@@ -6,7 +6,7 @@ Prints one JSON line per case.
   are Stable, alternating a Heartbeat and an OffsetCommit per member (each commit's write
   reported written at once), with ``next_deadline_ms()`` asked after every input as a broker's
   event loop would. Cases vary the number of groups and members per group.
-- ``cluster`` (issue 14): a live 3-broker replog cluster (``Cluster.local``) and a 6-partition
+- ``cluster``: a live 3-broker replog cluster (``Cluster.local``) and a 6-partition
   topic. Three replog ``Consumer``s read all of it, in a group (``group_id``, subscribe, a
   commit at the end) and by manual assignment (two partitions each), interleaved over
   ``--repeats``; records/s are counted from when every member owns its partitions to the last

@@ -1,4 +1,4 @@
-"""Broker restart with and without the metadata image cache (issue 15), on ``raft://``.
+"""Broker restart with and without the metadata image cache, on ``raft://``.
 
     python -m benchmarks.image_cache [--topics 1000] [--partitions 3] [--voters 3] [--repeats 5]
 

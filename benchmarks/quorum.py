@@ -1,4 +1,4 @@
-"""Metadata quorum benchmark (issue 15): replog's built-in quorum (``raft://``) against
+"""Metadata quorum benchmark: replog's built-in quorum (``raft://``) against
 ZooKeeper and etcd, through the coordination API brokers use, in the same run.
 
     python -m benchmarks.quorum [--repeats 3] [--ops 200] [--failovers 1]

@@ -1,4 +1,4 @@
-"""Replication benchmark (issues 5, 16): brokers in their own processes on loopback, on the
+"""Replication benchmark: brokers in their own processes on loopback, on the
 built-in metadata quorum (3 ``replog controller`` voters) or on ZooKeeper.
 
     python -m benchmarks.replication [--repeats 3] [--duration 3] [--warmup 1]

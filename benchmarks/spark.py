@@ -22,7 +22,7 @@ Baselines, measured in the same run, read nothing from replog:
 
 ``ratio_to_baseline`` is rows/s over the baseline's rows/s (df cases against ``df_baseline``,
 rdd cases against ``rdd_baseline``): near 1 means Spark itself caps the rate on this machine.
-Prints one JSON line per case. Targets from issue 7: >= 1,000,000 rows/s for the DataFrame path
+Prints one JSON line per case. Targets: >= 1,000,000 rows/s for the DataFrame path
 and >= 2,000,000 records/s for the RDD path.
 """
 

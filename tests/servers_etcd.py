@@ -1,4 +1,4 @@
-"""Start and stop a throwaway single-node etcd 3.4 for tests (coordination.md §3).
+"""Start and stop a throwaway single-node etcd 3.4 for tests.
 
 ``start_etcd(tmp_dir)`` runs ``etcd`` on two free loopback ports with a data dir in ``tmp_dir``,
 waits for ``GET /health``, and returns an ``EtcdServer`` whose fault hooks act only on the PID

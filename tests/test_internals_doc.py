@@ -18,7 +18,6 @@ from types import ModuleType
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "internals.md"
 NOT_CODE = {
-    "SortedDict",  # sortedcontainers' class
     "getErrorResponse",  # Kafka's method, named for comparison
     "__consumer_offsets",  # a topic name
     "replog.coordinators",  # an entry-point group, not a module

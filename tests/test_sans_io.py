@@ -1,5 +1,6 @@
-"""The replication core, the election decisions and the group coordinator stay sans-IO
-(DESIGN.md §2).
+"""The replication core, the election decisions and the group coordinator stay sans-IO:
+inputs are method calls carrying ``now_ms``, outputs are values the driver acts on, and only the
+runtime owns threads, sockets, clocks and files.
 
 No module under ``replog.isr``, ``replog.election`` or ``replog.groups`` (nor the pure
 planner of ``replog reassign``: ``replog.tools.reassign_plan`` and ``reassign_json``) may
@@ -75,4 +76,6 @@ def test_pure_packages_exist() -> None:
 @pytest.mark.parametrize("path", _pure_modules(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_module_is_sans_io(path: pathlib.Path) -> None:
     violations = _violations(path)
-    assert not violations, "sans-IO rule broken (see DESIGN.md §2):\n" + "\n".join(violations)
+    assert not violations, "sans-IO rule broken (see this module's docstring):\n" + "\n".join(
+        violations
+    )

@@ -1,4 +1,4 @@
-"""Controller policies are broker settings, and they reach the controller (issue 11.4).
+"""Controller policies are broker settings, and they reach the controller.
 
 Before, the broker built its ``ControllerService`` with ``ControllerConfig()``'s defaults:
 ``default_min_insync_replicas`` and the unclean-election, ELR and rebalance settings of the

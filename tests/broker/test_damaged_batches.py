@@ -1,5 +1,5 @@
-"""A damaged batch below the recovery point is never served, and the cluster repairs it
-(issue 11.7): the leader that finds it reports it, the controller moves leadership to a healthy
+"""A damaged batch below the recovery point is never served, and the cluster repairs it: the
+leader that finds it reports it, the controller moves leadership to a healthy
 replica, and the damaged replica truncates to before the damage and fetches the rest again.
 Checked end to end with kafka-python reading every record back intact."""
 

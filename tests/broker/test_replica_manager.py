@@ -49,7 +49,8 @@ def test_acks_all_completes_after_follower_fetches_and_flushes(tmp_path: object)
 @pytest.mark.parametrize("acks", [-1, 1, 0])
 def test_every_produce_refused_while_session_is_not_connected(tmp_path: object, acks: int) -> None:
     """Cut off from the controller, a leader fences itself: nothing is appended, acks=1 and
-    acks=0 included (seed 002), and it appends again once the session is back."""
+    acks=0 included (a broker that cannot reach the active controller is fenced), and it
+    appends again once the session is back."""
     rm = _manager(tmp_path, 1)
     set_state(rm, "t", 0, PartitionState.initial((1,)), 0)
     rm.set_metadata_current(False)

@@ -1,6 +1,6 @@
 """Logs tied to topic incarnations in the ReplicaManager: ``partition.metadata`` at creation,
 stray logs deleted when a snapshot shows they are not ours, and CloseReplica requests acted
-on without ever deleting a later incarnation's log (issue 11.3)."""
+on without ever deleting a later incarnation's log."""
 
 from __future__ import annotations
 

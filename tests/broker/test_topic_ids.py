@@ -1,4 +1,4 @@
-"""Topic IDs (KIP-516) tie logs to one topic incarnation (issue 11.3).
+"""Topic IDs (KIP-516) tie logs to one topic incarnation.
 
 The black-box defect: delete topic ``t`` while a replica broker is down, restart that broker,
 recreate ``t`` with it as the leader -- the new topic served the old records, because brokers

@@ -1,4 +1,4 @@
-"""Closing a coordinator handle never breaks the brokers of the same process (issue 11.5).
+"""Closing a coordinator handle never breaks the brokers of the same process.
 
 Before, ``Admin(..., coordinator_url="memory://...").close()`` -- or any
 ``replog.coord.connect(url).close()`` -- closed the in-process store itself: every broker of a

@@ -1,4 +1,4 @@
-"""The Kafka admin APIs of issue 13 against a real 3-broker cluster, driven and checked by
+"""Kafka's admin APIs served by replog against a real 3-broker cluster, driven and checked by
 independent clients (kafka-python's ``KafkaAdminClient`` / ``KafkaProducer`` /
 ``KafkaConsumer`` and confluent-kafka's ``AdminClient``), each change's *effect* checked, not
 only its answer: a config change must change what the broker does, DeleteRecords must move

@@ -1,5 +1,5 @@
-"""AlterPartition from partition leaders through the admin queue: fencing (scenario 18),
-ineligible members (scenarios 16, 17) and the response the leader reads back."""
+"""AlterPartition from partition leaders through the admin queue: fencing, ineligible members
+(fenced, shutting down, a stale broker epoch) and the response the leader reads back."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def test_leader_shrink_and_response(coordinator: Coordinator) -> None:
 
 
 def test_fencing_in_the_reference_order(coordinator: Coordinator) -> None:
-    """Scenario 18, after the leader moved 1 -> 2 (leader epoch 1) and 1 came back."""
+    """Fencing (stale leader epoch, stale partition epoch, a non-leader sender), after the
+    leader moved 1 -> 2 (leader epoch 1) and 1 came back."""
     cluster, controller = _cluster(coordinator)
     cluster.fence(1)
     cluster.poll(controller)
@@ -76,7 +77,7 @@ def test_fencing_in_the_reference_order(coordinator: Coordinator) -> None:
 
 
 def test_ineligible_members_are_refused(coordinator: Coordinator) -> None:
-    """Scenario 16 (a fenced or shutting-down member) and 17 (a stale broker epoch)."""
+    """A fenced or shutting-down member, and one with a stale broker epoch."""
     cluster, controller = _cluster(coordinator)
     cluster.propose_isr("t", 0, [1, 2])
     cluster.poll(controller)
@@ -111,9 +112,9 @@ def test_unknown_partition(coordinator: Coordinator) -> None:
 def test_a_proposal_for_a_partition_below_min_isr_is_handled_first(
     coordinator: Coordinator,
 ) -> None:
-    """Issue 23 §1: after a fault every leader proposes at once; the expansion that gives a
-    partition back its min ISR (so acks=all writes go on) is decided before the older,
-    unrelated proposals and admin requests queued ahead of it."""
+    """After a fault every leader proposes at once; the expansion that gives a partition back
+    its min ISR (so acks=all writes go on) is decided before the older, unrelated proposals and
+    admin requests queued ahead of it."""
     cluster, controller = _cluster(coordinator)
     cluster.submit(CreateTopic(topic="busy", partition_count=6, replication_factor=3,
                                replica_assignment=[[1, 2, 3]] * 6))  # fmt: skip

@@ -1,6 +1,6 @@
-"""Broker failure through the ControllerService: re-election in assignment order (scenario 12),
-the last ISR member lost with and without ELR / unclean election (scenario 13), KIP-966's last
-replica standing (scenario 15), and failures that happen while no controller is active."""
+"""Broker failure through the ControllerService: re-election in assignment order, the last ISR
+member lost with and without ELR / unclean election, KIP-966's last replica standing, and
+failures that happen while no controller is active."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _topic(cluster: Cluster, name: str, replicas: list[int]) -> None:
 
 
 def test_clean_election_follows_assignment_order(coordinator: Coordinator) -> None:
-    """Scenario 12: AR [3,1,2], ISR {1,2}, leader 1; 1 is fenced -> leader 2, ISR {2}."""
+    """AR [3,1,2], ISR {1,2}, leader 1; 1 is fenced -> leader 2, ISR {2}."""
     cluster = Cluster(coordinator)
     cluster.register(1, 2, 3, CONTROLLER)
     controller = cluster.controller(CONTROLLER)
@@ -56,8 +56,9 @@ def test_clean_election_follows_assignment_order(coordinator: Coordinator) -> No
 
 @pytest.mark.parametrize("unclean", [False, True])
 def test_last_isr_member_fenced_without_elr(coordinator: Coordinator, unclean: bool) -> None:
-    """Scenario 13 (legacy, ELR off): ISR stays {1} and the partition goes offline until 1
-    returns; with unclean election, 2 leads RECOVERING and may not grow its ISR until RECOVERED."""
+    """The last ISR member lost (legacy, ELR off): ISR stays {1} and the partition goes offline
+    until 1 returns; with unclean election, 2 leads RECOVERING and may not grow its ISR until
+    RECOVERED."""
     policy = TopicPolicy(eligible_leader_replicas=False, unclean_leader_election=unclean)
     cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s13": policy}))
     cluster.register(1, 2, 3, CONTROLLER)
@@ -92,7 +93,7 @@ def test_last_isr_member_fenced_without_elr(coordinator: Coordinator, unclean: b
 
 
 def test_last_replica_standing_with_elr(coordinator: Coordinator) -> None:
-    """Scenario 15 (KIP-966, ELR on by default): ISR {0,1,2}, min ISR 2."""
+    """The last replica standing (KIP-966, ELR on by default): ISR {0,1,2}, min ISR 2."""
     policy = TopicPolicy(min_insync_replicas=2)
     cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s15": policy}))
     cluster.register(0, 1, 2, CONTROLLER)
@@ -123,10 +124,10 @@ def test_last_replica_standing_with_elr(coordinator: Coordinator) -> None:
 def test_unclean_restart_of_last_replica_standing(
     coordinator: Coordinator, via_snapshot: bool
 ) -> None:
-    """Scenario 15 step 3: 2 (ISR {2}, ELR {1}) crashes uncleanly and re-registers: it leaves
-    ISR and ELR, is not elected while 1 is down, and 1 is elected when it returns. With
-    ``via_snapshot`` the controller dies before the registration and its successor only sees
-    it in its snapshot."""
+    """The last replica standing, last step: 2 (ISR {2}, ELR {1}) crashes uncleanly and
+    re-registers: it leaves ISR and ELR, is not elected while 1 is down, and 1 is elected when
+    it returns. With ``via_snapshot`` the controller dies before the registration and its
+    successor only sees it in its snapshot."""
     policy = TopicPolicy(min_insync_replicas=2)
     cluster = Cluster(coordinator, ControllerConfig(topic_policies={"s15": policy}))
     cluster.register(0, 1, 2, CONTROLLER, CONTROLLER + 1)

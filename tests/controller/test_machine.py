@@ -1,5 +1,6 @@
 """The pure ControllerMachine on its own (no store): built from a snapshot value, it returns
-writes and state-change records; conflicts and an unclean restart (scenario 15 step 3)."""
+writes and state-change records; conflicts and an unclean restart (a replica of the ELR that
+re-registers after an unclean shutdown)."""
 
 from __future__ import annotations
 
@@ -60,8 +61,8 @@ def test_conflict_adopts_the_store_state_and_reconciles() -> None:
 
 
 def test_unclean_restart_leaves_the_elr() -> None:
-    """Scenario 15 step 3: 2 re-registers after an unclean shutdown and leaves the ELR (with
-    balanced recovery off; see the next test for what it does)."""
+    """2, in the ELR, re-registers after an unclean shutdown and leaves the ELR (with balanced
+    recovery off; see the next test for what it does)."""
     no_recovery = ControllerConfig(
         default_topic_policy=TopicPolicy(last_known_leader_recovery=False)
     )

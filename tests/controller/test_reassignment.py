@@ -1,4 +1,4 @@
-"""Seed 001's reassignment OAR {1,2,3} -> RAR {4,5,6} through the ControllerService, step by
+"""A reassignment OAR {1,2,3} -> RAR {4,5,6} through the ControllerService, step by
 step, on every backend; and a controller failover in the middle of it finishes the move."""
 
 from __future__ import annotations

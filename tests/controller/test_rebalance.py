@@ -1,5 +1,5 @@
 """Preferred-replica elections: the admin request and the automatic leader rebalance with its
-imbalance threshold (scenario 29, ZK rule: ratio above 10 % per preferred broker)."""
+imbalance threshold (the ZK rule: ratio above 10 % per preferred broker)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from ._harness import Cluster
 
 
 def test_placement_is_kafkas_with_a_fixed_start(coordinator: Coordinator) -> None:
-    """Scenario 30: brokers 0..4, start index 0, 10 partitions, RF 3 (the controller is broker
-    0, so the live brokers are exactly 0..4)."""
+    """The AdminUtils table: brokers 0..4, start index 0, 10 partitions, RF 3 (the controller is
+    broker 0, so the live brokers are exactly 0..4)."""
     cluster = Cluster(coordinator)
     cluster.register(0, 1, 2, 3, 4)
     controller = cluster.controller(0)

@@ -169,11 +169,12 @@ def test_an_rf_n_topic_asked_for_as_soon_as_n_brokers_serve(
 def test_brokers_cut_off_from_the_quorum_fence_themselves(
     quorum: QuorumProcesses, cluster: ProcessCluster
 ) -> None:
-    """Seed 002's Fenced state: with every voter paused (SIGSTOP: sockets open, nothing
-    answered), no broker can reach the active controller, so within its session timeout each
-    stops acknowledging writes -- acks=1 included, the seed's own example of a producer writing
-    on to a leader the controller may have replaced. Refused sends are not in the log; once the
-    voters resume, acks=1 is acknowledged again and every acknowledged record reads back."""
+    """A broker that cannot reach the active controller fences itself: with every voter paused
+    (SIGSTOP: sockets open, nothing answered), no broker can reach it, so within its session
+    timeout each stops acknowledging writes -- acks=1 included, since such a producer would
+    otherwise write on to a leader the controller may have replaced. Refused sends are not in
+    the log; once the voters resume, acks=1 is acknowledged again and every acknowledged record
+    reads back."""
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic(TOPIC, 1, 3)])

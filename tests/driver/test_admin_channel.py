@@ -59,7 +59,7 @@ def test_a_request_the_controller_never_completes_times_out(tmp_path: Any) -> No
 def test_submissions_go_out_one_call_at_a_time_carrying_all_that_wait(tmp_path: Any) -> None:
     """After a fault a broker leading many partitions proposes an ISR change for each at once:
     a coordinator call apiece filled the shell's threads, so heartbeats and feed reads queued
-    behind them for seconds (issue 23 §1). One call is in flight; the next carries every
+    behind them for seconds. One call is in flight; the next carries every
     submission that waited, in order, and one that fails fails alone."""
     shell = ScriptedShell(tmp_path)
     shell.start()

@@ -1,4 +1,5 @@
-"""AlterPartition validation: scenarios 16, 17, 18 and the order of the §6 checks."""
+"""AlterPartition validation: ineligible members (shutting down, fenced, a stale broker epoch),
+fencing, and the order of the checks (KRaft's validateAlterPartitionData)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_valid_expansion_commits_with_new_partition_epoch() -> None:
 
 
 def test_shutting_down_follower_proposed_for_isr_is_ineligible() -> None:
-    # Scenario 16: C (3) is in controlled shutdown and caught up; the leader proposes it anyway.
+    # C (3) is in controlled shutdown and caught up; the leader proposes it anyway.
     decision = decide(request(), cluster=CLUSTER.with_controlled_shutdown(3))
     assert decision.outcome is ErrorCode.INELIGIBLE_REPLICA
     assert decision.state_changes[0].phase is Phase.REJECTED
@@ -74,7 +75,7 @@ def test_fenced_follower_proposed_for_isr_is_ineligible() -> None:
 
 
 def test_stale_broker_epoch_member_is_ineligible() -> None:
-    # Scenario 17: C restarted with an empty disk as epoch 203; a delayed request carries 103.
+    # C restarted with an empty disk as epoch 203; a delayed request carries 103 (KIP-903).
     restarted = CLUSTER.with_registration(BrokerRegistration(broker_id=3, broker_epoch=203))
     assert decide(request(), cluster=restarted).outcome is ErrorCode.INELIGIBLE_REPLICA
     current_epoch = request(new_isr=[IsrMember(1, 101), IsrMember(2, 102), IsrMember(3, 203)])
@@ -103,7 +104,8 @@ def test_stale_sender_broker_epoch_is_rejected_first() -> None:
     ],
 )
 def test_alter_partition_fencing(changes: dict[str, object], expected: ErrorCode) -> None:
-    # Scenario 18 and the rest of the §6 list.
+    # Fencing (stale leader epoch, stale partition epoch, a non-leader sender) and the other
+    # checks: an ISR outside the replicas or without the leader, a RECOVERING ISR above 1.
     decision = decide(request(**changes))
     assert decision.outcome is expected
     assert response_error(request(**changes), decision) is expected
@@ -129,7 +131,7 @@ def test_checks_run_in_spec_order() -> None:
 
 
 def test_identical_proposal_succeeds_with_current_state_even_with_old_partition_epoch() -> None:
-    # Scenario 18 (ZK idempotence): a retry of an applied request returns the current state.
+    # ZK idempotence: a retry of an applied request returns the current state.
     applied_once = applied(decide(request()))
     retry = decide(request(), current=applied_once)  # carries partition epoch 9, current is 10
     assert retry.outcome is applied_once

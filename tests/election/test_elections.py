@@ -1,5 +1,7 @@
-"""Leader elections on broker events: scenarios 12, 13, 14 (election side), 16 and the epoch
-rules of §6 (reference/kafka-internals.md)."""
+"""Leader elections on broker events: the clean election order, the last ISR member lost (clean
+and unclean), the lone ISR leader then an unclean election, a shutting-down broker, and Kafka's
+epoch rules (the leader epoch +1 exactly when a change sets the leader, the partition epoch +1 on
+every change, nothing for a no-op)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ UNCLEAN = ElectionPolicy(unclean_allowed=True)
 
 
 def test_clean_election_skips_replicas_outside_isr() -> None:
-    # Scenario 12: AR [3,1,2], ISR {1,2}, leader 1; broker 1 is fenced.
+    # Clean election order: AR [3,1,2], ISR {1,2}, leader 1; broker 1 is fenced.
     before = registration([3, 1, 2], [1, 2], 1)
     decision = on_broker_fenced(TP, before, 1, ClusterView.of(1, 2, 3), policy=POLICY, now_ms=7)
     after = applied(decision)
@@ -40,7 +42,7 @@ def test_clean_election_skips_replicas_outside_isr() -> None:
 
 
 def test_last_isr_member_fenced_leaves_partition_offline_with_isr_unchanged() -> None:
-    # Scenario 13: AR [1,2,3], ISR {1}; 1 is fenced while 2 and 3 are alive.
+    # The last ISR member lost: AR [1,2,3], ISR {1}; 1 is fenced while 2 and 3 are alive.
     before = registration([1, 2, 3], [1], 1)
     cluster = ClusterView.of(1, 2, 3)
     decision = on_broker_fenced(TP, before, 1, cluster, policy=POLICY, now_ms=1)
@@ -53,7 +55,7 @@ def test_last_isr_member_fenced_leaves_partition_offline_with_isr_unchanged() ->
 
 
 def test_returning_last_isr_member_is_reelected() -> None:
-    # Scenario 13, continued: when 1 unfences it leads again (2 and 3 will truncate to it).
+    # Continued: when 1 unfences it leads again (2 and 3 will truncate to it).
     offline = registration([1, 2, 3], [1], NO_LEADER, leader_epoch=6, partition_epoch=10)
     cluster = ClusterView.of(1, 2, 3).with_fenced(1)
     back = applied(on_broker_unfenced(TP, offline, 1, cluster, policy=POLICY, now_ms=2))
@@ -70,7 +72,7 @@ def test_other_broker_unfencing_does_not_elect_outside_isr() -> None:
 
 
 def test_unclean_election_picks_first_live_replica_and_marks_recovering() -> None:
-    # Scenario 13, unclean variant: leader 2 (first live in AR), ISR {2}, RECOVERING.
+    # The last ISR member lost, unclean: leader 2 (first live in AR), ISR {2}, RECOVERING.
     before = registration([1, 2, 3], [1], 1)
     decision = on_broker_fenced(TP, before, 1, ClusterView.of(1, 2, 3), policy=UNCLEAN, now_ms=3)
     after = applied(decision)
@@ -82,7 +84,8 @@ def test_unclean_election_picks_first_live_replica_and_marks_recovering() -> Non
 
 
 def test_recovering_partition_rejects_isr_expansion_until_recovered() -> None:
-    # Scenario 13: AlterPartition with ISR > 1 is rejected while RECOVERING.
+    # The last ISR member lost, unclean: AlterPartition with ISR > 1 is rejected while
+    # RECOVERING.
     recovering = registration(
         [1, 2, 3], [2], 2, leader_recovery_state=LeaderRecoveryState.RECOVERING
     )
@@ -124,7 +127,8 @@ def test_recovering_partition_rejects_isr_expansion_until_recovered() -> None:
 
 
 def test_lone_isr_leader_lost_unclean_election_elects_out_of_sync_replica() -> None:
-    # Scenario 14 (election side): RF 3, minISR 1, unclean on; ISR shrank to {A}, A is lost.
+    # The lone ISR leader, then an unclean election (election side): RF 3, minISR 1, unclean
+    # on; the ISR shrank to {A}, A is lost.
     a, b, c = 1, 2, 3
     lone = registration([a, b, c], [a], a)
     cluster = ClusterView.of(a, b, c)
@@ -137,7 +141,7 @@ def test_lone_isr_leader_lost_unclean_election_elects_out_of_sync_replica() -> N
 
 
 def test_shutting_down_broker_is_not_acceptable_as_leader() -> None:
-    # Scenario 16 (election side) / ZK controlled shutdown: leadership moves to the first in AR
+    # ZK controlled shutdown (election side): leadership moves to the first in AR
     # order that is live, in the ISR and not shutting down; the broker leaves the ISR.
     before = registration([1, 2, 3], [1, 2, 3], 1)
     cluster = ClusterView.of(1, 2, 3).with_controlled_shutdown(2)

@@ -1,4 +1,5 @@
-"""KIP-966 Eligible Leader Replicas: scenario 15 step by step, and the legacy behaviour."""
+"""KIP-966 Eligible Leader Replicas: the last replica standing (ISR {0,1,2}, min ISR 2; 0 drops,
+1 drops, 2 crashes uncleanly) step by step, and the legacy behaviour."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ LEGACY = ElectionPolicy(min_isr=2, elr_enabled=False)
 def _down_to_last_replica_standing(
     policy: ElectionPolicy,
 ) -> tuple[PartitionRegistration, ClusterView]:
-    """Scenario 15 steps 1 and 2 (0 drops, then 1 drops), checked on the way."""
+    """The first two steps (0 drops, then 1 drops), checked on the way."""
     start = PartitionRegistration.initial([0, 1, 2])
     cluster = ClusterView.of(0, 1, 2)
     after_0 = applied(on_broker_fenced(TP, start, 0, cluster, policy=policy, now_ms=1))
@@ -118,7 +119,7 @@ def test_shrink_below_min_isr_by_alter_partition_moves_member_to_elr() -> None:
 
 
 def test_without_elr_last_replica_keeps_isr_and_is_reelected_with_short_log() -> None:
-    # Legacy behaviour of scenario 15: committed data can be lost globally.
+    # Legacy behaviour (no ELR): committed data can be lost globally.
     last_standing, cluster = _down_to_last_replica_standing(LEGACY)
     assert last_standing.elr == ()
     offline = applied(on_broker_fenced(TP, last_standing, 2, cluster, policy=LEGACY, now_ms=3))

@@ -1,5 +1,5 @@
 """Hypothesis state machine over one partition: random broker events, ISR proposals, elections
-and reassignment steps, checking the §6 invariants after every decision.
+and reassignment steps, checking the controller's invariants after every decision.
 
 Properties: leader in ISR (or -1); ISR within the replicas; ELR disjoint from the ISR and empty
 once ISR >= minISR; partition epoch +1 on every real change and unchanged otherwise; leader epoch

@@ -1,4 +1,5 @@
-"""Replica placement: scenario 30 exactly, the RF > brokers error, rack awareness, properties."""
+"""Replica placement: the AdminUtils table exactly, the RF > brokers error, rack awareness,
+properties."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from replog.errors import ErrorCode
 
 
 def test_deterministic_assignment_matches_adminutils_table() -> None:
-    # Scenario 30: 5 brokers, fixed start index 0 (and shift 0), 10 partitions, RF 3.
+    # 5 brokers, fixed start index 0 (and shift 0), 10 partitions, RF 3.
     placed = assign_replicas_rack_unaware(range(5), 10, 3, start_index=0, replica_shift=0)
     assert placed[0] == (0, 1, 2)
     assert placed[4] == (4, 0, 1)

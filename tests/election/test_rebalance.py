@@ -1,4 +1,6 @@
-"""Preferred-leader balance (scenario 29) and operator-requested elections."""
+"""Preferred-leader balance (the ZK rule: a broker that does not lead more than 10 % of the
+partitions it is preferred for gets preferred elections for them) and operator-requested
+elections."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def _broker_1_preferred_for_10_leads_8(
 
 
 def test_broker_over_imbalance_ratio_gets_preferred_elections() -> None:
-    # Scenario 29: broker 1 is preferred for 10 partitions and leads 8 -> 0.2 > 0.10.
+    # Broker 1 is preferred for 10 partitions and leads 8 -> 0.2 > 0.10.
     partitions = _broker_1_preferred_for_10_leads_8()
     imbalance = leader_imbalance(partitions)
     assert imbalance[1].ratio == 0.2

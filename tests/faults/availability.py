@@ -6,8 +6,8 @@ write, and how long the cluster took to get every partition back to min ISR and 
 
 The figures are reported (printed at the end of the session, "fault availability"), not
 asserted against a time: this suite runs on shared, noisy machines. ``make availability`` runs
-the faults that report them three times on each coordinator; issue 23's bound (no stretch above
-5 s without an acknowledged write after a single fault) is read from that report."""
+the faults that report them three times on each coordinator; the bound to hold (no stretch
+above 5 s without an acknowledged write after a single fault) is read from that report."""
 
 from __future__ import annotations
 

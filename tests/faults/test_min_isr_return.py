@@ -1,5 +1,5 @@
-"""After a fault, how soon every partition is back to min ISR (issue 23 §1): the outside's
-sequence, with a librdkafka idempotent producer at a fixed rate (acks=all) and a confluent-kafka
+"""After a fault, how soon every partition is back to min ISR, with a librdkafka idempotent
+producer at a fixed rate (acks=all) and a confluent-kafka
 consumer group, so ``__consumer_offsets`` exists at its default size (50 partitions, each with
 leaders that propose ISR changes alongside the test topic's).
 

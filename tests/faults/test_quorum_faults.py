@@ -1,4 +1,4 @@
-"""The built-in metadata quorum under faults, with real processes (issue 15): three ``replog
+"""The built-in metadata quorum under faults, with real processes: three ``replog
 controller`` voters, three broker processes on ``raft://``, an acks=all producer running
 throughout. Kill (then restart) or pause (then resume) the active controller -- the quorum's
 leader -- or a follower voter: the brokers keep serving, a new active controller is elected

@@ -1,4 +1,4 @@
-"""Kafka's replication fault matrix against real broker processes (issue 6).
+"""Kafka's replication fault matrix against real broker processes.
 
 Three brokers on loopback with the ZooKeeper backend, topic RF 3 / min ISR 2, fsync durability,
 a producer with acks=all running throughout. Each case injects one fault while the producer

@@ -1,4 +1,5 @@
-"""Unit tests for replog.isr transitions not covered by the reference scenarios."""
+"""Unit tests for replog.isr transitions not covered by the case-by-case tests of
+``test_scenarios.py``."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_alter_partition_fenced_stays_pending_until_metadata(tmp_path: Path) -> 
 def test_an_expansion_refused_for_a_newer_partition_epoch_is_proposed_again_at_once(
     tmp_path: Path,
 ) -> None:
-    """Issue 23 §1: an ELR-only change moved the partition epoch under an in-flight expansion;
+    """An ELR-only change moved the partition epoch under an in-flight expansion;
     the refusal carries the newer state, which keeps this leader, so the leader commits it and
     proposes the expansion again on it at once instead of a metadata round trip later."""
     leader = _leader_with_pending_expand(tmp_path)
@@ -258,8 +259,8 @@ def test_isr_shrink_then_expand_round_trip(tmp_path: Path) -> None:
 
 def test_state_change_lines_round_trip(tmp_path: Path) -> None:
     """A replica's records are the one state-change record type, in the one line format the
-    state-change log tool merges and parses back (seed 000's lifecycle: completed by the
-    broker that acted on the metadata)."""
+    state-change log tool merges and parses back (a change's life from request to completion:
+    completed by the broker that acted on the metadata)."""
     from replog.state_change import Phase, StateChangeKind, parse_log_line
 
     changes: list[StateChange] = []

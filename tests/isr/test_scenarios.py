@@ -1,5 +1,10 @@
-"""The reference's test scenarios 1-11 and 19-21 (kafka-internals.md), one test each, plus the
-two KIP-101 failures as the KIP tells them, all on real `Log`s."""
+"""Kafka's replication behaviour case by case, one test each, all on real `Log`s: KIP-101's
+acked write and divergence after a double crash, KIP-279's multi-round truncation, KAFKA-7415's
+epoch recorded without writes, KAFKA-7128's ISR join inside the current epoch, ISR shrink of a
+stuck follower but not of an idle or a slow but steady one, min ISR refusing acks=all before the
+append, an ISR shrink after an acks=all append, acks semantics, KIP-320's fetch epoch fencing,
+KAFKA-14704's diverging answer that leaves the HW alone, and followers out of range; plus the
+two KIP-101 failures as the KIP tells them."""
 
 from __future__ import annotations
 

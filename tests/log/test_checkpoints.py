@@ -1,4 +1,5 @@
-"""Checkpoint files (§2): format, atomic write under crashes, strict reading, clean marker."""
+"""Kafka's text checkpoint files: format, atomic write under crashes, strict reading, the clean
+marker."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def test_crlf_line_ends_are_accepted(fs: FaultInjectingFileSystem) -> None:
 def test_read_of_a_file_lacking_the_partition_has_no_entry_for_it(
     fs: FaultInjectingFileSystem,
 ) -> None:
-    # Scenario 25: the caller defaults a missing tp to HW 0 (then clamps to log start).
+    # A partition the file lacks has no entry: the caller defaults it to HW 0 (then clamps to
+    # the log start).
     ckpt = _offsets(fs)
     ckpt.write({("foo", 0): 42})
     assert ("foo", 1) not in ckpt.read()
@@ -155,7 +157,7 @@ def test_write_rejects_entries_that_could_not_be_read_back(
         (b"\n0\n", "line 1"),  # blank version line
         (b"0\nthree\n", "line 2"),  # count not an integer
         (b"0\n-1\n", "line 2"),  # negative count
-        (b"0\n3\nfoo 0 1\nfoo 1 2\n", "line 2"),  # count 3, two entries (scenario 25)
+        (b"0\n3\nfoo 0 1\nfoo 1 2\n", "line 2"),  # count 3, two entries: malformed
         (b"0\n1\nfoo 0 1\nfoo 1 2\n", "line 2"),  # more entries than the count
         (b"0\n1\nfoo 0\n", "line 3"),  # too few fields
         (b"0\n1\nfoo 0 1 2\n", "line 3"),  # too many fields
@@ -213,7 +215,8 @@ def test_malformed_leader_epoch_checkpoint_raises_naming_file_and_line(
 def test_crash_after_tmp_written_before_rename_leaves_old_file_valid(
     fs: FaultInjectingFileSystem,
 ) -> None:
-    """Scenario 25: tmp written (and even fsynced) but not renamed, then power loss."""
+    """The tmp file written (and even fsynced) but not renamed, then power loss: the old file
+    is still whole, and the next write overwrites the tmp."""
     ckpt = _offsets(fs)
     ckpt.write({("foo", 0): 10})
     fs.fail_rename(REPLICATION_OFFSET_CHECKPOINT_FILE)
@@ -295,8 +298,8 @@ def test_clean_shutdown_marker_is_kafka_json(fs: FaultInjectingFileSystem) -> No
 
 
 def test_clean_shutdown_marker_lifecycle(fs: FaultInjectingFileSystem) -> None:
-    """Scenario 24 at the file level: present -> clean, deleted at startup, so a crash while
-    loading makes the next boot unclean."""
+    """The clean-shutdown marker at the file level: present -> clean, deleted at startup, so a
+    crash while loading makes the next boot unclean."""
     assert read_and_delete_clean_shutdown_marker(fs, fs.root) is None  # first boot: unclean
 
     write_clean_shutdown_marker(fs, fs.root, 7)

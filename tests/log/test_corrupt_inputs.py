@@ -102,7 +102,7 @@ def _xor(path: str, position: int, mask: int) -> None:
 
 # -- corrupt batches in the .log ---------------------------------------------------------------
 
-# Byte positions inside a batch (reference §1): base offset 0..7, length 8..11, epoch 12..15,
+# Byte positions inside a batch (records.py's layout): base offset 0..7, length 8..11, epoch 12..15,
 # magic 16, CRC 17..20, attributes 21..22, then CRC-covered fields and records.
 FLIPS = {
     "base_offset": (7, 0x01),
@@ -652,7 +652,7 @@ def test_a_malformed_clean_shutdown_marker_counts_as_unclean(
 def test_a_rising_leader_epoch_the_epoch_cache_does_not_know_is_never_served(
     fs: FaultInjectingFileSystem, risen_epoch: int
 ) -> None:
-    """Regression (crash-fuzz, issue 23 §3): a flipped bit that raises a batch's partition
+    """Regression (found by crash fuzzing): a flipped bit that raises a batch's partition
     leader epoch (outside the CRC) was served as good data below the recovery point. The
     leader-epoch cache is fsynced before the data it describes, so an epoch it does not give
     for that offset is damage."""

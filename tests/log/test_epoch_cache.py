@@ -1,4 +1,5 @@
-"""LeaderEpochCache (§5): assign rules, end_offset_for answers, truncations, persistence."""
+"""LeaderEpochCache (Kafka's LeaderEpochFileCache rules): assign rules, end_offset_for answers,
+truncations, persistence."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def test_end_offset_for_any_negative_epoch_is_undefined() -> None:
 
 
 def test_kip_279_multi_round_truncation_answers() -> None:
-    """Scenario 3."""
+    """KIP-279: leader {0:0, 1:3, 3:6} LEO 9, follower {0:0, 2:4} LEO 8; the follower
+    truncates to 4 after the first answer, to 3 after the second."""
     leader = _cache((0, 0), (1, 3), (3, 6))
     follower = _cache((0, 0), (2, 4))
     assert leader.end_offset_for(2, log_end_offset=9) == (1, 6)
@@ -76,7 +78,7 @@ def test_kip_279_multi_round_truncation_answers() -> None:
 
 
 def test_new_leader_epoch_without_writes_answers_for_the_old_epoch() -> None:
-    """Scenario 4 (KAFKA-7415): B becomes leader at epoch 4 with LEO 10 and writes nothing."""
+    """KAFKA-7415: B becomes leader at epoch 4 with LEO 10 and writes nothing."""
     b = _cache((1, 0))
     assert b.assign(4, 10)
     assert _pairs(b) == [(1, 0), (4, 10)]

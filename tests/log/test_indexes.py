@@ -1,4 +1,5 @@
-"""Offset and time index semantics (§1), including scenario 26 and a model-based lookup test."""
+"""Offset and time index semantics (Kafka's .index and .timeindex), including the worked
+example of base 100 with entries 105->0, 120->4200, 130->8400, and a model-based lookup test."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def scenario_26(tmp_path: Path) -> Iterator[OffsetIndex]:
     index.close()
 
 
-# -- scenario 26 ------------------------------------------------------------------------------
+# -- base 100, entries 105->0, 120->4200, 130->8400 -------------------------------------------
 
 
 def test_lookup_below_first_entry_returns_base_offset_and_position_zero(

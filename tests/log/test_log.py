@@ -1,5 +1,5 @@
 """`Log`: appends as leader and follower, reads, truncation, flush, offline on IO errors, roll
-triggers (reference scenario 27) and retention (scenario 28)."""
+triggers and retention (which never deletes a segment reaching past the HW)."""
 
 from __future__ import annotations
 
@@ -635,7 +635,7 @@ def test_closed_segments_have_trimmed_indexes(fs: FaultInjectingFileSystem) -> N
         assert os.path.getsize(segment.path(".timeindex")) % 12 == 0
 
 
-# -- scenario 27: roll triggers ----------------------------------------------------------------
+# -- roll triggers -----------------------------------------------------------------------------
 
 
 def test_scenario_27_size_roll_starts_the_new_segment_at_the_batch_first_offset(
@@ -809,7 +809,7 @@ def test_single_batch_appends_index_as_recovery_rebuilds(fs: FaultInjectingFileS
     assert _index_entries(recovered) == appended
 
 
-# -- scenario 28 and retention -----------------------------------------------------------------
+# -- retention, never past the HW --------------------------------------------------------------
 
 
 def _three_segments(

@@ -1,5 +1,5 @@
 """`LogManager`: lazily opened logs, placement across log dirs, checkpoints, the clean-shutdown
-marker (reference scenario 24), atomic checkpoints (scenario 25) and topic name validation."""
+marker, atomic checkpoints and topic name validation."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def test_retention_goes_on_past_a_log_that_cannot_be_read(fs: FaultInjectingFile
     assert list(healthy.segments) == [20]
 
 
-# -- scenario 24: the clean-shutdown marker ----------------------------------------------------
+# -- the clean-shutdown marker -----------------------------------------------------------------
 
 
 def test_scenario_24_a_clean_marker_skips_recovery_and_sets_the_recovery_point_to_the_log_end(
@@ -358,7 +358,7 @@ def test_an_io_error_while_closing_is_a_storage_error_and_other_dirs_still_close
     assert failing.is_offline
 
 
-# -- scenario 25: atomic checkpoints -----------------------------------------------------------
+# -- atomic checkpoints ------------------------------------------------------------------------
 
 
 def test_scenario_25_a_missing_tp_entry_means_hw_0_clamped_to_the_log_start(

@@ -1,4 +1,4 @@
-"""Record batch v2 codec (§1) and its compression codecs."""
+"""Record batch v2 codec (Kafka's magic 2 format) and its compression codecs."""
 
 from __future__ import annotations
 

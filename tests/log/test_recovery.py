@@ -1,5 +1,6 @@
-"""Recovery at open (reference §3): scenarios 22 (torn tail) and 23 (corrupt CRC mid-log), the
-clean and unclean paths through `Log.open`, and crashes on the fault-injecting filesystem."""
+"""Recovery at open (Kafka's rules after an unclean shutdown): a torn tail and a corrupt CRC
+mid-log, the clean and unclean paths through `Log.open`, and crashes on the fault-injecting
+filesystem."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def _index_entries(path: str, base: int) -> list[tuple[int, int]]:
     ]
 
 
-# -- scenario 22 -------------------------------------------------------------------------------
+# -- a torn tail -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("tail", ["half_a_batch", "zero_filled"])
@@ -139,7 +140,7 @@ def test_scenario_22_hw_is_clamped_up_to_the_log_start(fs: FaultInjectingFileSys
     assert recovered.high_watermark == 2
 
 
-# -- scenario 23 -------------------------------------------------------------------------------
+# -- a corrupt CRC mid-log ---------------------------------------------------------------------
 
 
 def test_scenario_23_corrupt_crc_mid_log_cuts_there_and_deletes_later_segments(
@@ -457,7 +458,7 @@ def test_crash_with_a_torn_write_keeps_a_dense_prefix(tmp_path: Path, seed: int)
 def test_a_rising_leader_epoch_the_epoch_cache_does_not_know_ends_the_recovered_log(
     fs: FaultInjectingFileSystem,
 ) -> None:
-    """Regression (crash-fuzz, issue 23 §3): recovery took a batch whose epoch a flipped bit
+    """Regression (found by crash fuzzing): recovery took a batch whose epoch a flipped bit
     raised (1 -> 5) as a new epoch and wrote it into the leader-epoch cache. The cache is
     fsynced before the data, so an epoch it does not give for the offset ends the log there."""
     log = _open(fs)

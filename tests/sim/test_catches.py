@@ -1,4 +1,5 @@
-"""The simulator finds the defects that black-box runs found in wave 1, when they are put back.
+"""The simulator finds the defects that black-box runs found in replog's first version, when
+they are put back.
 
 Each test breaks one rule of the product (the way it was broken before its fix) and checks that
 some of a fixed set of seeds reports the violation kind that defect produces. A test fails if
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.sim
 
 @contextmanager
 def _delete_does_nothing() -> Iterator[None]:
-    """DeleteTopics answers success without asking the controller (wave 1's Admin.delete)."""
+    """DeleteTopics answers success without asking the controller (the first version's
+    Admin.delete)."""
 
     def handle(ctx: Any, body: m.DeleteTopicsRequest, services: Any) -> Reply:
         del ctx, services
@@ -49,7 +51,8 @@ def _delete_does_nothing() -> Iterator[None]:
 @contextmanager
 def _retries_appended_twice() -> Iterator[None]:
     """A leader appends an idempotent producer's batch again when it arrives twice (no
-    duplicate check against the producer state; wave 1 had no producer state at all)."""
+    duplicate check against the producer state; the first version had no producer state at
+    all)."""
     original = Log._check_producers
 
     def check(self: Log, produced: Any) -> None:

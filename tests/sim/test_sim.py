@@ -1,4 +1,4 @@
-"""Deterministic simulation seeds (issue 6) and the regression tests failing seeds became.
+"""Deterministic simulation seeds and the regression tests failing seeds became.
 
 ``test_seed`` runs seeds 0..SEED_COUNT-1, one test each (so parallel workers share them out and a
 failure names its seed and prints the command that replays it); ``make sim SEEDS=N`` runs many
@@ -69,7 +69,7 @@ def test_same_seed_same_run() -> None:
 def test_a_group_not_settled_within_its_bound_after_the_heal_is_a_violation(
     tmp_path: object,
 ) -> None:
-    """Issue 23 §5: the heal bounds how long groups may take to be stable and committing
+    """The heal bounds how long groups may take to be stable and committing
     again (``GroupOptions.settle_bound_ms``: leaders back, a lost request timed out, a session,
     a rebalance, two commit rounds); a run whose groups miss it fails instead of being noted."""
     opts = SimOptions.draw(3)

@@ -1,6 +1,6 @@
 """Fixtures of the Spark tests: one local[2] SparkSession and one replog cluster for all of them.
 
-The session follows shared/reference/spark.md Part 4: workers run this interpreter
+The session is set up for a small shared CI machine: workers run this interpreter
 (PYSPARK_PYTHON), everything binds to 127.0.0.1, the UI is off and the session is stopped at the
 end so /tmp/spark-* goes away. Without pyspark the tests skip; without Java they skip too, unless
 REPLOG_REQUIRE_BACKENDS=1, which turns a missing backend into a failure.

@@ -1,8 +1,9 @@
 """The pure Spark planner: offset specs, pinned ranges, and Spark's range splitting.
 
 The hand-computed split cases are those of Spark's ``KafkaOffsetRangeCalculatorSuite`` plus the
-layouts measured in ``shared/reference/spark.md``; the property tests check what every plan must
-keep (exact cover, contiguous pieces, the min/max bounds) for arbitrary inputs.
+layouts measured with Spark itself (a 261000-record RDD and a bounded DataSource read); the
+property tests check what every plan must keep (exact cover, contiguous pieces, the min/max
+bounds) for arbitrary inputs.
 """
 
 from __future__ import annotations
@@ -433,7 +434,7 @@ def test_plan_matches_sparks_calculator(
 
 
 def test_plan_reproduces_the_measured_261000_record_layout() -> None:
-    # spark.md check (b): 200k/50k/10k/1k records, minPartitions=8 -> 40k x5 + 50k + 10k + 1k
+    # Measured on Spark: 200k/50k/10k/1k records, minPartitions=8 -> 40k x5 + 50k + 10k + 1k
     ranges = [OffsetRange("t", p, 0, n) for p, n in enumerate([200_000, 50_000, 10_000, 1_000])]
     plan = plan_ranges(ranges, min_partitions=8)
     assert [(r.partition, r.count) for r in plan] == [(0, 40_000)] * 5 + [
@@ -445,7 +446,7 @@ def test_plan_reproduces_the_measured_261000_record_layout() -> None:
 
 
 def test_plan_of_the_bounded_layout_rounds_half_up_like_spark() -> None:
-    # spark.md check (c): {0: 150000, 1: 50000, 2: 10000, 3: 500}, minPartitions=8. The split
+    # Measured on Spark: {0: 150000, 1: 50000, 2: 10000, 3: 500}, minPartitions=8. The split
     # shares are 150000/200000*6 = 4.5 and 1.5; Math.round gives 5 and 2, so Spark plans 9 tasks
     # (Python's round() would give 4 and 2, i.e. 8).
     ranges = [
