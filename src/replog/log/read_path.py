@@ -68,8 +68,7 @@ def read_slice(
     if start_offset >= limit_offset:
         return FetchSlice(_NO_PIECES, start_offset)
     read_from = start_offset
-    for segment in segments.from_offset(start_offset):
-        following = segments.next_base(segment.base_offset)
+    for segment, following in segments.walk_from(start_offset):
         segment_end = log_end_offset if following is None else following
         try:
             piece = _read_segment(

@@ -91,6 +91,17 @@ class SegmentList(Mapping[int, LogSegment]):
         segments: list[LogSegment] = self._by_base.values()[self._floor_index(offset) :]
         return segments
 
+    def walk_from(self, offset: int) -> Iterator[tuple[LogSegment, int | None]]:
+        """The segment holding ``offset`` (the first one if it is below all) and each later one,
+        lazily, with the base offset of the segment after it (None for the active segment): a
+        read that ends in the first segment, as most do, costs one bisection, not a copy of the
+        list."""
+        keys, values = self._by_base.keys(), self._by_base.values()
+        count = len(keys)
+        for index in range(self._floor_index(offset), count):
+            following = int(keys[index + 1]) if index + 1 < count else None
+            yield values[index], following
+
     def _floor_index(self, offset: int) -> int:
         index: int = self._by_base.bisect_right(offset) - 1
         return max(index, 0)
