@@ -293,13 +293,18 @@ class GroupMember:
     def _call(self, body: Any, answer: Any, *, timeout_ms: int | None = None) -> None:
         sim = self.sim
         broker = self.coordinator
-        if broker is None:
-            return
         incarnation = self.incarnation
 
         def on_answer(response: Any) -> None:
             if incarnation == self.incarnation:
                 answer(response)
+
+        if broker is None:
+            # the coordinator was lost while the step before was in flight (a heartbeat's
+            # NOT_COORDINATOR during a join): the request fails as unsent, so the member does
+            # not wait for an answer that cannot come (it was left syncing for good)
+            sim.after(0, lambda: on_answer(None))
+            return
 
         sim.rpc.call(
             self.node,
