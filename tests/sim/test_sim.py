@@ -122,12 +122,31 @@ def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> Non
         "epoch 2 with an empty log; seed 332, rf 2: broker 3 the same way at epoch 4). Not "
         "electing an unclean last leader leaves partitions whose whole ISR crashed leaderless "
         "for good; the fix is Kafka's unclean recovery, asking the last known replicas for "
-        "their log end and electing the longest. Run without the consumer-group clients, whose "
-        "__consumer_offsets traffic shifts the schedules. The seeds showing it move with the "
+        "their log end and electing the longest. Seeds 330 and 332 show it without the "
+        "consumer-group clients (whose __consumer_offsets traffic shifts the schedules), 143 "
+        "and 165 (broker 1 loses power at 300 ms) with them. The seeds showing it move with the "
         "controller's timing (318, 410, 474, 329 and 311 showed it before)."
     ),
 )
-@pytest.mark.parametrize("seed", [330, 332])
-def test_last_known_leader_with_a_shorter_log(seed: int) -> None:
-    result = run_seed(seed, known=KNOWN, groups=False)
+@pytest.mark.parametrize(("seed", "groups"), [(330, False), (332, False), (143, True), (165, True)])
+def test_last_known_leader_with_a_shorter_log(seed: int, groups: bool) -> None:
+    result = run_seed(seed, known=KNOWN, groups=groups)
+    assert result.ok, result.violations
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open: a group's generation is handed out twice after its coordinator loses power "
+        "(seed 108: REPLICATED durability, rf 2, min ISR 1 on the main topic, 4 brokers). The "
+        "coordinator (broker 1) completes generation 2's sync at 665 ms and loses power at "
+        "668 ms; after the heal it loads the group (COORDINATOR_LOAD_IN_PROGRESS) and a rejoin "
+        "makes a second generation 2 with another assignment (generation-assignment-mismatch). "
+        "Likely the generation's group record was acknowledged but unsynced when the power went "
+        "and no other replica had it (not yet diagnosed). Showed once the controller's broker "
+        "read the metadata feed every 50 ms (the schedules moved); seeds before it did not."
+    ),
+)
+def test_group_generation_after_its_coordinator_loses_power() -> None:
+    result = run_seed(108, known=KNOWN)
     assert result.ok, result.violations
