@@ -200,7 +200,7 @@ class MetadataImage:
             seq=self.seq,
             brokers=dict(sorted(self.brokers.items())),
             topics=topics,
-            partitions={(tp.topic, tp.partition): s for tp, s in sorted(self.partitions.items())},
+            partitions=dict(sorted(self.partitions.items())),
             controller=self.controller,
             controller_epoch=self.controller_epoch,
             broker_configs=dict(sorted(self.broker_configs.items())),

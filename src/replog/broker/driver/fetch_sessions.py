@@ -37,6 +37,7 @@ from replog.broker.driver.convert import (
 from replog.broker.driver.effects import ResetLink
 from replog.broker.driver.ports import DriverCore
 from replog.broker.driver.replication_throttle import ReplicationThrottle
+from replog.errors import unreachable
 from replog.isr import FollowerAction, PartitionFetchRequest
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
@@ -241,9 +242,11 @@ class FetchSessions:
         if not isinstance(answer, m.ListOffsetsResponse) or session.fetched is None:
             self._failed(session)
             return
-        found = session.found
-        found[session.listing or 0] = list_offsets_found(answer)
-        if session.listing == m.EARLIEST_TIMESTAMP:
+        found, asked_at = session.found, session.listing
+        if asked_at is None:  # on_answer routes only ListOffsets answers here
+            unreachable("a ListOffsets answer while fetching")
+        found[asked_at] = list_offsets_found(answer)
+        if asked_at == m.EARLIEST_TIMESTAMP:
             self._ask_offsets(session, m.LATEST_TIMESTAMP)
             return
         earliest, latest = found[m.EARLIEST_TIMESTAMP], found[m.LATEST_TIMESTAMP]

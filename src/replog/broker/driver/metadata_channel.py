@@ -359,7 +359,8 @@ class MetadataChannel:
         if delta.image_changed:
             driver.rm.apply_delta(self.image, delta, driver.now_ms)
             self.keeper.changed()
-        driver.controller.on_batch(batch)
+        if batch.changes:  # an empty batch moves no cursor the controller needs
+            driver.controller.on_batch(batch)
         queued_for_us = False
         for change in delta.admin_requests:
             if change.reason is AdminRequestChangeReason.SUBMITTED:

@@ -64,10 +64,9 @@ class ReplicaCleanup:
         not assigned here, or another incarnation of the topic (Kafka's stray logs). Hosted
         replicas were brought in line already; this catches logs not opened since start."""
         for key in self._rm.log_manager.partitions():
-            tp = key
-            if tp in self._rm.partitions:
+            if key in self._rm.partitions:
                 continue
-            state = states.get(tp)
+            state = states.get(key)
             assignment = self._rm.image.topics.get(key.topic)
             if (
                 assignment is not None
