@@ -122,8 +122,15 @@ def test_a_running_broker_keeps_the_cache_up_to_date(quorum: LocalQuorum, tmp_pa
         _create(cluster, "b")
         wait_for(lambda: "b" in _cached_topics(log_dir))
         _settled(cluster, 1)
-        image = cluster.call(lambda: cluster.brokers[1].driver.metadata.keeper.image.snapshot())  # type: ignore[union-attr]
-        wait_for(lambda: read_image(REAL_FS, log_dir) == image)
+        keeper = cluster.brokers[1].driver.metadata.keeper  # type: ignore[union-attr]
+
+        def cached_is_current() -> bool:
+            # the image the broker acts on now: a batch applied after a first look (an ISR
+            # change) makes the keeper write the newer one, never the one seen before it
+            current = cluster.call(lambda: keeper.image.snapshot())  # type: ignore[union-attr]
+            return bool(read_image(REAL_FS, log_dir) == current)
+
+        wait_for(cached_is_current)
 
 
 def test_each_feed_batch_is_applied_once_per_broker(
