@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -31,6 +32,7 @@ from tests.waiting import NeverHappened, eventually
 pytest.importorskip("kazoo.client")
 
 from replog.coord.zookeeper import ZooKeeperCoordinator
+from replog.coord.zookeeper.clients import new_client, stop_client
 
 pytestmark = pytest.mark.system
 
@@ -77,9 +79,29 @@ def test_expired_session_is_lost_and_reregisters_with_a_new_incarnation(
     assert coord.live_brokers()[1] == second
 
 
+#: kazoo (like ZooKeeper's Java client) waits for a connect attempt's handshake for the session
+#: timeout divided by the number of listed hosts. A restarting server accepts connections before
+#: it answers them; with one listed host, an attempt that lands in that window waits the whole
+#: session timeout and the server, once serving, expires the session first. Listing the server
+#: four times bounds each attempt to a quarter of the timeout, so a restart shorter than the
+#: timeout keeps the session (``test_a_connect_attempt_that_gets_no_answer_...`` shows the bound).
+_LISTINGS = 4
+
+
+@pytest.fixture
+def coord_listed_often(zk_dedicated: ZkServer) -> Iterator[ZooKeeperCoordinator]:
+    hosts = ",".join([zk_dedicated.hosts] * _LISTINGS)
+    c = ZooKeeperCoordinator.from_url(f"zookeeper://{hosts}/faults", default_timeout_ms=5_000)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
 def test_server_crash_and_restart_keeps_data_and_reconnects(
-    zk_dedicated: ZkServer, coord: ZooKeeperCoordinator
+    zk_dedicated: ZkServer, coord_listed_often: ZooKeeperCoordinator
 ) -> None:
+    coord = coord_listed_often
     broker = coord.register_broker(1, "127.0.0.1", 9001, session_timeout_ms=10_000)
     ctl = coord.elect_controller(1, broker.incarnation_epoch)
     created = coord.create_topic("t", [[1], [1]], controller_epoch=ctl.controller_epoch)
@@ -303,3 +325,27 @@ def test_killed_broker_process_expiry_is_recorded_once_by_another_handle(
             child.kill()
             child.wait(timeout=10)
         other.close()
+
+
+def test_a_connect_attempt_that_gets_no_answer_is_retried_inside_the_session_timeout() -> None:
+    """Why ``coord_listed_often`` lists its server four times (the CI flake of
+    ``test_server_crash_and_restart_keeps_data_and_reconnects``): a server that accepts and never
+    answers sees the next attempt well before one session timeout has passed."""
+    session_timeout_s = 6.0
+    accepted: list[float] = []
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(30.0)
+        host, port = silent.getsockname()[:2]
+        client = new_client(",".join([f"{host}:{port}"] * _LISTINGS), session_timeout_s)
+        client.start_async()
+        held = []
+        try:
+            for _ in range(2):
+                conn, _addr = silent.accept()  # accepted, never answered
+                held.append(conn)
+                accepted.append(time.monotonic())
+        finally:
+            stop_client(client)
+            for conn in held:
+                conn.close()
+    assert accepted[1] - accepted[0] < session_timeout_s * 0.75
