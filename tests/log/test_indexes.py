@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from replog.errors import CorruptIndexError, InvalidOffsetError, InvariantError
 from replog.log import NO_TIMESTAMP, REAL_FS, OffsetIndex, TimeIndex
+from replog.log.fault_fs import FaultInjectingFileSystem
 from replog.log.index_base import IndexFullError
 from replog.log.offset_index import OffsetPosition
 from replog.log.time_index import TimestampOffset
@@ -120,6 +121,23 @@ def test_default_size_gives_kafka_slot_counts(tmp_path: Path) -> None:
     offsets.close()
     times.close()
     assert os.path.getsize(offsets.path) == os.path.getsize(times.path) == 0
+
+
+def test_flush_syncs_only_an_index_written_since_its_last_sync(tmp_path: Path) -> None:
+    """A flush of a clean index is skipped (on Linux an msync is an fsync of the file); a failed
+    sync leaves the index dirty, so the next flush tries again and a close still trims."""
+    fs = FaultInjectingFileSystem(str(tmp_path))
+    index = OffsetIndex.open(fs, "0.index", 0, 4096)
+    index.flush()  # a new index: its length is synced
+    fs.fail_fsync("0.index")
+    index.flush()  # clean: no sync, so the injected failure is still armed
+    index.append(1, 0)
+    with pytest.raises(OSError):
+        index.flush()
+    index.flush()  # still dirty after the failure: synced now
+    assert fs.durable_content("0.index")[:8] == struct.pack(">ii", 1, 0)
+    index.close()
+    assert os.path.getsize(tmp_path / "0.index") == 8
 
 
 def test_offset_index_append_to_full_index_raises(tmp_path: Path) -> None:

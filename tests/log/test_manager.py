@@ -335,8 +335,9 @@ def test_shutdown_after_a_time_index_lost_entries_closes_and_marks_the_dir_clean
 def test_an_io_error_while_closing_is_a_storage_error_and_other_dirs_still_close_cleanly(
     fs: FaultInjectingFileSystem,
 ) -> None:
-    """A real IO error in close (trimming an index) costs that dir its clean-shutdown marker,
-    as a typed StorageError raised after every log was closed."""
+    """A real IO error in close (writing the clean-shutdown producer snapshot) costs that dir
+    its clean-shutdown marker, as a typed StorageError raised after every log was closed. (Trimming
+    an index synced by the flush before it does no IO.)"""
     config = LogConfig(segment_bytes=400, segment_index_bytes=4096, index_interval_bytes=50)
     manager = LogManager.open([_dir(fs, "d1"), _dir(fs, "d2")], config, fs=fs, clock=ManualClock())
     logs = [manager.get_or_create_log(TopicPartition("orders", n)) for n in (0, 1)]
@@ -344,8 +345,7 @@ def test_an_io_error_while_closing_is_a_storage_error_and_other_dirs_still_close
         _append(log, 12)
         log.flush()
     failing = logs[0]
-    active_base = list(failing.segments)[-1]
-    fs.fail_fsync(f"{failing.dir_path}/{active_base:020d}.index")  # trimming it on close
+    fs.fail_fsync(f"{failing.dir_path}/{failing.log_end_offset:020d}.snapshot")
 
     with pytest.raises(StorageError):
         manager.shutdown()

@@ -21,6 +21,11 @@ from replog.errors import StorageError, invariant
 
 __all__ = ["FileHandle", "FileSlice", "FileSystem", "RealFileHandle", "RealFileSystem", "REAL_FS"]
 
+#: A handle's ``fsync``: fdatasync where the OS has it. It writes the data and what is needed to
+#: read it back (the file's length), not the modification time, so an append costs one journal
+#: commit less than fsync on ext4 and xfs. macOS has no fdatasync.
+_sync_data = getattr(os, "fdatasync", os.fsync)
+
 
 class FileHandle(Protocol):
     """An open file: append at the end, read anywhere, truncate, fsync."""
@@ -147,7 +152,7 @@ class RealFileHandle:
         os.ftruncate(self._fd, size_bytes)
 
     def fsync(self) -> None:
-        os.fsync(self._fd)
+        _sync_data(self._fd)
 
     def fileno(self) -> int:
         return self._fd

@@ -108,6 +108,9 @@ class IndexBase:
     _buffer: memoryview | None = None
     _length_bytes: int = 0
     _entries: int = 0
+    # Whether the mapping may hold writes (or a new length) that no msync has covered: a flush
+    # of a clean index is skipped (on Linux an msync is an fsync of the file, needed or not).
+    _dirty: bool = False
     # The last entry's raw columns as Python ints. The hot path (appends, and lookups at the
     # tail of the log) reads these instead of the mapping.
     _last_key: int = 0
@@ -238,10 +241,14 @@ class IndexBase:
     def flush(self) -> None:
         """Write the mapped pages to disk (msync)."""
         mapped = self._mapped
-        if mapped is None:
+        if mapped is None or not self._dirty:
             return
+        self._dirty = False  # before the msync: a write during it marks the index again
         try:
             self._fs.sync_mapped(self._path, mapped)
+        except OSError:
+            self._dirty = True
+            raise
         except ValueError:
             # A group-commit flush on a worker thread can meet a mapping the appending thread
             # has just replaced (a roll trims the index: flush, unmap, map again): the old
@@ -351,6 +358,7 @@ class IndexBase:
             unreachable(f"{self._path}: index used after close")
         invariant(self._entries < self.max_entries, f"{self._path}: no free slot for entry {key}")
         self.ENTRY_CODEC.pack_into(buf, self._entries * self.ENTRY_SIZE, key, value)
+        self._dirty = True
         self._entries += 1
         self._last_key = key
         self._last_value = value
@@ -398,6 +406,7 @@ class IndexBase:
         self._mapped = mapped
         self._buffer = mapped.data  # a memoryview of the mapping itself, no copy
         self._length_bytes = length_bytes
+        self._dirty = True  # a new length is durable only once synced
 
     def _unmap(self) -> None:
         # Release the memoryview first: a live export keeps the mmap (and the pages) alive.
