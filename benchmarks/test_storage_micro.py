@@ -45,6 +45,22 @@ def test_append_as_leader(
     log.close()
 
 
+def test_append_and_flush_of_one_batch(
+    benchmark: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    """One batch appended and made durable (the acks=all path with flush.messages=1): the
+    segment's fdatasync plus an index msync only when an index entry was written."""
+    log = Log.open(str(tmp_path / "bench-0"), LogConfig())
+    batch = encode_batch([VALUE] * 5, base_timestamp=0)
+
+    def append_and_flush() -> None:
+        log.append_as_leader(batch, 0)
+        log.flush()
+
+    benchmark(append_and_flush)
+    log.close()
+
+
 def test_random_read_of_one_batch(benchmark: pytest.FixtureRequest, tmp_path: pathlib.Path) -> None:
     log = Log.open(str(tmp_path / "bench-0"), LogConfig(index_interval_bytes=4096))
     batch = encode_batch([VALUE] * 10, base_timestamp=0)
