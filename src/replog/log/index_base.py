@@ -253,6 +253,9 @@ class IndexBase:
             # A group-commit flush on a worker thread can meet a mapping the appending thread
             # has just replaced (a roll trims the index: flush, unmap, map again): the old
             # mapping was flushed before it closed, so only a still-current one is an error.
+            # Nothing was synced here, and the clear above may have hidden the new mapping's
+            # mark: the index stays dirty.
+            self._dirty = True
             if self._mapped is mapped:
                 raise
 
