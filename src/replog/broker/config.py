@@ -212,7 +212,12 @@ _POSITIVE = (
     "state_change_log_bytes_max",
     "state_change_log_backups",
 )
-_NON_NEGATIVE = ("port", "replica_fetch_wait_ms_max", "replica_fetch_min_bytes")
+_NON_NEGATIVE = (
+    "port",
+    "replica_fetch_wait_ms_max",
+    "replica_fetch_min_bytes",
+    "fetch_session_cache_slots",
+)
 _BOOLEAN = (
     "auto_create_topics_enable",
     "unclean_leader_election_enable",
@@ -260,6 +265,9 @@ class BrokerConfig:
     replica_fetch_min_bytes: int = 1
     replica_fetch_bytes_max: int = 1_048_576
     replica_fetch_backoff_ms: int = 100
+    #: incremental fetch sessions (KIP-227) kept for followers and consumers (Kafka's
+    #: max.incremental.fetch.session.cache.slots); 0 answers every Fetch in full
+    fetch_session_cache_slots: int = 1_000
     #: the replication quotas' rate windows (Kafka's replication.quota.window.num and
     #: replication.quota.window.size.seconds; the rates are dynamic broker configs, KIP-73)
     replication_quota_window_count: int = 11

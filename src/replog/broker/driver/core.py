@@ -47,6 +47,7 @@ from replog.broker.config import BrokerConfig
 from replog.broker.driver.client_requests import ClientRequests
 from replog.broker.driver.controller_role import CONTROLLER_POLL_MS, ControllerRole
 from replog.broker.driver.effects import Effect, FsyncFailures, Subscribe
+from replog.broker.driver.fetch_session_cache import FetchSessionCache
 from replog.broker.driver.fetch_sessions import FetchSessions
 from replog.broker.driver.group_host import GroupHost
 from replog.broker.driver.log_cleaning import LogCleaning
@@ -129,6 +130,8 @@ class BrokerDriver:
         #: the replication quotas (KIP-73), as leader and as follower
         self.replication_throttle = ReplicationThrottle.for_config(config)
         self.fetches = FetchSessions(self)
+        #: the incremental fetch sessions (KIP-227) this broker keeps as a leader
+        self.fetch_session_cache = FetchSessionCache(config.fetch_session_cache_slots)
         self.controller = ControllerRole(self, placement_start)
         #: group member ids end in ``member_id_suffix()`` (default: a random UUID)
         self.groups = GroupHost(self, member_id_suffix)

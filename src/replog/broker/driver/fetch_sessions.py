@@ -8,6 +8,12 @@ the divergence and truncation rules); an answer that may truncate a log waits un
 running (``BrokerDriver.exclusive``). A session that made progress fetches again at once, else
 after ``replica_fetch_backoff_ms``.
 
+Each leader session is also an incremental fetch session (KIP-227,
+``replog.broker.driver.incremental_fetch``): after the first round, a request lists only the
+partitions whose fetch offset or epochs changed, and the leader answers only the partitions
+with news, so partitions where nothing happens cost no encoding, decoding or applying. A
+partition missing from an answer is simply not applied: its next round supersedes the request.
+
 A Fetch answer carries no leader log end offset, so for partitions that answer
 OFFSET_OUT_OF_RANGE the session asks the leader with ListOffsets, as a replica (earliest = its
 log start, latest = its LEO), before applying -- as Kafka's follower does
@@ -35,6 +41,7 @@ from replog.broker.driver.convert import (
     replica_list_offsets_request,
 )
 from replog.broker.driver.effects import ResetLink
+from replog.broker.driver.incremental_fetch import IncrementalFetch
 from replog.broker.driver.ports import DriverCore
 from replog.broker.driver.replication_throttle import ReplicationThrottle
 from replog.errors import unreachable
@@ -81,6 +88,8 @@ class _LeaderSession:
     listing: int | None = None  # the ListOffsets timestamp asked, None while fetching
     out_of_range: list[TopicPartition] = attrs.Factory(list)
     found: dict[int, dict[TopicPartition, int]] = attrs.Factory(dict)
+    #: the incremental fetch session (KIP-227) with this leader
+    incremental: IncrementalFetch = attrs.Factory(IncrementalFetch)
 
 
 class FetchSessions:
@@ -182,12 +191,14 @@ class FetchSessions:
             self._backoff(session, now_ms)
             return
         config = driver.config
-        body = follower_fetch_request(
-            driver.broker_id,
-            requests,
-            max_wait_ms=config.replica_fetch_wait_ms_max,
-            min_bytes=config.replica_fetch_min_bytes,
-            max_bytes=config.replica_fetch_bytes_max,
+        body = session.incremental.request(
+            follower_fetch_request(
+                driver.broker_id,
+                requests,
+                max_wait_ms=config.replica_fetch_wait_ms_max,
+                min_bytes=config.replica_fetch_min_bytes,
+                max_bytes=config.replica_fetch_bytes_max,
+            )
         )
         session.asked, session.fetched, session.listing = dict(requests), None, None
         session.token = driver.outbox.send(session.leader_id, m.FETCH.api_key, FETCH_VERSION, body)
@@ -208,11 +219,18 @@ class FetchSessions:
             self._on_offsets_answer(session, response)
 
     def _failed(self, session: _LeaderSession) -> None:
+        session.incremental.reset()
         self._driver.outbox.emit(ResetLink(session.leader_id))
         self._backoff(session, self._driver.now_ms)
 
     def _on_fetch_answer(self, session: _LeaderSession, response: Message) -> None:
         if not isinstance(response, m.FetchResponse):
+            self._failed(session)
+            return
+        if not session.incremental.on_response(response):
+            # A session error (the leader restarted or evicted the session, or a copy of the
+            # request came first) is a failed round: the link is reset, so no request of the
+            # old session stays parked on the leader to be read later with stale offsets.
             self._failed(session)
             return
         out_of_range = out_of_range_partitions(response)

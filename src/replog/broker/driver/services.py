@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from replog.broker.config import BrokerConfig
+from replog.broker.driver.fetch_session_cache import FetchSessionCache
 from replog.broker.driver.group_host import GroupHost
 from replog.broker.driver.log_dirs import LogDirReport, describe_log_dirs
 from replog.broker.driver.ports import DriverCore
@@ -47,6 +48,10 @@ class ServicesHost(DriverCore, Protocol):
     @property
     def replication_throttle(self) -> ReplicationThrottle:
         """The replication quotas."""
+
+    @property
+    def fetch_session_cache(self) -> FetchSessionCache:
+        """The incremental fetch sessions this broker keeps."""
 
     @property
     def groups(self) -> GroupHost:
@@ -125,6 +130,10 @@ class DriverServices:
     @property
     def replication_throttle(self) -> ReplicationThrottle:
         return self._driver.replication_throttle
+
+    @property
+    def fetch_session_cache(self) -> FetchSessionCache:
+        return self._driver.fetch_session_cache
 
     def create_topic_in_background(self, payload: CreateTopic) -> bool:
         return self._driver.create_topic_in_background(payload)

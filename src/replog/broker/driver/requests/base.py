@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import attrs
 
 from replog.broker.config import BrokerConfig
+from replog.broker.driver.fetch_session_cache import FetchSessionCache
 from replog.broker.driver.log_dirs import LogDirReport
 from replog.broker.driver.producer_ids import ProducerIdManager
 from replog.broker.driver.replication_throttle import ReplicationThrottle
@@ -228,6 +229,10 @@ class RequestServices(Protocol):
     ) -> PartitionFetchResponse:
         """Read one partition now (consumer or follower)."""
         ...
+
+    @property
+    def fetch_session_cache(self) -> FetchSessionCache:
+        """The incremental fetch sessions (KIP-227) this broker keeps."""
 
     @property
     def replication_throttle(self) -> ReplicationThrottle:

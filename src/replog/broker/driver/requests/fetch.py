@@ -10,6 +10,10 @@ fetch, whose follower side counts the bytes past the fetch offset only): on the 
 follower fetch that advances the HW would otherwise re-read every other parked follower fetch
 for nothing, ahead of the produce responses that HW completes.
 
+Incremental fetch sessions (KIP-227, ``replog.broker.driver.fetch_session_cache``) decide what
+is read and what is answered: a fetch of a session reads every partition of the session and
+answers only those with something new. A session error is a whole-response error.
+
 A follower's fetch is subject to the leader's replication quota (KIP-73,
 ``replog.broker.driver.replication_throttle``): a partition in this broker's leader-throttled set
 whose fetching replica is not in the ISR is answered without records while the quota is
@@ -25,7 +29,6 @@ import attrs
 
 from replog.broker.driver.convert import (
     fetch_partition_request,
-    fetch_partitions,
     fetch_response_partition,
     records_of,
 )
@@ -49,17 +52,23 @@ __all__ = ["HANDLERS", "handle_fetch"]
 
 def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestServices) -> Outcome:
     """See the module docstring."""
+    context = services.fetch_session_cache.context(body, ctx.now_ms)
+    if isinstance(context, ErrorCode):
+        return Reply(m.FetchResponse(error_code=int(context), session_id=0, responses=[]))
     wait_ms = min(max(body.max_wait_ms, 0), services.config.request_timeout_ms)
     deadline_ms = ctx.now_ms + wait_ms
-    partitions = fetch_partitions(body)
+    partitions = context.partitions
     tps = frozenset(tp for tp, _ in partitions)
 
     def attempt(now_ms: int, final: bool) -> Outcome:
-        topics, total, any_error, throttled_bytes = _read_all(services, body, partitions, now_ms)
+        read, total, any_error, throttled_bytes = _read_all(services, body, partitions, now_ms)
         if final or total >= body.min_bytes or any_error or now_ms >= deadline_ms or not tps:
             if throttled_bytes:
                 services.replication_throttle.leader.record(throttled_bytes, now_ms)
-            return Reply(m.FetchResponse(error_code=0, session_id=0, responses=topics))
+            topics = context.answer(read)
+            return Reply(
+                m.FetchResponse(error_code=0, session_id=context.session_id, responses=topics)
+            )
         return AwaitData(tps, deadline_ms, attempt, on_hw=body.replica_id < 0)
 
     return attempt(ctx.now_ms, False)
@@ -70,15 +79,16 @@ def _read_all(
     body: m.FetchRequest,
     partitions: list[tuple[TopicPartition, m.FetchPartition]],
     now_ms: int,
-) -> tuple[list[m.FetchResponseTopic], int, bool, int]:
-    """Every partition of the request, read now: (topics, record bytes, any error, record
-    bytes of leader-throttled partitions)."""
+) -> tuple[list[tuple[TopicPartition, m.FetchResponsePartition, int]], int, bool, int]:
+    """Every partition to read, read now: (each partition's answer and record bytes, the
+    record bytes in all, any error, the record bytes of leader-throttled partitions)."""
     budget = min(max(body.max_bytes, 1), services.config.fetch_bytes_max)
     total, any_error, throttled_bytes = 0, False, 0
     throttle = services.replication_throttle
     throttle.sync_rates(services.broker_configs)
-    by_topic: dict[str, list[m.FetchResponsePartition]] = {}
-    for (topic, partition), wire in partitions:
+    read: list[tuple[TopicPartition, m.FetchResponsePartition, int]] = []
+    for tp, wire in partitions:
+        topic, partition = tp
         room = budget - total
         request = fetch_partition_request(body.replica_id, wire, room)
         answer = services.fetch(topic, partition, request, now_ms)
@@ -86,15 +96,14 @@ def _read_all(
             services.topics.get(topic), partition
         )
         if throttled:
-            answer = _maybe_hold(services, (topic, partition), request.replica_id, answer, now_ms)
+            answer = _maybe_hold(services, tp, request.replica_id, answer, now_ms)
         records, size = records_of(answer, room if total > 0 else max(room, 1))
         total += size
         throttled_bytes += size if throttled else 0
         any_error = any_error or answer.error_code is not ErrorCode.NONE
         any_error = any_error or answer.diverging_epoch is not None
-        by_topic.setdefault(topic, []).append(fetch_response_partition(partition, answer, records))
-    topics = [m.FetchResponseTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
-    return topics, total, any_error, throttled_bytes
+        read.append((tp, fetch_response_partition(partition, answer, records), size))
+    return read, total, any_error, throttled_bytes
 
 
 def _maybe_hold(
