@@ -11,7 +11,7 @@ from replog.broker.driver.requests.base import (
     RequestContext,
     RequestServices,
 )
-from replog.errors import CorruptRecordError, ErrorCode
+from replog.errors import CorruptRecordError, ErrorCode, StorageError
 from replog.log.log import Log
 from replog.log.time_lookup import offset_for_timestamp, offset_of_max_timestamp
 from replog.protocol import messages as m
@@ -69,7 +69,8 @@ def handle_list_offsets(
 def _offset_at(log: Log, timestamp: int, from_replica: bool) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) answering one ListOffsets partition. A consumer sees only
     offsets below the HW; a replica asking for the latest offset gets the LEO. A search by
-    time that meets an undecodable batch answers CORRUPT_MESSAGE."""
+    time that meets an undecodable batch answers CORRUPT_MESSAGE, and one on a log whose dir
+    went offline KAFKA_STORAGE_ERROR (for that partition only)."""
     visible_end = log.log_end_offset if from_replica else log.high_watermark
     if timestamp == m.EARLIEST_TIMESTAMP:
         return ErrorCode.NONE, -1, log.log_start_offset
@@ -86,6 +87,8 @@ def _offset_at(log: Log, timestamp: int, from_replica: bool) -> tuple[ErrorCode,
         # A stored batch that cannot be decoded (damaged, or written before produce validated
         # records): the partition's answer is an error code, as Kafka's for a corrupt record.
         return ErrorCode.CORRUPT_MESSAGE, -1, -1
+    except StorageError:
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
     return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, *found)
 
 
