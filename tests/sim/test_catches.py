@@ -103,9 +103,9 @@ BREAKS: dict[str, tuple[Callable[[], Any], tuple[str, ...], tuple[int, ...]]] = 
     "retries_appended_twice": (
         _retries_appended_twice,
         ("history duplicate", "history wrong-offset"),
-        (0, 1),
+        (17, 27),
     ),
-    "commits_not_fenced": (_commits_not_fenced, ("fenced-commit-accepted",), (79, 87)),
+    "commits_not_fenced": (_commits_not_fenced, ("fenced-commit-accepted",), (77, 312)),
     "offsets_not_loaded": (_offsets_not_loaded, ("committed-offset-lost",), (1, 8)),
 }
 """break -> (context manager putting the defect back, violation kinds it causes, seeds)."""
