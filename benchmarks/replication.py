@@ -4,9 +4,14 @@ built-in metadata quorum (3 ``replog controller`` voters) or on ZooKeeper.
     python -m benchmarks.replication [--repeats 3] [--duration 3] [--warmup 1]
         [--batches 1,100,1000] [--modes replicated,fsync] [--cases NAME,...]
         [--ab loop=asyncio,uvloop | --ab src=/tmp/base/src,. | --ab setting.NAME=A,B]
+        [--idle-partitions 0,100,1000]
 
 Cases: 100-byte records, ``acks=all``, batches of 1, 100 and 1000 records, per durability mode
 (3 brokers, topic RF 3, min ISR 2); and a single-broker ``acks=1`` baseline (RF 1) per batch size.
+``--idle-partitions N,...`` measures every case again beside a second topic of N partitions (RF
+as the cluster's) that nothing writes to: the cost idle partitions add to each acknowledgement
+(``broker_cpu_us_per_batch``), which fetch sessions are meant to keep near zero; such cases are
+named ``...-idleN``, and the targets line gives each N's CPU per batch against N = 0.
 
 Trustworthy figures on a small shared machine: every measurement gets a fresh cluster
 (coordinator and brokers) and a warm-up before its window; every case is measured ``--repeats``
@@ -68,6 +73,8 @@ from replog.protocol.messages import (  # noqa: E402
 )
 
 TOPIC = "bench"
+IDLE_TOPIC = "bench-idle"
+TARGET_IDLE_CPU_GROWTH = 1.10
 RECORD_BYTES = 100
 TARGET_RECORDS_PER_S_BATCH_1000 = 1_500_000
 TARGET_BATCHES_PER_S_BATCH_1 = 6_500
@@ -91,6 +98,7 @@ class Case:
     brokers: int
     acks: int
     batch_records: int
+    idle_partitions: int = 0
 
 
 @attrs.define
@@ -283,6 +291,7 @@ def _cluster(
     durability: str,
     partitions: int,
     settings: dict[str, Any],
+    idle_partitions: int = 0,
 ) -> Iterator[tuple[ProcessCluster, dict[int, int]]]:
     replication = min(3, brokers)
     cluster = ProcessCluster.create(
@@ -304,6 +313,8 @@ def _cluster(
             config = {"min.insync.replicas": str(min(2, brokers))}
             try:
                 await admin.create_topics(TOPIC, partitions, replication, config)
+                if idle_partitions:
+                    await admin.create_topics(IDLE_TOPIC, idle_partitions, replication, config)
             finally:
                 await admin.close()
             return await _leaders(cluster.bootstrap, partitions)
@@ -381,13 +392,19 @@ def _cpu_s(pids: Sequence[int]) -> float:
     return total_ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _all_cases(batches: Sequence[int], modes: Sequence[str], baseline: bool) -> list[Case]:
+def _all_cases(
+    batches: Sequence[int], modes: Sequence[str], baseline: bool, idle: Sequence[int] = (0,)
+) -> list[Case]:
     cases = [Case(f"baseline-acks1-batch{b}", "replicated", 1, 1, b) for b in batches]
     if not baseline:
         cases = []
     for mode in modes:
         cases += [Case(f"{mode}-acksall-batch{b}", mode, 3, -1, b) for b in batches]
-    return cases
+    return [
+        attrs.evolve(case, name=f"{case.name}-idle{n}" if n else case.name, idle_partitions=n)
+        for case in cases
+        for n in idle
+    ]
 
 
 def run_one(
@@ -399,10 +416,16 @@ def run_one(
     with (
         _environment(variant.env),
         _coordinator(zk, base, name) as url,
-        _cluster(url, base, name, case.brokers, case.durability, args.partitions, settings) as (
-            cluster,
-            leaders,
-        ),
+        _cluster(
+            url,
+            base,
+            name,
+            case.brokers,
+            case.durability,
+            args.partitions,
+            settings,
+            case.idle_partitions,
+        ) as (cluster, leaders),
     ):
         addresses = {i: b.address for i, b in cluster.brokers.items()}
         pids = [b.proc.pid for b in cluster.brokers.values() if b.proc is not None]
@@ -472,7 +495,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     fresh cluster after a warm-up, so drift over the run shows in every case alike."""
     batches = [int(b) for b in args.batches.split(",")]
     modes = [m for m in args.modes.split(",") if m]
-    cases = _all_cases(batches, modes, not args.no_baseline)
+    idle = [int(n) for n in args.idle_partitions.split(",")]
+    cases = _all_cases(batches, modes, not args.no_baseline, idle)
     if args.cases:
         wanted = set(args.cases.split(","))
         cases = [c for c in cases if c.name in wanted]
@@ -531,7 +555,32 @@ def _targets(results: list[dict[str, Any]], variant: str) -> dict[str, Any]:
     for key, (value, target, op) in figures.items():
         met = None if value is None else (value >= target if op == ">=" else value <= target)
         summary[key] = {"value": value, "target": f"{op} {target}", "met": met}
+    summary.update(_idle_growth(results, variant))
     return summary
+
+
+def _idle_growth(results: list[dict[str, Any]], variant: str) -> dict[str, Any]:
+    """Per ``...-idleN`` case: its median broker CPU per batch over its N = 0 case's."""
+    cpu: dict[str, float] = {}
+    for case in dict.fromkeys(r["case"] for r in results):
+        values = [
+            r["broker_cpu_us_per_batch"]
+            for r in results
+            if r["case"] == case and r["variant"] == variant and r["broker_cpu_us_per_batch"]
+        ]
+        if values:
+            cpu[case] = statistics.median(values)
+    growth: dict[str, Any] = {}
+    for case, value in cpu.items():
+        plain, sep, _ = case.rpartition("-idle")
+        if sep and cpu.get(plain):
+            ratio = round(value / cpu[plain], 3)
+            growth[f"{case}_cpu_per_batch_over_idle0"] = {
+                "value": ratio,
+                "target": f"<= {TARGET_IDLE_CPU_GROWTH}",
+                "met": ratio <= TARGET_IDLE_CPU_GROWTH,
+            }
+    return growth
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -553,6 +602,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--client-loop", default="auto", help="the load generator's loop (auto, uvloop, asyncio)"
     )
     parser.add_argument("--partitions", type=int, default=6, help="partitions of the topic")
+    parser.add_argument(
+        "--idle-partitions",
+        default="0",
+        help="measure each case beside an idle topic of these partition counts, comma list",
+    )
     parser.add_argument(
         "--connections", type=int, default=24, help="concurrent producer connections"
     )
@@ -579,6 +633,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _BROKER_SETTINGS[key] = int(value)
     if args.duration <= 0 or args.repeats < 1 or args.partitions < 1 or args.connections < 1:
         parser.error("--duration, --repeats, --partitions and --connections must be positive")
+    if not all(n.strip().isdigit() for n in args.idle_partitions.split(",")):
+        parser.error(f"--idle-partitions wants counts like 0,100,1000: {args.idle_partitions!r}")
     try:
         parse_ab(args.ab)
     except ValueError as exc:
