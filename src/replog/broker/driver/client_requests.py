@@ -75,6 +75,10 @@ class _Parked:
     reply_key: int | None = None
 
 
+#: a long poll on more partitions than this is indexed by its set, not by each partition
+_WIDE = 16
+
+
 class ClientRequests:
     """See the module docstring."""
 
@@ -87,7 +91,11 @@ class ClientRequests:
         self._seq = itertools.count()
         self._by_conn: dict[int, _Parked] = {}
         self._produce: dict[tuple[TopicPartition, int], _Parked] = {}
+        #: parked long polls by each partition they wait on; a poll on many partitions (a
+        #: fetch session's) by its whole set instead, which the session's polls share, so
+        #: parking and waking cost nothing per idle partition
         self._data: dict[TopicPartition, set[_Parked]] = {}
+        self._wide: dict[frozenset[TopicPartition], set[_Parked]] = {}
         self._deadlines: SortedList = SortedList()  # (deadline_ms, seq) of data waits
         self._waiting_data: dict[int, _Parked] = {}  # seq -> a parked long poll
         self._replies: dict[int, _Parked] = {}  # AwaitReply key -> its request
@@ -148,9 +156,16 @@ class ClientRequests:
         only those that wait ``on_hw``)."""
         if tps is None:
             woken = {p for waiters in self._data.values() for p in waiters}
+            woken.update(p for waiters in self._wide.values() for p in waiters)
         else:
             woken = {p for tp in tps for p in self._data.get(tp, ())}
             woken.update(p for tp in hw_only for p in self._data.get(tp, ()) if p.data_on_hw)
+            hw = set(hw_only)
+            for watched, waiters in self._wide.items():
+                if not watched.isdisjoint(tps):
+                    woken.update(waiters)
+                elif hw and not watched.isdisjoint(hw):
+                    woken.update(p for p in waiters if p.data_on_hw)
         for parked in sorted(woken, key=lambda p: p.seq):
             self._retry_data(parked, now_ms, final=False)
 
@@ -194,8 +209,11 @@ class ClientRequests:
             parked.data_deadline_ms = outcome.deadline_ms
             parked.data_retry = outcome.retry
             parked.data_on_hw = outcome.on_hw
-            for tp in outcome.tps:
-                self._data.setdefault(tp, set()).add(parked)
+            if len(outcome.tps) > _WIDE:
+                self._wide.setdefault(outcome.tps, set()).add(parked)
+            else:
+                for tp in outcome.tps:
+                    self._data.setdefault(tp, set()).add(parked)
             self._deadlines.add((outcome.deadline_ms, parked.seq))
             self._waiting_data[parked.seq] = parked
         elif isinstance(outcome, AwaitReply):
@@ -264,7 +282,14 @@ class ClientRequests:
         self._unpark_data(parked)
 
     def _unpark_data(self, parked: _Parked) -> None:
-        for tp in parked.data_tps:
+        tps = parked.data_tps
+        if len(tps) > _WIDE:
+            wide = self._wide.get(tps)
+            if wide is not None:
+                wide.discard(parked)
+                if not wide:
+                    del self._wide[tps]
+        for tp in () if len(tps) > _WIDE else tps:
             waiters = self._data.get(tp)
             if waiters is not None:
                 waiters.discard(parked)

@@ -29,6 +29,7 @@ __all__ = [
     "follower_fetch_request",
     "follower_fetch_responses",
     "records_of",
+    "wire_fetch_partition",
 ]
 
 
@@ -117,6 +118,18 @@ def fetch_response_partition(
 # ---------------------------------------------------------------------- follower side
 
 
+def wire_fetch_partition(partition: int, r: PartitionFetchRequest) -> m.FetchPartition:
+    """A follower's fetch of one partition as it goes on the wire."""
+    return m.FetchPartition(
+        partition=partition,
+        current_leader_epoch=r.current_leader_epoch,
+        fetch_offset=r.fetch_offset,
+        last_fetched_epoch=r.last_fetched_epoch,
+        log_start_offset=r.log_start_offset,
+        partition_max_bytes=r.max_bytes,
+    )
+
+
 def follower_fetch_request(
     replica_id: int,
     requests: Sequence[tuple[TopicPartition, PartitionFetchRequest]],
@@ -128,16 +141,7 @@ def follower_fetch_request(
     """A follower's one wire Fetch (v12 fields) for every partition it follows on a leader."""
     by_topic: dict[str, list[m.FetchPartition]] = {}
     for (topic, partition), r in requests:
-        by_topic.setdefault(topic, []).append(
-            m.FetchPartition(
-                partition=partition,
-                current_leader_epoch=r.current_leader_epoch,
-                fetch_offset=r.fetch_offset,
-                last_fetched_epoch=r.last_fetched_epoch,
-                log_start_offset=r.log_start_offset,
-                partition_max_bytes=r.max_bytes,
-            )
-        )
+        by_topic.setdefault(topic, []).append(wire_fetch_partition(partition, r))
     return m.FetchRequest(
         replica_id=replica_id,
         max_wait_ms=max_wait_ms,

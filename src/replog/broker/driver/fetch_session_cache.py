@@ -7,11 +7,19 @@ with what the fetcher last asked (its fetch offset, epochs, log start and size l
 the broker last told it (HW, last stable offset, log start). Each later Fetch names the session
 and its next epoch (1, 2, ... wrapping to 1 after the int32 maximum) and lists only the
 partitions added or changed since, plus the ones to drop (``forgotten_topics_data``). The
-broker reads every partition of the session, as ever, and answers only those with something
-to say: records, an error, a diverging epoch, a preferred read replica, or a HW, last stable
-offset or log start that moved since the last answer. Partitions that were answered with
-records go to the back of the session's order, so a response size limit shares the data out
-round robin.
+broker answers only the partitions with something to say: records, an error, a diverging
+epoch, a preferred read replica, or a HW, last stable offset or log start that moved since the
+last answer. Partitions that were answered with records go to the back of the session's
+order, so a response size limit shares the data out round robin.
+
+An incremental fetch does not read every partition of the session: a partition whose last
+answer had nothing new is *quiet*, and stays unread until the replica manager's change feed
+(``replog.broker.driver.change_feed``) reports a change to it (an append, a HW move, a role
+change, a truncation, retention), the fetcher lists it again, or ``refresh_ms`` has passed
+since its last read -- a follower's read is what keeps its caught-up time current on the
+leader, so a quiet partition of a follower is read again well inside ``replica_lag_ms_max``.
+Partitions held back by the replication quota, and those of a follower not in their ISR (whose
+read may expand it), never go quiet. Idle partitions thus cost nothing per fetch.
 
 The rules of the request's session fields, Kafka's:
 
@@ -40,6 +48,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from replog.broker.driver.change_feed import ChangeFeed
 from replog.broker.driver.convert import fetch_partitions
 from replog.errors import ErrorCode
 from replog.protocol import messages as m
@@ -74,8 +83,61 @@ class _CachedSession:
     replica_id: int
     epoch: int  # the epoch the next incremental fetch must carry
     last_used_ms: int
-    #: in fetch order (dicts keep insertion order; answered partitions move to the back)
+    #: the change feed's position when the session last looked at it
+    seen_seq: int = 0
     partitions: dict[TopicPartition, _Cached] = attrs.Factory(dict)
+    #: every partition is in one of these two. ``active``: read on every fetch, in fetch
+    #: order (answered partitions move to the back); ``quiet``: unread until changed, each
+    #: with the time of its last read, oldest first
+    active: dict[TopicPartition, None] = attrs.Factory(dict)
+    quiet: dict[TopicPartition, int] = attrs.Factory(dict)
+    #: the partitions as a set, built again only when they change (long polls wait on it)
+    _watched: frozenset[TopicPartition] | None = None
+
+    def add(self, tp: TopicPartition, fetch: m.FetchPartition) -> None:
+        """A partition listed by the fetcher: new, or with new fields; read on the next fetch."""
+        known = self.partitions.get(tp)
+        if known is None:
+            self.partitions[tp] = _Cached(fetch)
+            self._watched = None
+        else:
+            known.fetch = fetch
+        self.quiet.pop(tp, None)
+        self.active.setdefault(tp, None)
+
+    def forget(self, tp: TopicPartition) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self._watched = None
+        self.active.pop(tp, None)
+        self.quiet.pop(tp, None)
+
+    @property
+    def watched(self) -> frozenset[TopicPartition]:
+        if self._watched is None:
+            self._watched = frozenset(self.partitions)
+        return self._watched
+
+    def wake(self, feed: ChangeFeed, now_ms: int, refresh_ms: int) -> None:
+        """Make active the quiet partitions that changed since the last look, and those
+        last read ``refresh_ms`` ago or more."""
+        changed = feed.since(self.seen_seq)
+        self.seen_seq = feed.seq
+        quiet, active = self.quiet, self.active
+        if not quiet:
+            return
+        if changed is None:
+            woken = list(quiet)
+        elif len(changed) < len(quiet):
+            woken = [tp for tp in changed if tp in quiet]
+        else:
+            woken = [tp for tp in quiet if tp in changed]
+        for tp, read_ms in quiet.items():  # oldest first: stop at the first one not due
+            if now_ms - read_ms < refresh_ms:
+                break
+            woken.append(tp)
+        for tp in woken:
+            if quiet.pop(tp, None) is not None:
+                active[tp] = None
 
     @property
     def privileged(self) -> bool:
@@ -90,32 +152,60 @@ class FetchContext:
     incremental fetch). ``answer`` turns the partitions as read into the response's topics,
     leaving out the unchanged ones of an incremental fetch and remembering what was sent."""
 
-    partitions: list[tuple[TopicPartition, m.FetchPartition]]
+    _partitions: list[tuple[TopicPartition, m.FetchPartition]]
     session_id: int = 0
     _session: _CachedSession | None = None
     _incremental: bool = False
 
+    @property
+    def watched(self) -> frozenset[TopicPartition]:
+        """Every partition of the fetch (of the session, for an incremental one): a change
+        to any of them is a reason to read again."""
+        if self._incremental and self._session is not None:
+            return self._session.watched
+        return frozenset(tp for tp, _ in self._partitions)
+
+    def to_read(
+        self, feed: ChangeFeed, now_ms: int, refresh_ms: int
+    ) -> list[tuple[TopicPartition, m.FetchPartition]]:
+        """The partitions to read now: the request's own, or the session's active ones after
+        waking those that changed (see the module docstring)."""
+        session = self._session
+        if session is None or not self._incremental:
+            return self._partitions
+        session.wake(feed, now_ms, refresh_ms)
+        cached = session.partitions
+        return [(tp, cached[tp].fetch) for tp in session.active]
+
     def answer(
-        self, read: Iterable[tuple[TopicPartition, m.FetchResponsePartition, int]]
+        self,
+        read: Iterable[tuple[TopicPartition, m.FetchResponsePartition, int, bool]],
+        now_ms: int,
     ) -> list[m.FetchResponseTopic]:
-        """The response's topics for the partitions as read (in ``partitions`` order), each
-        with the bytes of records it carries."""
+        """The response's topics for the partitions as read (in ``to_read`` order), each with
+        the bytes of records it carries and whether it must stay active (held back by a quota,
+        or a follower outside its ISR)."""
         session = self._session
         by_topic: dict[str, list[m.FetchResponsePartition]] = {}
         answered: list[TopicPartition] = []
-        for tp, part, size in read:
+        for tp, part, size, keep_active in read:
             if session is not None:
                 cached = session.partitions.get(tp)
                 if cached is None:  # forgotten by a later fetch of the session meanwhile
                     continue
-                if not _remember(cached, part, size) and self._incremental:
-                    continue
+                if not _remember(cached, part, size):
+                    if not keep_active and tp in session.active:
+                        del session.active[tp]
+                        session.quiet[tp] = now_ms
+                    if self._incremental:
+                        continue
                 if size:
                     answered.append(tp)
             by_topic.setdefault(tp.topic, []).append(part)
         if session is not None:
             for tp in answered:  # to the back: the next answer starts with the others
-                session.partitions[tp] = session.partitions.pop(tp)
+                if session.active.pop(tp, 0) is None:
+                    session.active[tp] = None
         return [m.FetchResponseTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
 
 
@@ -158,12 +248,16 @@ class FetchSessionCache:
         return [session.replica_id for session in self._sessions.values()]
 
     def partitions_of(self, session_id: int) -> list[TopicPartition]:
-        """The partitions a session holds, in its order (for tests and metrics)."""
+        """The partitions a session holds: the active ones in fetch order, then the quiet
+        ones (for tests and metrics)."""
         session = self._sessions.get(session_id)
-        return [] if session is None else list(session.partitions)
+        return [] if session is None else [*session.active, *session.quiet]
 
-    def context(self, body: m.FetchRequest, now_ms: int) -> FetchContext | ErrorCode:
-        """Resolve ``body`` against the cache: a context, or the session error to answer."""
+    def context(
+        self, body: m.FetchRequest, now_ms: int, feed: ChangeFeed
+    ) -> FetchContext | ErrorCode:
+        """Resolve ``body`` against the cache: a context, or the session error to answer.
+        ``feed``: the hosted partitions' changes (a new session starts looking from now)."""
         epoch, session_id = body.session_epoch, body.session_id
         if epoch > 0:
             return self._incremental(body, now_ms)
@@ -175,8 +269,9 @@ class FetchSessionCache:
         session = self._open(body.replica_id, now_ms)
         if session is None:
             return FetchContext(partitions)
+        session.seen_seq = feed.seq
         for tp, fetch in partitions:
-            session.partitions[tp] = _Cached(fetch)
+            session.add(tp, fetch)
         return FetchContext(partitions, session.session_id, session)
 
     def _incremental(self, body: m.FetchRequest, now_ms: int) -> FetchContext | ErrorCode:
@@ -187,18 +282,12 @@ class FetchSessionCache:
             return ErrorCode.INVALID_FETCH_SESSION_EPOCH
         session.epoch = _next_epoch(session.epoch)
         session.last_used_ms = now_ms
-        cached = session.partitions
         for forgotten in body.forgotten_topics_data:
             for partition in forgotten.partitions:
-                cached.pop(TopicPartition(forgotten.topic, partition), None)
+                session.forget(TopicPartition(forgotten.topic, partition))
         for tp, fetch in fetch_partitions(body):
-            known = cached.get(tp)
-            if known is None:
-                cached[tp] = _Cached(fetch)
-            else:
-                known.fetch = fetch
-        partitions = [(tp, c.fetch) for tp, c in cached.items()]
-        return FetchContext(partitions, session.session_id, session, incremental=True)
+            session.add(tp, fetch)
+        return FetchContext([], session.session_id, session, incremental=True)
 
     def _open(self, replica_id: int, now_ms: int) -> _CachedSession | None:
         if len(self._sessions) >= self._slots and not self._evict_for(replica_id, now_ms):

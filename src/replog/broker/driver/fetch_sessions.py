@@ -12,7 +12,9 @@ Each leader session is also an incremental fetch session (KIP-227,
 ``replog.broker.driver.incremental_fetch``): after the first round, a request lists only the
 partitions whose fetch offset or epochs changed, and the leader answers only the partitions
 with news, so partitions where nothing happens cost no encoding, decoding or applying. A
-partition missing from an answer is simply not applied: its next round supersedes the request.
+partition missing from an answer is simply not applied: its request stays outstanding. A round
+builds again only the requests of partitions that changed since the last one
+(``replog.broker.driver.follower_requests``), so idle partitions cost no work at all.
 
 A Fetch answer carries no leader log end offset, so for partitions that answer
 OFFSET_OUT_OF_RANGE the session asks the leader with ListOffsets, as a replica (earliest = its
@@ -39,8 +41,10 @@ from replog.broker.driver.convert import (
     may_truncate,
     out_of_range_partitions,
     replica_list_offsets_request,
+    wire_fetch_partition,
 )
 from replog.broker.driver.effects import ResetLink
+from replog.broker.driver.follower_requests import FollowerRequests
 from replog.broker.driver.incremental_fetch import IncrementalFetch
 from replog.broker.driver.ports import DriverCore
 from replog.broker.driver.replication_throttle import ReplicationThrottle
@@ -90,6 +94,10 @@ class _LeaderSession:
     found: dict[int, dict[TopicPartition, int]] = attrs.Factory(dict)
     #: the incremental fetch session (KIP-227) with this leader
     incremental: IncrementalFetch = attrs.Factory(IncrementalFetch)
+    #: each partition's next request, rebuilt only where something changed
+    book: FollowerRequests = attrs.Factory(
+        lambda self: FollowerRequests(self.leader_id), takes_self=True
+    )
 
 
 class FetchSessions:
@@ -143,21 +151,34 @@ class FetchSessions:
     def _round(self, session: _LeaderSession, now_ms: int) -> None:
         driver = self._driver
         rm = driver.rm
-        requests = rm.fetch_requests_for(session.leader_id)
+        book = session.book
+        rebuilt = book.refresh(rm, now_ms, self._refresh_ms)
+        requests = book.requests
         if not requests or session.leader_id not in rm.image.brokers:
             self._backoff(session, now_ms)
             return
-        if any(r.requires_flush for _, r in requests):
+        flush = [
+            tp
+            for tp in (requests if rebuilt is None else rebuilt)
+            if (r := requests.get(tp)) is not None and r.requires_flush
+        ]
+        if flush:
             session.waiting_flush = True
+            book.used_up(flush)  # built again after the flush, with the LEO it made durable
 
             def flushed(now: int) -> None:
                 session.waiting_flush = False
                 if self._live(session):
+                    book.refresh(rm, now, self._refresh_ms)
                     self._send(session, now)
 
             driver.flush_then(flushed)
             return
-        self._send(session, now_ms, requests)
+        self._send(session, now_ms)
+
+    @property
+    def _refresh_ms(self) -> int:
+        return max(self._driver.config.replica_lag_ms_max // 4, 1)
 
     def _unthrottled(
         self, requests: list[tuple[TopicPartition, PartitionFetchRequest]], now_ms: int
@@ -165,7 +186,6 @@ class FetchSessions:
         """``requests`` without the partitions the follower quota holds back."""
         rm = self._driver.rm
         throttle = self._driver.replication_throttle
-        throttle.sync_rates(rm.image.broker_configs)
         kept = []
         for tp, request in requests:
             state = rm.image.partitions.get(tp)
@@ -175,32 +195,40 @@ class FetchSessions:
                 kept.append((tp, request))
         return kept
 
-    def _send(
-        self,
-        session: _LeaderSession,
-        now_ms: int,
-        requests: list[tuple[TopicPartition, PartitionFetchRequest]] | None = None,
-    ) -> None:
-        """Fetch from the session's leader: ``requests`` as ``_round`` just built them, or
-        built again (after a flush the logs may have grown)."""
+    def _send(self, session: _LeaderSession, now_ms: int) -> None:
+        """Fetch from the session's leader with the book's requests: only the changed ones
+        when the leader holds a session, all of them otherwise (and while the follower quota
+        holds some back, which leaves those out)."""
         driver = self._driver
-        if requests is None:
-            requests = driver.rm.fetch_requests_for(session.leader_id)
-        requests = self._unthrottled(requests, now_ms)
-        if not requests:
+        book, incremental = session.book, session.incremental
+        asked = book.requests
+        unsent = book.take_unsent()
+        throttle = driver.replication_throttle
+        throttle.sync_rates(driver.rm.image.broker_configs)
+        if throttle.follower.is_exceeded(now_ms):
+            asked = dict(self._unthrottled(list(asked.items()), now_ms))
+            book.invalidate()  # the partitions held back are listed again once let through
+            unsent = None
+        if not asked:
             self._backoff(session, now_ms)
             return
         config = driver.config
-        body = session.incremental.request(
-            follower_fetch_request(
-                driver.broker_id,
-                requests,
-                max_wait_ms=config.replica_fetch_wait_ms_max,
-                min_bytes=config.replica_fetch_min_bytes,
-                max_bytes=config.replica_fetch_bytes_max,
-            )
+        full = follower_fetch_request(
+            driver.broker_id,
+            list(asked.items()) if unsent is None or not incremental.is_open else [],
+            max_wait_ms=config.replica_fetch_wait_ms_max,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_bytes_max,
         )
-        session.asked, session.fetched, session.listing = dict(requests), None, None
+        if unsent is None or not incremental.is_open:
+            body = incremental.request(full)
+        else:
+            updated = [(tp, wire_fetch_partition(tp[1], asked[tp])) for tp in unsent if tp in asked]
+            removed = [tp for tp in unsent if tp not in asked]
+            body = incremental.request_changes(full, updated, removed)
+        # a copy: the answer may be applied after the next round rebuilt some requests (an
+        # apply that waits for an fsync), and must then match none of the new ones
+        session.asked, session.fetched, session.listing = dict(asked), None, None
         session.token = driver.outbox.send(session.leader_id, m.FETCH.api_key, FETCH_VERSION, body)
 
     def on_answer(
@@ -220,6 +248,7 @@ class FetchSessions:
 
     def _failed(self, session: _LeaderSession) -> None:
         session.incremental.reset()
+        session.book.invalidate()
         self._driver.outbox.emit(ResetLink(session.leader_id))
         self._backoff(session, self._driver.now_ms)
 
@@ -291,9 +320,11 @@ class FetchSessions:
             now_ms = driver.now_ms
             progressed = True
             throttle = driver.replication_throttle
+            answered = []
             for tp, answer in follower_fetch_responses(
                 driver.broker_id, asked, response, leader_offsets
             ):
+                answered.append(tp)
                 if answer.size_bytes and throttle.follower_covers(
                     driver.rm.image.topics.get(tp[0]), tp[1]
                 ):
@@ -301,6 +332,7 @@ class FetchSessions:
                 outcome = driver.rm.on_fetch_response(tp, answer, now_ms)
                 if outcome.action is FollowerAction.FAILED:
                     progressed = False
+            session.book.used_up(answered)  # their outstanding requests are settled
             driver.after_input()
             session.next_at_ms = (
                 now_ms if progressed else now_ms + driver.config.replica_fetch_backoff_ms

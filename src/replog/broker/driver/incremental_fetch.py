@@ -19,7 +19,7 @@ from __future__ import annotations
 import attrs
 
 from replog.broker.driver.convert import fetch_partitions
-from replog.errors import ErrorCode
+from replog.errors import ErrorCode, unreachable
 from replog.protocol import messages as m
 from replog.topics import TopicPartition
 
@@ -46,22 +46,44 @@ class IncrementalFetch:
         self.session_id, self.epoch = 0, 0
         self._sent = {}
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the leader holds a session (so a request may list only changes)."""
+        return self.session_id != 0
+
     def request(self, full: m.FetchRequest) -> m.FetchRequest:
         """``full`` (every partition fetched) as this session's next request."""
         listed = fetch_partitions(full)
-        previous, self._sent = self._sent, dict(listed)
         if self.session_id == 0:
+            self._sent = dict(listed)
             return attrs.evolve(full, session_id=0, session_epoch=0)
+        now = dict(listed)
+        removed = [tp for tp in self._sent if tp not in now]
+        return self.request_changes(attrs.evolve(full, topics=[]), listed, removed)
+
+    def request_changes(
+        self,
+        template: m.FetchRequest,
+        updated: list[tuple[TopicPartition, m.FetchPartition]],
+        removed: list[TopicPartition],
+    ) -> m.FetchRequest:
+        """The next request of an open session, from the partitions whose fetch may have
+        changed (``updated``) and those no longer fetched (``removed``); every other
+        partition is as last sent. ``template``: the request's own fields."""
+        if self.session_id == 0:
+            unreachable("request_changes needs an open session")
+        sent = self._sent
         changed: dict[str, list[m.FetchPartition]] = {}
-        for tp, fetch in listed:
-            if previous.get(tp) != fetch:
+        for tp, fetch in updated:
+            if sent.get(tp) != fetch:
+                sent[tp] = fetch
                 changed.setdefault(tp.topic, []).append(fetch)
         forgotten: dict[str, list[int]] = {}
-        for tp in previous:
-            if tp not in self._sent:
+        for tp in removed:
+            if sent.pop(tp, None) is not None:
                 forgotten.setdefault(tp.topic, []).append(tp.partition)
         return attrs.evolve(
-            full,
+            template,
             session_id=self.session_id,
             session_epoch=self.epoch,
             topics=[m.FetchTopic(topic=t, partitions=ps) for t, ps in changed.items()],

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from replog.broker.driver.change_feed import ChangeFeed
 from replog.broker.driver.replica_admin import ReplicaAdmin
 from replog.broker.driver.replica_cleanup import ReplicaCleanup, other_incarnation
 from replog.errors import (
@@ -126,6 +127,10 @@ class ReplicaManager:
     #: partitions whose HW (alone) moved since ``take_changed``: consumers' long polls wake on
     #: it, followers' do not (a follower reads up to the LEO)
     _hw_changed: set[TopicPartition] = attrs.field(init=False, factory=set)
+    #: every such change in order, for readers that look less often (fetch sessions)
+    changes: ChangeFeed = attrs.field(init=False, factory=ChangeFeed)
+    #: partitions ``tick`` visits between ISR shrink passes (see ``tick``)
+    _timed: set[TopicPartition] = attrs.field(init=False, factory=set)
     _acks_all: set[tuple[TopicPartition, int]] = attrs.field(init=False, factory=set)
     #: partitions followed here: the leader's HW minus this replica's LEO after the last fetch
     follower_lag: dict[TopicPartition, int] = attrs.field(init=False, factory=dict)
@@ -487,16 +492,22 @@ class ReplicaManager:
         offset would report a log end the failed fsync never made durable (FSYNC mode), and
         the leader would count it toward the HW."""
         requests: list[tuple[TopicPartition, PartitionFetchRequest]] = []
-        for tp, replica in sorted(self.partitions.items()):
-            if replica.is_leader or replica.leader_id != leader_id:
-                continue
-            log = _as_log(replica)
-            if log is not None and log.is_offline:
-                continue
-            request = replica.fetch_request()
+        for tp in sorted(self.partitions):
+            request = self.fetch_request_for(tp, leader_id)
             if request is not None:
                 requests.append((tp, request))
         return requests
+
+    def fetch_request_for(self, tp: TopicPartition, leader_id: int) -> PartitionFetchRequest | None:
+        """``tp``'s next fetch from ``leader_id`` (None: not followed on it here, or offline);
+        it supersedes the partition's outstanding one."""
+        replica = self.partitions.get(tp)
+        if replica is None or replica.is_leader or replica.leader_id != leader_id:
+            return None
+        log = _as_log(replica)
+        if log is not None and log.is_offline:
+            return None
+        return replica.fetch_request()
 
     def on_fetch_response(
         self, tp: TopicPartition, response: PartitionFetchResponse, now_ms: int
@@ -572,15 +583,20 @@ class ReplicaManager:
         log = None if replica is None else _as_log(replica)
         if log is not None:
             log.mark_offline(reason)
+            self._touch(tp)  # its fetches now answer KAFKA_STORAGE_ERROR
 
     # ------------------------------------------------------------------ time
 
     def tick(self, now_ms: int) -> None:
-        """Expire delayed operations; every half ``replica_lag_ms_max`` try to shrink ISRs."""
+        """Expire delayed operations; every half ``replica_lag_ms_max`` try to shrink ISRs.
+        Between shrink passes only the partitions that changed since they were last found
+        idle are visited: one with no delayed produce and its HW at its LEO has nothing to
+        do as time passes."""
         shrink = now_ms - self._last_shrink_ms >= self.partition_config.isr_expiration_interval_ms
         if shrink:
             self._last_shrink_ms = now_ms
-        for tp, replica in self.partitions.items():
+        timed, self._timed = self._timed, set()
+        for tp, replica in list(self.partitions.items()) if shrink else self._visits(timed):
             replica.on_tick(now_ms)
             if shrink and self.metadata_current:
                 replica.maybe_shrink_isr(now_ms)
@@ -589,6 +605,13 @@ class ReplicaManager:
             if replica.is_leader and replica.maybe_increment_leader_hw(now_ms):
                 self._touch_hw(tp)
             self._collect(tp, replica)
+            if replica.next_deadline_ms() is not None or (
+                replica.is_leader and replica.high_watermark < replica.log.log_end_offset
+            ):
+                self._timed.add(tp)
+
+    def _visits(self, tps: set[TopicPartition]) -> list[tuple[TopicPartition, Partition]]:
+        return [(tp, r) for tp in sorted(tps) if (r := self.partitions.get(tp)) is not None]
 
     def delete_old_segments(self) -> int:
         """Apply retention to every online log (never past a HW); returns the segments deleted.
@@ -615,14 +638,19 @@ class ReplicaManager:
     def _touch(self, tp: TopicPartition) -> None:
         self.data_version += 1
         self._changed.add(tp)
+        self.changes.note(tp)
+        self._timed.add(tp)
 
     def _touch_hw(self, tp: TopicPartition) -> None:
         self.data_version += 1
         self._hw_changed.add(tp)
+        self.changes.note(tp)
+        self._timed.add(tp)
 
     def _touch_all(self) -> None:
         self.data_version += 1
         self._changed_all = True
+        self.changes.note_all()
 
     def take_changed(self) -> tuple[set[TopicPartition] | None, set[TopicPartition]]:
         """Since the last call: the partitions whose data or role changed (None: possibly

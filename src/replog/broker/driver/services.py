@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from replog.broker.config import BrokerConfig
+from replog.broker.driver.change_feed import ChangeFeed
 from replog.broker.driver.fetch_session_cache import FetchSessionCache
 from replog.broker.driver.group_host import GroupHost
 from replog.broker.driver.log_dirs import LogDirReport, describe_log_dirs
@@ -126,6 +127,10 @@ class DriverServices:
     @property
     def broker_configs(self) -> Mapping[int, TopicConfigs]:
         return self._driver.rm.image.broker_configs
+
+    @property
+    def partition_changes(self) -> ChangeFeed:
+        return self._driver.rm.changes
 
     @property
     def replication_throttle(self) -> ReplicationThrottle:

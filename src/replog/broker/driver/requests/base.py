@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import attrs
 
 from replog.broker.config import BrokerConfig
+from replog.broker.driver.change_feed import ChangeFeed
 from replog.broker.driver.fetch_session_cache import FetchSessionCache
 from replog.broker.driver.log_dirs import LogDirReport
 from replog.broker.driver.producer_ids import ProducerIdManager
@@ -233,6 +234,10 @@ class RequestServices(Protocol):
     @property
     def fetch_session_cache(self) -> FetchSessionCache:
         """The incremental fetch sessions (KIP-227) this broker keeps."""
+
+    @property
+    def partition_changes(self) -> ChangeFeed:
+        """Which hosted partitions changed since a point (fetch sessions read only those)."""
 
     @property
     def replication_throttle(self) -> ReplicationThrottle:

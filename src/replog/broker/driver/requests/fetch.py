@@ -11,8 +11,9 @@ follower fetch that advances the HW would otherwise re-read every other parked f
 for nothing, ahead of the produce responses that HW completes.
 
 Incremental fetch sessions (KIP-227, ``replog.broker.driver.fetch_session_cache``) decide what
-is read and what is answered: a fetch of a session reads every partition of the session and
-answers only those with something new. A session error is a whole-response error.
+is read and what is answered: a fetch of a session reads the session's partitions that can
+have something new (not the quiet ones nothing changed on) and answers only those that do. A
+session error is a whole-response error.
 
 A follower's fetch is subject to the leader's replication quota (KIP-73,
 ``replog.broker.driver.replication_throttle``): a partition in this broker's leader-throttled set
@@ -41,7 +42,7 @@ from replog.broker.driver.requests.base import (
     RequestServices,
 )
 from replog.errors import ErrorCode
-from replog.isr import PartitionFetchResponse
+from replog.isr import PartitionFetchRequest, PartitionFetchResponse
 from replog.isr.replica_log import BytesSlice
 from replog.protocol import messages as m
 from replog.protocol.schema import Message
@@ -52,20 +53,23 @@ __all__ = ["HANDLERS", "handle_fetch"]
 
 def handle_fetch(ctx: RequestContext, body: m.FetchRequest, services: RequestServices) -> Outcome:
     """See the module docstring."""
-    context = services.fetch_session_cache.context(body, ctx.now_ms)
+    feed = services.partition_changes
+    context = services.fetch_session_cache.context(body, ctx.now_ms, feed)
     if isinstance(context, ErrorCode):
         return Reply(m.FetchResponse(error_code=int(context), session_id=0, responses=[]))
-    wait_ms = min(max(body.max_wait_ms, 0), services.config.request_timeout_ms)
+    config = services.config
+    wait_ms = min(max(body.max_wait_ms, 0), config.request_timeout_ms)
     deadline_ms = ctx.now_ms + wait_ms
-    partitions = context.partitions
-    tps = frozenset(tp for tp, _ in partitions)
+    refresh_ms = max(config.replica_lag_ms_max // 4, 1)
+    tps = context.watched
 
     def attempt(now_ms: int, final: bool) -> Outcome:
+        partitions = context.to_read(feed, now_ms, refresh_ms)
         read, total, any_error, throttled_bytes = _read_all(services, body, partitions, now_ms)
         if final or total >= body.min_bytes or any_error or now_ms >= deadline_ms or not tps:
             if throttled_bytes:
                 services.replication_throttle.leader.record(throttled_bytes, now_ms)
-            topics = context.answer(read)
+            topics = context.answer(read, now_ms)
             return Reply(
                 m.FetchResponse(error_code=0, session_id=context.session_id, responses=topics)
             )
@@ -79,14 +83,16 @@ def _read_all(
     body: m.FetchRequest,
     partitions: list[tuple[TopicPartition, m.FetchPartition]],
     now_ms: int,
-) -> tuple[list[tuple[TopicPartition, m.FetchResponsePartition, int]], int, bool, int]:
-    """Every partition to read, read now: (each partition's answer and record bytes, the
-    record bytes in all, any error, the record bytes of leader-throttled partitions)."""
+) -> tuple[list[tuple[TopicPartition, m.FetchResponsePartition, int, bool]], int, bool, int]:
+    """Every partition to read, read now: (each partition's answer, record bytes and whether
+    a fetch session must keep reading it, the record bytes in all, any error, the record bytes
+    of leader-throttled partitions). A session keeps reading a partition the leader quota
+    covers, and one whose fetching follower is outside the ISR (its read may expand it)."""
     budget = min(max(body.max_bytes, 1), services.config.fetch_bytes_max)
     total, any_error, throttled_bytes = 0, False, 0
     throttle = services.replication_throttle
     throttle.sync_rates(services.broker_configs)
-    read: list[tuple[TopicPartition, m.FetchResponsePartition, int]] = []
+    read: list[tuple[TopicPartition, m.FetchResponsePartition, int, bool]] = []
     for tp, wire in partitions:
         topic, partition = tp
         room = budget - total
@@ -102,8 +108,14 @@ def _read_all(
         throttled_bytes += size if throttled else 0
         any_error = any_error or answer.error_code is not ErrorCode.NONE
         any_error = any_error or answer.diverging_epoch is not None
-        read.append((tp, fetch_response_partition(partition, answer, records), size))
+        keep = throttled or (request.is_from_follower and not _in_isr(services, tp, request))
+        read.append((tp, fetch_response_partition(partition, answer, records), size, keep))
     return read, total, any_error, throttled_bytes
+
+
+def _in_isr(services: RequestServices, tp: TopicPartition, request: PartitionFetchRequest) -> bool:
+    replica = services.partition(*tp)
+    return replica is not None and request.replica_id in replica.isr
 
 
 def _maybe_hold(
