@@ -120,11 +120,12 @@ class _CachedSession:
     def wake(self, feed: ChangeFeed, now_ms: int, refresh_ms: int) -> None:
         """Make active the quiet partitions that changed since the last look, and those
         last read ``refresh_ms`` ago or more."""
-        changed = feed.since(self.seen_seq)
-        self.seen_seq = feed.seq
         quiet, active = self.quiet, self.active
         if not quiet:
+            self.seen_seq = feed.seq
             return
+        changed = feed.since(self.seen_seq)
+        self.seen_seq = feed.seq
         if changed is None:
             woken = list(quiet)
         elif len(changed) < len(quiet):

@@ -108,7 +108,9 @@ def _read_all(
         throttled_bytes += size if throttled else 0
         any_error = any_error or answer.error_code is not ErrorCode.NONE
         any_error = any_error or answer.diverging_epoch is not None
-        keep = throttled or (request.is_from_follower and not _in_isr(services, tp, request))
+        keep = throttled or (
+            size == 0 and request.is_from_follower and not _in_isr(services, tp, request)
+        )
         read.append((tp, fetch_response_partition(partition, answer, records), size, keep))
     return read, total, any_error, throttled_bytes
 
