@@ -124,12 +124,15 @@ def test_leader_metadata_for_offline_log_does_not_raise(tmp_path: object) -> Non
         "for good; the fix is Kafka's unclean recovery, asking the last known replicas for "
         "their log end and electing the longest. Seeds 330 and 332 show it without the "
         "consumer-group clients (whose __consumer_offsets traffic shifts the schedules), 143 "
-        "(broker 1 loses power at 300 ms) with them. The seeds showing it move with the "
-        "controller's timing and the replication schedule (318, 410, 474, 329, 311 and, before "
-        "fetch sessions, 165 showed it)."
+        "(broker 1 loses power at 300 ms) and 1040 (rf 2: broker 5 loses power at 627 ms, broker "
+        "1 crashes at 1098 ms, 5 restarts and is elected at epoch 2 with LEO 2 of 4) with them. "
+        "The seeds showing it move with the controller's timing and the replication schedule "
+        "(318, 410, 474, 329, 311 and, before fetch sessions, 165 showed it)."
     ),
 )
-@pytest.mark.parametrize(("seed", "groups"), [(330, False), (332, False), (143, True)])
+@pytest.mark.parametrize(
+    ("seed", "groups"), [(330, False), (332, False), (143, True), (1040, True)]
+)
 def test_last_known_leader_with_a_shorter_log(seed: int, groups: bool) -> None:
     result = run_seed(seed, known=KNOWN, groups=groups)
     assert result.ok, result.violations
