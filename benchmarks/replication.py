@@ -4,7 +4,7 @@ built-in metadata quorum (3 ``replog controller`` voters) or on ZooKeeper.
     python -m benchmarks.replication [--repeats 3] [--duration 3] [--warmup 1]
         [--batches 1,100,1000] [--modes replicated,fsync] [--cases NAME,...]
         [--ab loop=asyncio,uvloop | --ab src=/tmp/base/src,. | --ab setting.NAME=A,B]
-        [--idle-partitions 0,100,1000]
+        [--idle-partitions 0,100,1000] [--floor]
 
 Cases: 100-byte records, ``acks=all``, batches of 1, 100 and 1000 records, per durability mode
 (3 brokers, topic RF 3, min ISR 2); and a single-broker ``acks=1`` baseline (RF 1) per batch size.
@@ -12,6 +12,10 @@ Cases: 100-byte records, ``acks=all``, batches of 1, 100 and 1000 records, per d
 as the cluster's) that nothing writes to: the cost idle partitions add to each acknowledgement
 (``broker_cpu_us_per_batch``), which fetch sessions are meant to keep near zero; such cases are
 named ``...-idleN``, and the targets line gives each N's CPU per batch against N = 0.
+``--floor`` adds ``floor-acks1-batch1``: the same load against ``benchmarks.floor_server`` (a
+bare ``asyncio.Protocol`` server answering every Produce with a fixed response, the floor for a
+Python request/response server), so the targets line can put the single broker's CPU per
+produce against the floor measured in the same run.
 
 Trustworthy figures on a small shared machine: every measurement gets a fresh cluster
 (coordinator and brokers) and a warm-up before its window; every case is measured ``--repeats``
@@ -59,6 +63,7 @@ if str(_ROOT) not in sys.path:  # the harness and the ZooKeeper helper live unde
 from tests.faults.harness import ProcessCluster, QuorumProcesses  # noqa: E402
 from tests.servers import ZkServer, start_zookeeper  # noqa: E402
 
+from benchmarks import floor_server  # noqa: E402
 from replog.client import AsyncAdmin  # noqa: E402
 from replog.client.connection import BrokerConnection  # noqa: E402
 from replog.event_loop import run as run_loop  # noqa: E402
@@ -75,6 +80,10 @@ from replog.protocol.messages import (  # noqa: E402
 TOPIC = "bench"
 IDLE_TOPIC = "bench-idle"
 TARGET_IDLE_CPU_GROWTH = 1.10
+TARGET_SINGLE_CPU_US = 40.0
+TARGET_SINGLE_OVER_FLOOR = 2.5
+FLOOR_CASE = "floor-acks1-batch1"
+FLOOR_PRODUCE_VERSION = 9
 RECORD_BYTES = 100
 TARGET_RECORDS_PER_S_BATCH_1000 = 1_500_000
 TARGET_BATCHES_PER_S_BATCH_1 = 6_500
@@ -215,11 +224,13 @@ async def _measure(
     warmup_s: float,
     duration_s: float,
     on_window: Callable[[str], None] = lambda phase: None,
+    version: int | None = None,
 ) -> dict[str, Any]:
-    host, port = addresses[leaders[0]].rsplit(":", 1)
-    probe = await BrokerConnection.open(host, int(port))
-    version = probe.versions[PRODUCE.api_key]
-    await probe.close()
+    if version is None:  # the highest Produce version the leader serves
+        host, port = addresses[leaders[0]].rsplit(":", 1)
+        probe = await BrokerConnection.open(host, int(port))
+        version = probe.versions[PRODUCE.api_key]
+        await probe.close()
     counters = _Counters()
     tasks = []
     for n in range(connections):
@@ -407,10 +418,39 @@ def _all_cases(
     ]
 
 
+def _run_floor(case: Case, variant: Variant, args: argparse.Namespace) -> dict[str, Any]:
+    with _environment(variant.env), floor_server.running(FLOOR_PRODUCE_VERSION) as (address, pid):
+        probe: dict[str, float] = {}
+        result = run_loop(
+            _measure(
+                case,
+                {0: address},
+                dict.fromkeys(range(args.partitions), 0),
+                args.connections,
+                args.warmup,
+                args.duration,
+                on_window=lambda phase: probe.__setitem__(phase, _cpu_s([pid])),
+                version=FLOOR_PRODUCE_VERSION,
+            ),
+            choice=args.client_loop,
+        )
+    return _with_cpu(result, variant, probe.get("end", 0.0) - probe.get("start", 0.0))
+
+
+def _with_cpu(result: dict[str, Any], variant: Variant, cpu_s: float) -> dict[str, Any]:
+    result["variant"] = variant.label
+    result["broker_cpu_util"] = round(cpu_s / result["duration_s"], 3)
+    batches = result["acked_batches"]
+    result["broker_cpu_us_per_batch"] = round(cpu_s * 1e6 / batches, 1) if batches else None
+    return result
+
+
 def run_one(
     case: Case, variant: Variant, args: argparse.Namespace, base: Path, zk: ZkServer | None
 ) -> dict[str, Any]:
     """One measurement of ``case`` under ``variant`` on a cluster of its own."""
+    if case.name == FLOOR_CASE:
+        return _run_floor(case, variant, args)
     name = f"{case.name}-{variant.label.replace('/', '_').replace('=', '-')}-{time.monotonic_ns()}"
     settings = {**_BROKER_SETTINGS, **variant.settings}
     with (
@@ -442,12 +482,7 @@ def run_one(
             ),
             choice=args.client_loop,
         )
-    broker_cpu_s = probe.get("end", 0.0) - probe.get("start", 0.0)
-    result["variant"] = variant.label
-    result["broker_cpu_util"] = round(broker_cpu_s / result["duration_s"], 3)
-    batches = result["acked_batches"]
-    result["broker_cpu_us_per_batch"] = round(broker_cpu_s * 1e6 / batches, 1) if batches else None
-    return result
+    return _with_cpu(result, variant, probe.get("end", 0.0) - probe.get("start", 0.0))
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
@@ -497,6 +532,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     modes = [m for m in args.modes.split(",") if m]
     idle = [int(n) for n in args.idle_partitions.split(",")]
     cases = _all_cases(batches, modes, not args.no_baseline, idle)
+    if args.floor:
+        cases.insert(0, Case(FLOOR_CASE, "none", 0, 1, 1))
     if args.cases:
         wanted = set(args.cases.split(","))
         cases = [c for c in cases if c.name in wanted]
@@ -556,7 +593,18 @@ def _targets(results: list[dict[str, Any]], variant: str) -> dict[str, Any]:
         met = None if value is None else (value >= target if op == ">=" else value <= target)
         summary[key] = {"value": value, "target": f"{op} {target}", "met": met}
     summary.update(_idle_growth(results, variant))
+    single = median("baseline-acks1-batch1", "broker_cpu_us_per_batch")
+    floor = median(FLOOR_CASE, "broker_cpu_us_per_batch")
+    if single is not None:
+        summary["baseline_acks1_batch1_cpu_us_per_produce"] = _met(single, TARGET_SINGLE_CPU_US)
+    if single is not None and floor:
+        over = _met(round(single / floor, 2), TARGET_SINGLE_OVER_FLOOR)
+        summary["baseline_acks1_batch1_cpu_over_floor"] = {**over, "floor_cpu_us": floor}
     return summary
+
+
+def _met(value: float, at_most: float) -> dict[str, Any]:
+    return {"value": value, "target": f"<= {at_most}", "met": value <= at_most}
 
 
 def _idle_growth(results: list[dict[str, Any]], variant: str) -> dict[str, Any]:
@@ -611,6 +659,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--connections", type=int, default=24, help="concurrent producer connections"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data dirs and logs")
+    parser.add_argument(
+        "--floor", action="store_true", help="also measure the bare-server floor (one process)"
+    )
     parser.add_argument(
         "--coordinator",
         choices=("raft", "zookeeper"),
