@@ -5,6 +5,13 @@ synchronous facade (tests, demos, single-machine use).
 under ``base_dir`` (a temp dir by default) and a shared in-memory coordinator. ``stop``,
 ``kill`` and ``restart`` act on one broker by id; ``close`` stops everything, ends the loop
 thread and drops the in-memory store.
+
+``Cluster.local(n, test_mode=True)`` adds ``TEST_MODE_SETTINGS`` for test suites (what the pytest
+plugin, ``replog.testing.pytest_plugin``, starts): consumer groups form at once (no initial
+rebalance delay, Kafka's ``group.initial.rebalance.delay.ms`` 0, as Kafka's own test harness
+sets it) and ``__consumer_offsets`` has one partition, so a group's first record comes in
+milliseconds, not seconds. They are never a production broker's defaults; explicit overrides
+win over them.
 """
 
 from __future__ import annotations
@@ -23,10 +30,15 @@ from replog.coord import connect
 from replog.coord.registry import drop_memory_store
 from replog.event_loop import new_event_loop
 
-__all__ = ["Cluster"]
+__all__ = ["TEST_MODE_SETTINGS", "Cluster"]
 
 T = TypeVar("T")
 _names = itertools.count(1)
+
+#: what ``Cluster.local(..., test_mode=True)`` sets (module docstring)
+TEST_MODE_SETTINGS: dict[str, Any] = {
+    "groups": {"initial_rebalance_delay_ms": 0, "offsets_topic_partitions": 1},
+}
 
 
 class Cluster:
@@ -54,9 +66,11 @@ class Cluster:
         *,
         base_dir: str | None = None,
         coordinator: str | None = None,
+        test_mode: bool = False,
         **overrides: Any,
     ) -> Cluster:
-        """Start ``n`` brokers (ids 1..n); ``overrides`` are ``BrokerConfig`` fields."""
+        """Start ``n`` brokers (ids 1..n); ``overrides`` are ``BrokerConfig`` fields;
+        ``test_mode`` adds ``TEST_MODE_SETTINGS`` under them (module docstring)."""
         owns = base_dir is None
         root = base_dir if base_dir is not None else tempfile.mkdtemp(prefix="replog-cluster-")
         url = coordinator or f"memory://cluster-{next(_names)}-{id(root)}"
@@ -66,6 +80,7 @@ class Cluster:
             "replica_lag_ms_max": 4_000,
             "replica_fetch_wait_ms_max": 100,
             "default_replication_factor": min(3, n),
+            **(TEST_MODE_SETTINGS if test_mode else {}),
             **overrides,
         }
         configs = [

@@ -1,0 +1,106 @@
+"""replog as the Kafka of a test suite: a pytest plugin.
+
+Installed with replog (the ``pytest11`` entry point ``replog``), so every pytest run of a
+project that has replog installed can use its fixtures; nothing runs until a test asks:
+
+- ``replog_cluster`` (session scope): a ``Cluster.local`` in test mode (groups form at once,
+  a one-partition ``__consumer_offsets``; see ``replog.broker.shell.cluster``), one per
+  pytest-xdist worker, ``--replog-brokers N`` brokers (1 by default);
+- ``kafka_bootstrap``: its bootstrap address, ``"127.0.0.1:PORT,..."``, for any Kafka client;
+- ``replog_topic``: a fresh topic per test, uniquely named after the test, deleted after it;
+  ``@pytest.mark.replog_topic(partitions=3, replication_factor=1, config={...})`` shapes it
+  (replication defaults to the cluster's size, at most 3);
+- ``replog_cluster_factory``: ``make(n=1, **overrides)`` starts another test-mode cluster,
+  closed after the test.
+
+    def test_round_trip(kafka_bootstrap, replog_topic):
+        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+        producer.send(replog_topic, b"hello").get(timeout=10)
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from replog.broker.shell.cluster import Cluster
+
+_topics = itertools.count(1)
+_UNSAFE = re.compile(r"[^a-zA-Z0-9._-]+")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("replog", "replog: an in-process Kafka-compatible cluster")
+    group.addoption(
+        "--replog-brokers",
+        type=int,
+        default=1,
+        help="brokers of the replog_cluster fixture's cluster (default 1)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "replog_topic(partitions=1, replication_factor=None, config=None): the shape of the "
+        "replog_topic fixture's topic",
+    )
+
+
+@pytest.fixture(scope="session")
+def replog_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """One test-mode ``Cluster.local`` for the session (module docstring)."""
+    from replog.broker.shell.cluster import Cluster
+
+    brokers = int(request.config.getoption("replog_brokers"))
+    if brokers < 1:
+        raise pytest.UsageError(f"--replog-brokers must be at least 1, got {brokers}")
+    with Cluster.local(brokers, test_mode=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(replog_cluster: Cluster) -> str:
+    """The session cluster's bootstrap address."""
+    return replog_cluster.bootstrap
+
+
+@pytest.fixture
+def replog_topic(request: pytest.FixtureRequest, replog_cluster: Cluster) -> Iterator[str]:
+    """A fresh topic for this test (module docstring), deleted afterwards."""
+    from replog.client.admin import Admin
+
+    marker = request.node.get_closest_marker("replog_topic")
+    shape: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    unknown = sorted(set(shape) - {"partitions", "replication_factor", "config"})
+    if unknown:
+        raise pytest.UsageError(f"replog_topic marker: unknown arguments {unknown}")
+    replication = shape.get("replication_factor") or min(3, len(replog_cluster.brokers))
+    name = f"{_UNSAFE.sub('-', request.node.name)[:200]}-{next(_topics)}"
+    with Admin(replog_cluster.bootstrap) as admin:
+        admin.create_topics(name, shape.get("partitions", 1), replication, shape.get("config"))
+    yield name
+    with Admin(replog_cluster.bootstrap) as admin:
+        admin.delete_topics([name])
+
+
+@pytest.fixture
+def replog_cluster_factory() -> Iterator[Callable[..., Cluster]]:
+    """``make(n=1, **overrides)``: another test-mode cluster, closed after the test."""
+    from replog.broker.shell.cluster import Cluster
+
+    made: list[Cluster] = []
+
+    def make(n: int = 1, **overrides: Any) -> Cluster:
+        cluster = Cluster.local(n, test_mode=True, **overrides)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in reversed(made):
+        cluster.close()
