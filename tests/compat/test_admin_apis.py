@@ -466,7 +466,18 @@ def _elect_preferred(cluster: Cluster, admin: KafkaAdminClient) -> None:
         timeout_s=30,
     )
     assert admin.describe_topics([name])[0]["partitions"][0]["leader_id"] == moved["leader_id"]
-    answer = admin.elect_leaders(0, {name: [0]}, raise_errors=False)
+    # kafka-python's admin routes ElectLeaders by its own cached cluster view, which dropped
+    # the restarted broker while it was down and is not refreshed by describe_*: once Metadata
+    # lists the broker again, a new client (fresh view) asks, as an operator's next command.
+    wait_for(
+        admin.describe_cluster,
+        lambda c: any(b["broker_id"] == preferred for b in c["brokers"]),
+    )
+    fresh = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=20_000)
+    try:
+        answer = fresh.elect_leaders(0, {name: [0]}, raise_errors=False)
+    finally:
+        fresh.close()
     assert _election_errors(answer) == {(name, 0): 0}
     wait_for(
         lambda: admin.describe_topics([name])[0]["partitions"][0]["leader_id"],
