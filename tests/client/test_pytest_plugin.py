@@ -1,6 +1,7 @@
 """The pytest plugin as a user meets it: a test file of their own, run by pytest in a fresh
-process, with kafka-python, confluent-kafka and aiokafka against its fixtures (the plugin
-loads through its ``pytest11`` entry point, nothing passed on the command line)."""
+process, with kafka-python, confluent-kafka and aiokafka against its fixtures and the
+``kafka_clients`` factories (the plugin loads through its ``pytest11`` entry point, nothing
+passed on the command line)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,18 @@ def test_topics_are_fresh_and_go_away(kafka_bootstrap, replog_topic):
     assert not any(n.startswith("test_kafka_python_round_trip") for n in names)  # deleted
 
 
+def test_client_factories_point_at_the_cluster(kafka_clients, replog_topic):
+    producer = kafka_clients.kafka_python_producer(acks="all")
+    producer.send(replog_topic, b"x").get(timeout=30)
+    other = kafka_clients.confluent_producer({"acks": "all"})
+    other.produce(replog_topic, b"y")
+    assert other.flush(30) == 0
+    consumer = kafka_clients.kafka_python_consumer(
+        replog_topic, auto_offset_reset="earliest", consumer_timeout_ms=20_000
+    )
+    assert {m.value for _, m in zip(range(2), consumer)} == {b"x", b"y"}
+
+
 def test_a_factory_cluster_of_its_own(replog_cluster_factory, replog_cluster):
     other = replog_cluster_factory(2)
     assert len(other.brokers) == 2 and other.bootstrap != replog_cluster.bootstrap
@@ -89,7 +102,7 @@ def test_a_factory_cluster_of_its_own(replog_cluster_factory, replog_cluster):
 def test_a_user_suite_runs_on_the_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_bad_marker_arguments_are_a_usage_error(pytester: pytest.Pytester) -> None:

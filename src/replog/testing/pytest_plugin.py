@@ -11,7 +11,13 @@ project that has replog installed can use its fixtures; nothing runs until a tes
   ``@pytest.mark.replog_topic(partitions=3, replication_factor=1, config={...})`` shapes it
   (replication defaults to the cluster's size, at most 3);
 - ``replog_cluster_factory``: ``make(n=1, **overrides)`` starts another test-mode cluster,
-  closed after the test.
+  closed after the test;
+- ``kafka_clients``: clients of the installed Kafka libraries already pointed at the session
+  cluster and closed after the test -- ``kafka_python_producer(**config)``,
+  ``kafka_python_consumer(*topics, **config)``, ``confluent_producer(config)`` (flushed) and
+  ``confluent_consumer(config)``; a library that is not installed skips the test that asks for
+  it. (aiokafka's clients belong to the test's own event loop: make them there, with
+  ``kafka_bootstrap``.)
 
     def test_round_trip(kafka_bootstrap, replog_topic):
         producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
@@ -87,6 +93,56 @@ def replog_topic(request: pytest.FixtureRequest, replog_cluster: Cluster) -> Ite
     yield name
     with Admin(replog_cluster.bootstrap) as admin:
         admin.delete_topics([name])
+
+
+class KafkaClients:
+    """The ``kafka_clients`` fixture (module docstring)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._closers: list[Callable[[], Any]] = []
+
+    def kafka_python_producer(self, **config: Any) -> Any:
+        kafka = pytest.importorskip("kafka")
+        return self._keep(kafka.KafkaProducer(bootstrap_servers=self.bootstrap, **config))
+
+    def kafka_python_consumer(self, *topics: str, **config: Any) -> Any:
+        kafka = pytest.importorskip("kafka")
+        consumer = kafka.KafkaConsumer(*topics, bootstrap_servers=self.bootstrap, **config)
+        return self._keep(consumer)
+
+    def confluent_producer(self, config: dict[str, Any] | None = None) -> Any:
+        confluent = pytest.importorskip("confluent_kafka")
+        producer = confluent.Producer({"bootstrap.servers": self.bootstrap, **(config or {})})
+        self._closers.append(lambda: producer.flush(10))
+        return producer
+
+    def confluent_consumer(self, config: dict[str, Any] | None = None) -> Any:
+        confluent = pytest.importorskip("confluent_kafka")
+        return self._keep(
+            confluent.Consumer({"bootstrap.servers": self.bootstrap, **(config or {})})
+        )
+
+    def close(self) -> None:
+        """Close every client made, newest first (errors of one do not stop the others)."""
+        for closer in reversed(self._closers):
+            try:
+                closer()
+            except Exception:  # a client already closed by the test, or a broken one
+                pass
+        self._closers.clear()
+
+    def _keep(self, client: Any) -> Any:
+        self._closers.append(client.close)
+        return client
+
+
+@pytest.fixture
+def kafka_clients(kafka_bootstrap: str) -> Iterator[KafkaClients]:
+    """Kafka clients pointed at the session cluster, closed after the test."""
+    clients = KafkaClients(kafka_bootstrap)
+    yield clients
+    clients.close()
 
 
 @pytest.fixture
