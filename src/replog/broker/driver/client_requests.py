@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 import attrs
 from sortedcontainers import SortedList
@@ -74,6 +75,8 @@ class _Parked:
     data_on_hw: bool = True
     reply_key: int | None = None
 
+
+K = TypeVar("K")
 
 #: a long poll on more partitions than this is indexed by its set, not by each partition
 _WIDE = 16
@@ -284,17 +287,10 @@ class ClientRequests:
     def _unpark_data(self, parked: _Parked) -> None:
         tps = parked.data_tps
         if len(tps) > _WIDE:
-            wide = self._wide.get(tps)
-            if wide is not None:
-                wide.discard(parked)
-                if not wide:
-                    del self._wide[tps]
-        for tp in () if len(tps) > _WIDE else tps:
-            waiters = self._data.get(tp)
-            if waiters is not None:
-                waiters.discard(parked)
-                if not waiters:
-                    del self._data[tp]
+            _discard(self._wide, tps, parked)
+        else:
+            for tp in tps:
+                _discard(self._data, tp, parked)
         if parked.data_retry is not None:
             self._deadlines.discard((parked.data_deadline_ms, parked.seq))
             self._waiting_data.pop(parked.seq, None)
@@ -306,6 +302,14 @@ class ClientRequests:
         for conn_id in conns:
             self.on_connection_closed(conn_id)
         return conns
+
+
+def _discard(index: dict[K, set[_Parked]], key: K, parked: _Parked) -> None:
+    waiters = index.get(key)
+    if waiters is not None:
+        waiters.discard(parked)
+        if not waiters:
+            del index[key]
 
 
 def admin_timeout() -> AdminResult:

@@ -54,7 +54,7 @@ from replog.errors import ErrorCode
 from replog.protocol import messages as m
 from replog.topics import TopicPartition
 
-__all__ = ["EVICTION_MS", "FetchContext", "FetchSessionCache"]
+__all__ = ["EVICTION_MS", "FetchContext", "FetchSessionCache", "next_session_epoch"]
 
 #: A session idle this long may lose its slot to a new one (Kafka's
 #: MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS).
@@ -63,7 +63,8 @@ _INT32_MAX = (1 << 31) - 1
 _SCRAMBLE = 0x5BD1E995  # odd: n -> n * _SCRAMBLE mod 2**31 is a bijection
 
 
-def _next_epoch(epoch: int) -> int:
+def next_session_epoch(epoch: int) -> int:
+    """The session epoch after ``epoch`` (1, 2, ... wrapping to 1 after the int32 maximum)."""
     return 1 if epoch >= _INT32_MAX else epoch + 1
 
 
@@ -149,9 +150,10 @@ class _CachedSession:
 class FetchContext:
     """One Fetch resolved against the cache: the partitions to read, and how to answer.
 
-    ``partitions`` is what the broker reads (the request's own, or the whole session's for an
-    incremental fetch). ``answer`` turns the partitions as read into the response's topics,
-    leaving out the unchanged ones of an incremental fetch and remembering what was sent."""
+    ``to_read`` is what the broker reads on each attempt (the request's own partitions, or
+    the session's active ones for an incremental fetch). ``answer`` turns the partitions as
+    read into the response's topics, leaving out the unchanged ones of an incremental fetch,
+    remembering what was sent and which partitions went quiet."""
 
     _partitions: list[tuple[TopicPartition, m.FetchPartition]]
     session_id: int = 0
@@ -281,7 +283,7 @@ class FetchSessionCache:
             return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
         if body.session_epoch != session.epoch:
             return ErrorCode.INVALID_FETCH_SESSION_EPOCH
-        session.epoch = _next_epoch(session.epoch)
+        session.epoch = next_session_epoch(session.epoch)
         session.last_used_ms = now_ms
         for forgotten in body.forgotten_topics_data:
             for partition in forgotten.partitions:

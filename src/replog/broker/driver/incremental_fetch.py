@@ -19,17 +19,12 @@ from __future__ import annotations
 import attrs
 
 from replog.broker.driver.convert import fetch_partitions
-from replog.errors import ErrorCode, unreachable
+from replog.broker.driver.fetch_session_cache import next_session_epoch
+from replog.errors import unreachable
 from replog.protocol import messages as m
 from replog.topics import TopicPartition
 
-__all__ = ["SESSION_ERRORS", "IncrementalFetch"]
-
-#: The whole-response errors that mean "start the session over".
-SESSION_ERRORS = frozenset(
-    {int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), int(ErrorCode.INVALID_FETCH_SESSION_EPOCH)}
-)
-_INT32_MAX = (1 << 31) - 1
+__all__ = ["IncrementalFetch"]
 
 
 @attrs.define(eq=False)
@@ -104,5 +99,5 @@ class IncrementalFetch:
             else:
                 self.session_id, self.epoch = response.session_id, 1
         else:
-            self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
+            self.epoch = next_session_epoch(self.epoch)
         return True
