@@ -99,6 +99,127 @@ def test_a_factory_cluster_of_its_own(replog_cluster_factory, replog_cluster):
 """
 
 
+FAULT_TESTS = """
+import asyncio
+
+import pytest
+from aiokafka.errors import KafkaTimeoutError as AioTimeout, RequestTimedOutError
+from confluent_kafka import KafkaError
+from kafka.errors import KafkaTimeoutError
+
+pytestmark = pytest.mark.replog_topic(replication_factor=3)
+
+
+def confluent_delivery(kafka_clients, topic, value, **config):
+    producer = kafka_clients.confluent_producer({"acks": "all", **config})
+    outcome = []
+    producer.produce(topic, value, on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(30)
+    return outcome[0]
+
+
+def aio_send(kafka_clients, topic, value, faults=None, **config):
+    async def go():
+        async with kafka_clients.aiokafka_producer(acks="all", **config) as producer:
+            await producer.send_and_wait(topic, b"warm-up")
+            if faults is not None:
+                faults()
+            return await producer.send_and_wait(topic, value)
+
+    return asyncio.run(go())
+
+
+# -- an injected NOT_LEADER_OR_FOLLOWER is retried by every client
+
+
+def test_kafka_python_retries_an_injected_error(kafka_clients, replog_topic, replog_faults):
+    tracked = replog_faults.track_requests()
+    replog_faults.inject_errors("Produce", ["NOT_LEADER_OR_FOLLOWER"])
+    producer = kafka_clients.kafka_python_producer(acks="all")
+    producer.send(replog_topic, b"v").get(timeout=30)
+    assert [r.api for r in tracked].count("Produce") == 2
+
+
+def test_confluent_retries_an_injected_error(kafka_clients, replog_topic, replog_faults):
+    tracked = replog_faults.track_requests()
+    replog_faults.inject_errors("Produce", ["NOT_LEADER_OR_FOLLOWER"])
+    assert confluent_delivery(kafka_clients, replog_topic, b"v") is None
+    assert [r.api for r in tracked].count("Produce") == 2
+
+
+def test_aiokafka_retries_an_injected_error(kafka_clients, replog_topic, replog_faults):
+    tracked = replog_faults.track_requests()
+    inject = lambda: replog_faults.inject_errors("Produce", ["NOT_LEADER_OR_FOLLOWER"])
+    assert aio_send(kafka_clients, replog_topic, b"v", inject).offset >= 1
+    assert [r.api for r in tracked].count("Produce") == 3  # warm-up, the error, the retry
+
+
+# -- a cut link times out
+
+
+def test_kafka_python_times_out_on_a_cut_link(kafka_clients, replog_topic, replog_faults):
+    producer = kafka_clients.kafka_python_producer(
+        acks="all", request_timeout_ms=1000, delivery_timeout_ms=2000, linger_ms=0
+    )
+    producer.send(replog_topic, b"warm-up").get(timeout=30)
+    replog_faults.cut_clients()
+    with pytest.raises(KafkaTimeoutError):
+        producer.send(replog_topic, b"lost").get(timeout=30)
+
+
+def test_confluent_times_out_on_a_cut_link(kafka_clients, replog_topic, replog_faults):
+    replog_faults.cut_clients()
+    error = confluent_delivery(kafka_clients, replog_topic, b"lost", **{"message.timeout.ms": 1500})
+    assert error.code() == KafkaError._MSG_TIMED_OUT
+
+
+def test_aiokafka_times_out_on_a_cut_link(kafka_clients, replog_topic, replog_faults):
+    with pytest.raises((AioTimeout, RequestTimedOutError)):  # aiokafka's two timeouts
+        cut = replog_faults.cut_clients
+        aio_send(kafka_clients, replog_topic, b"lost", cut, request_timeout_ms=1500)
+
+
+# -- a killed leader fails over
+
+
+def kill_leader(replog_faults, topic):
+    leader = replog_faults.leader(topic)
+    replog_faults.kill(leader)
+    return leader
+
+
+def test_kafka_python_follows_a_failover(kafka_clients, replog_topic, replog_faults):
+    producer = kafka_clients.kafka_python_producer(acks="all")
+    producer.send(replog_topic, b"before").get(timeout=30)
+    kill_leader(replog_faults, replog_topic)
+    producer.send(replog_topic, b"after").get(timeout=30)
+    consumer = kafka_clients.kafka_python_consumer(
+        replog_topic, auto_offset_reset="earliest", consumer_timeout_ms=20_000
+    )
+    assert [m.value for _, m in zip(range(2), consumer)] == [b"before", b"after"]
+
+
+def test_confluent_follows_a_failover(kafka_clients, replog_topic, replog_faults):
+    assert confluent_delivery(kafka_clients, replog_topic, b"before") is None
+    old = kill_leader(replog_faults, replog_topic)
+    assert confluent_delivery(kafka_clients, replog_topic, b"after") is None
+    assert replog_faults.leader(replog_topic) != old
+
+
+def test_aiokafka_follows_a_failover(kafka_clients, replog_topic, replog_faults):
+    kill = lambda: kill_leader(replog_faults, replog_topic)
+    assert aio_send(kafka_clients, replog_topic, b"after", kill).offset == 1
+"""
+
+
+def test_each_fault_reaches_each_client_under_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_faults=FAULT_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-q", "-n", "2", "--replog-brokers", "3"
+    )
+    result.assert_outcomes(passed=9)
+
+
 def test_a_user_suite_runs_on_the_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")

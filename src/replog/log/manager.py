@@ -119,6 +119,9 @@ class LogManager:
     cleaner: LogCleanerManager = attrs.Factory(LogCleanerManager)
     _dir_of: dict[TopicPartition, _LogDir] = attrs.Factory(dict)
     _checkpoints: CheckpointWriter = attrs.field(init=False)
+    #: set when a log or a checkpoint failed (``log_failed``, ``checkpoint_failed``): the
+    #: broker then asks ``every_dir_offline``; one attribute read per request otherwise
+    storage_failed: bool = False
 
     def __attrs_post_init__(self) -> None:
         self._checkpoints = CheckpointWriter(self.fs)
@@ -298,9 +301,23 @@ class LogManager:
         ``checkpoint_failed``."""
         return self._round([_HW, _RECOVERY_POINTS, _LOG_STARTS])
 
+    def log_failed(self, tp: TopicPartition, reason: str) -> None:
+        """A log of ``tp`` failed a write or fsync elsewhere (a worker thread): its dir goes
+        offline, as Kafka takes a whole log dir offline on any I/O error in it."""
+        self.storage_failed = True
+        log_dir = self._dir_of.get(tp)
+        if log_dir is not None and log_dir.offline_reason is None:
+            log_dir.offline_reason = f"log {tp} failed: {reason}"
+
+    @property
+    def every_dir_offline(self) -> bool:
+        """Whether no log dir is online (Kafka stops such a broker)."""
+        return all(d.offline_reason is not None for d in self.dirs)
+
     def checkpoint_failed(self, failures: Iterable[tuple[str, str]]) -> None:
         """``(log dir, reason)`` from a round's write: those dirs go offline."""
         for path, reason in failures:
+            self.storage_failed = True
             for log_dir in self.dirs:
                 if log_dir.path == path and log_dir.offline_reason is None:
                     log_dir.offline_reason = reason

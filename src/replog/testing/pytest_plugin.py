@@ -15,9 +15,14 @@ project that has replog installed can use its fixtures; nothing runs until a tes
 - ``kafka_clients``: clients of the installed Kafka libraries already pointed at the session
   cluster and closed after the test -- ``kafka_python_producer(**config)``,
   ``kafka_python_consumer(*topics, **config)``, ``confluent_producer(config)`` (flushed) and
-  ``confluent_consumer(config)``; a library that is not installed skips the test that asks for
-  it. (aiokafka's clients belong to the test's own event loop: make them there, with
-  ``kafka_bootstrap``.)
+  ``confluent_consumer(config)``, and ``aiokafka_producer(**config)`` /
+  ``aiokafka_consumer(*topics, **config)`` (call them inside the test's coroutine and use them
+  as ``async with``: aiokafka's clients belong to the loop that runs them); a library that is
+  not installed skips the test that asks for it;
+- ``replog_faults``: fault injection on the session cluster (``replog.testing.faults``: injected
+  request errors, latency, cut clients or brokers, paused or killed brokers, failed fsyncs, a
+  full disk, leadership moves, request tracking), every fault undone after the test and every
+  broker it took down restarted.
 
     def test_round_trip(kafka_bootstrap, replog_topic):
         producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
@@ -35,6 +40,7 @@ import pytest
 
 if TYPE_CHECKING:
     from replog.broker.shell.cluster import Cluster
+    from replog.testing.faults import ClusterFaults
 
 _topics = itertools.count(1)
 _UNSAFE = re.compile(r"[^a-zA-Z0-9._-]+")
@@ -123,6 +129,14 @@ class KafkaClients:
             confluent.Consumer({"bootstrap.servers": self.bootstrap, **(config or {})})
         )
 
+    def aiokafka_producer(self, **config: Any) -> Any:
+        aiokafka = pytest.importorskip("aiokafka")
+        return aiokafka.AIOKafkaProducer(bootstrap_servers=self.bootstrap, **config)
+
+    def aiokafka_consumer(self, *topics: str, **config: Any) -> Any:
+        aiokafka = pytest.importorskip("aiokafka")
+        return aiokafka.AIOKafkaConsumer(*topics, bootstrap_servers=self.bootstrap, **config)
+
     def close(self) -> None:
         """Close every client made, newest first (errors of one do not stop the others)."""
         for closer in reversed(self._closers):
@@ -143,6 +157,16 @@ def kafka_clients(kafka_bootstrap: str) -> Iterator[KafkaClients]:
     clients = KafkaClients(kafka_bootstrap)
     yield clients
     clients.close()
+
+
+@pytest.fixture
+def replog_faults(replog_cluster: Cluster) -> Iterator[ClusterFaults]:
+    """Faults for the session cluster (``replog.testing.faults``), all healed afterwards."""
+    from replog.testing.faults import ClusterFaults
+
+    faults = ClusterFaults(replog_cluster)
+    yield faults
+    faults.heal()
 
 
 @pytest.fixture

@@ -440,7 +440,8 @@ class ReplicaManager:
             result = ProduceResult(request_id, -1, ErrorCode.CORRUPT_MESSAGE)
         except ProducerStateError as exc:  # an idempotent producer's gap, old epoch, ...
             result = ProduceResult(request_id, -1, exc.code)
-        except StorageError:
+        except StorageError as exc:
+            self.log_manager.log_failed(tp, str(exc))
             result = ProduceResult(request_id, -1, ErrorCode.KAFKA_STORAGE_ERROR)
         self._touch(tp)
         if result is None:
@@ -519,7 +520,8 @@ class ReplicaManager:
         try:
             outcome = replica.on_fetch_response(response, now_ms)
         except (StorageError, CorruptRecordError, InvalidOffsetError) as exc:
-            del exc
+            if isinstance(exc, StorageError):
+                self.log_manager.log_failed(tp, str(exc))
             return FollowerOutcome(FollowerAction.FAILED, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
         if outcome.action is not FollowerAction.IGNORED:
             self._touch(tp)
@@ -583,6 +585,7 @@ class ReplicaManager:
         log = None if replica is None else _as_log(replica)
         if log is not None:
             log.mark_offline(reason)
+            self.log_manager.log_failed(tp, reason)
             self._touch(tp)  # its fetches now answer KAFKA_STORAGE_ERROR
 
     # ------------------------------------------------------------------ time

@@ -54,13 +54,23 @@ from replog.broker.driver.effects import (
 )
 from replog.broker.driver.replica_manager import ReplicaManager
 from replog.broker.driver.stop_sequence import StopPhase
+from replog.broker.shell.faults import BLACKHOLE, INTER_BROKER_CLIENT_PREFIX, BrokerFaults
 from replog.broker.shell.links import BrokerLink
 from replog.broker.shell.metrics import BrokerMetrics, gauge_values, live_topics
-from replog.broker.shell.server import PARKED, CloseConnection, Parked, Response, Server
+from replog.broker.shell.server import (
+    PARKED,
+    CloseConnection,
+    Parked,
+    Response,
+    Server,
+    error_parts,
+)
 from replog.broker.shell.supervision import Retries, run_fatal, supervised
 from replog.clock import SYSTEM_CLOCK, Clock, monotonic_ms
 from replog.coord import connect
 from replog.coord.contract import Coordinator
+from replog.errors import StorageError
+from replog.log.fs import REAL_FS, FileSystem
 from replog.log.log import Log
 from replog.log.manager import LogManager
 from replog.metadata.types import ChangeBatch, SessionEvent, Subscription
@@ -110,8 +120,13 @@ class Broker:
         *,
         coordinator: Coordinator | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        fs: FileSystem = REAL_FS,
+        faults: BrokerFaults | None = None,
     ) -> None:
         self.config = config
+        self.fs = fs
+        #: faults a test set on this broker (``replog.broker.shell.faults``)
+        self.faults = faults if faults is not None else BrokerFaults(config.broker_id)
         self.broker_id = config.broker_id
         self.coordinator = coordinator if coordinator is not None else connect(config.coordinator)
         self.clock = clock
@@ -210,7 +225,9 @@ class Broker:
         self.failure = None
         self._failed.clear()
         config = self.config
-        log_manager = LogManager.open(list(config.log_dirs), config=config.log, clock=self.clock)
+        log_manager = LogManager.open(
+            list(config.log_dirs), config=config.log, fs=self.fs, clock=self.clock
+        )
         self._state_change_log = StateChangeLog.open(
             config.log_dirs[0],
             bytes_max=config.state_change_log_bytes_max,
@@ -366,6 +383,8 @@ class Broker:
                     self._carry_out_one(effect)
         finally:
             self._carrying_out = False
+        if driver.log_manager.storage_failed:
+            self._stop_if_disks_failed()
 
     def _carry_out_one(self, effect: Effect) -> None:
         _CARRY_OUT[type(effect)](self, effect)
@@ -374,7 +393,7 @@ class Broker:
         self._spawn(self._coord_call(effect), f"completing the coordinator call {effect.what}")
 
     def _start_send(self, effect: SendToBroker) -> None:
-        if not self._send_now(effect):
+        if self.faults.active or self.faults.cut_brokers or not self._send_now(effect):
             self._spawn(self._send_to_broker(effect), f"a request to {effect.broker_id}")
 
     def _start_flush(self, effect: RunFlushes) -> None:
@@ -395,6 +414,8 @@ class Broker:
         self._spawn(self._subscribe(effect), "subscribing to the coordinator")
 
     async def _coord_call(self, effect: CoordCall) -> None:
+        if self.faults.paused:
+            await self.faults.wait_resumed()
         try:
             result = await asyncio.to_thread(effect.call, self.coordinator)
             error: BaseException | None = None
@@ -431,7 +452,9 @@ class Broker:
         link = self._links.get(effect.broker_id)
         if link is None:
             link = BrokerLink(
-                effect.broker_id, f"replica-{self.broker_id}", self.config.frame_bytes_max
+                effect.broker_id,
+                f"{INTER_BROKER_CLIENT_PREFIX}{self.broker_id}",
+                self.config.frame_bytes_max,
             )
             self._links[effect.broker_id] = link
         timeout_s = (self.config.replica_fetch_wait_ms_max + self.config.request_timeout_ms) / 1000
@@ -440,6 +463,9 @@ class Broker:
         try:
             if info is None:
                 raise ConnectionError(f"broker {effect.broker_id} is not registered")
+            await self.faults.wait_resumed()
+            if not await self.faults.reachable(effect.broker_id, timeout_s):
+                raise TimeoutError(f"broker {effect.broker_id} is cut off (an injected fault)")
             response = await link.request(
                 (info.host, info.port), effect.api_key, effect.api_version, effect.body, timeout_s
             )
@@ -465,6 +491,18 @@ class Broker:
         if self.driver is not None and not self._halting:
             self.driver.on_checkpoints_done(effect.token, failures, self.now_ms())
             self._carry_out()
+
+    def _stop_if_disks_failed(self) -> None:
+        """Every log dir offline (a failed fsync or write): the broker stops itself, as Kafka
+        halts a broker with no online log dir, so its leaderships move instead of staying
+        unavailable here; it serves again once restarted on a working disk."""
+        driver = self.driver
+        if driver is not None and driver.log_manager.every_dir_offline and not self._halting:
+            dirs = driver.log_manager.offline_dirs
+            _log.critical(
+                "broker %s: every log dir is offline (%s); stopping", self.broker_id, dirs
+            )
+            self._died("storage", StorageError(f"every log dir is offline: {dirs}"))
 
     async def _clean(self, effect: RunCleaning) -> None:
         await asyncio.to_thread(effect.task.run)
@@ -513,6 +551,8 @@ class Broker:
             step()
             self._carry_out()
 
+        if self.faults.hold(lambda: self._run_fatal(name, step)):
+            return
         run_fatal(f"broker {self.broker_id}: {name}", run, self._died)
 
     async def _tick_loop(self) -> None:
@@ -523,7 +563,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval_s)
             driver = self.driver
-            if driver is None or self._halting:
+            if driver is None or self._halting or self.faults.paused:
                 continue
             try:
                 driver.on_tick(self.now_ms())
@@ -539,6 +579,12 @@ class Broker:
     ) -> Response | Parked:
         """Hand the request to the driver; its answer if the driver gave it at once, else
         ``PARKED`` (``_answer`` writes it when the driver's ``Respond`` comes)."""
+        if self.faults.active:
+            injected = await self.faults.before_request(conn_id, header, body.API.name)
+            if injected is BLACKHOLE:
+                return PARKED
+            if injected is not None:
+                return error_parts(header, body, injected)
         driver = self.driver
         if driver is None or self._halting:
             raise CloseConnection("broker stopping")
@@ -579,6 +625,10 @@ class Broker:
             self._server.respond(effect.conn_id, effect.parts)
         else:
             self._server.close_client(effect.conn_id)
+
+    def drop_connection(self, conn_id: int) -> None:
+        """Close client connection ``conn_id`` (a healed fault's), if still open."""
+        self._server.close_client(conn_id)
 
     def _connection_closed(self, conn_id: int) -> None:
         self._in_driver.pop(conn_id, None)

@@ -11,7 +11,9 @@ plugin, ``replog.testing.pytest_plugin``, starts): consumer groups form at once 
 rebalance delay, Kafka's ``group.initial.rebalance.delay.ms`` 0, as Kafka's own test harness
 sets it) and ``__consumer_offsets`` has one partition, so a group's first record comes in
 milliseconds, not seconds. They are never a production broker's defaults; explicit overrides
-win over them.
+win over them. A test-mode cluster also gives each broker a ``FailingFileSystem``, so
+``replog.testing.faults.ClusterFaults`` can fail one broker's fsyncs or fill its disk; its
+other faults (``broker_faults``, ``replog.broker.shell.faults``) work on any ``Cluster``.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from typing import Any, TypeVar
 
 from replog.broker.config import BrokerConfig
 from replog.broker.shell.broker import Broker
+from replog.broker.shell.faults import BrokerFaults
 from replog.coord import connect
 from replog.coord.registry import drop_memory_store
 from replog.event_loop import new_event_loop
+from replog.log.failing_fs import FailingFileSystem
+from replog.log.fs import REAL_FS, FileSystem
 
 __all__ = ["TEST_MODE_SETTINGS", "Cluster"]
 
@@ -44,8 +49,22 @@ TEST_MODE_SETTINGS: dict[str, Any] = {
 class Cluster:
     """Brokers of one process; build with ``Cluster.local``."""
 
-    def __init__(self, configs: list[BrokerConfig], *, base_dir: str, owns_base_dir: bool) -> None:
+    def __init__(
+        self,
+        configs: list[BrokerConfig],
+        *,
+        base_dir: str,
+        owns_base_dir: bool,
+        test_mode: bool = False,
+    ) -> None:
         self.configs = {c.broker_id: c for c in configs}
+        self.test_mode = test_mode
+        #: each broker's faults, kept across its restarts (``faults`` sets them)
+        self.broker_faults = {c.broker_id: BrokerFaults(c.broker_id) for c in configs}
+        #: each broker's filesystem (a ``FailingFileSystem`` in test mode)
+        self.filesystems: dict[int, FileSystem] = {
+            c.broker_id: FailingFileSystem() if test_mode else REAL_FS for c in configs
+        }
         self.base_dir = base_dir
         self._owns_base_dir = owns_base_dir
         self.coordinator_url = configs[0].coordinator
@@ -87,7 +106,7 @@ class Cluster:
             BrokerConfig(broker_id=i, log_dirs=(f"{root}/broker-{i}",), coordinator=url, **settings)
             for i in range(1, n + 1)
         ]
-        cluster = cls(configs, base_dir=root, owns_base_dir=owns)
+        cluster = cls(configs, base_dir=root, owns_base_dir=owns, test_mode=test_mode)
         try:
             for broker_id in cluster.configs:
                 cluster.start(broker_id)
@@ -108,17 +127,24 @@ class Cluster:
                 {**{a: getattr(config, a) for a in _fields()}, "port": port}
             )
 
+        def new(config: BrokerConfig) -> Broker:
+            return Broker(
+                config,
+                coordinator=self.coordinator,
+                fs=self.filesystems[broker_id],
+                faults=self.broker_faults[broker_id],
+            )
+
         async def go() -> Broker:
-            broker = Broker(config, coordinator=self.coordinator)
+            broker = new(config)
             try:
                 await broker.start()
             except OSError:
                 # The old port is taken: take any.
-                broker = Broker(
+                broker = new(
                     BrokerConfig.from_mapping(
                         {**{a: getattr(config, a) for a in _fields()}, "port": 0}
-                    ),
-                    coordinator=self.coordinator,
+                    )
                 )
                 await broker.start()
             return broker
@@ -151,6 +177,20 @@ class Cluster:
 
         return self._run(go())
 
+    def heal_brokers(self) -> None:
+        """Undo every fault of every broker (on the loop thread: ``call(cluster.heal_brokers)``):
+        paused brokers resume, cut links and clients heal (their connections are dropped, so
+        clients reconnect), disks work again."""
+        for broker_id, faults in self.broker_faults.items():
+            dropped = faults.heal()
+            broker = self.brokers.get(broker_id)
+            if broker is not None:
+                for conn_id in dropped:
+                    broker.drop_connection(conn_id)
+        for fs in self.filesystems.values():
+            if isinstance(fs, FailingFileSystem):
+                fs.clear()
+
     @property
     def bootstrap(self) -> str:
         """``127.0.0.1:port,...`` of the running brokers."""
@@ -163,6 +203,10 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
+        try:
+            self.call(self.heal_brokers)  # a paused broker would not stop
+        except Exception:
+            pass  # closing must go on
         for broker in list(self.brokers.values()):
             try:
                 self._run(broker.stop(controlled=False))

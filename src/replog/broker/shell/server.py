@@ -225,7 +225,7 @@ class Server:
                 header.correlation_id,
                 header.client_id,
             )
-            return _error_parts(header, body, exc)
+            return error_parts(header, body, exc)
 
 
 class _Connection(asyncio.Protocol):
@@ -558,7 +558,7 @@ def _materialize(parts: list[bytes | RecordsRef[Any]]) -> list[bytes]:
     return chunks
 
 
-def _error_parts(header: RequestHeader, body: Message, error: Exception) -> Response:
+def error_parts(header: RequestHeader, body: Message, error: Exception) -> Response:
     """The encoded error response to ``body``; ``CloseConnection`` if it has none."""
     if not isinstance(body, Request):
         raise CloseConnection(f"{type(body).__name__} is not a request")
