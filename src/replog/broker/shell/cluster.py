@@ -4,7 +4,7 @@ synchronous facade (tests, demos, single-machine use).
 ``Cluster.local(3)`` starts brokers 1..3 on free ports of 127.0.0.1 with their own log dirs
 under ``base_dir`` (a temp dir by default) and a shared in-memory coordinator. ``stop``,
 ``kill`` and ``restart`` act on one broker by id; ``close`` stops everything, ends the loop
-thread and drops the in-memory store.
+thread and drops the in-memory store. ``reset`` empties it (topics, groups) for the next test.
 
 ``Cluster.local(n, test_mode=True)`` adds ``TEST_MODE_SETTINGS`` for test suites (what the pytest
 plugin, ``replog.testing.pytest_plugin``, starts): consumer groups form at once (no initial
@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from replog.broker.config import BrokerConfig
 from replog.broker.shell.broker import Broker
+from replog.broker.shell.cluster_reset import reset
 from replog.broker.shell.faults import BrokerFaults
 from replog.coord import connect
 from replog.coord.registry import drop_memory_store
@@ -176,6 +177,17 @@ class Cluster:
             return fn(*args)
 
         return self._run(go())
+
+    def reset(self) -> None:
+        """Empty the cluster for the next test: every topic but the internal ones and every
+        consumer group deleted (``replog.broker.shell.cluster_reset``); ``ResetError`` names
+        what could not be (a group whose consumer is still open)."""
+        running = [
+            (i, b.advertised_host, b.port)
+            for i, b in sorted(self.brokers.items())
+            if b.state.value != "offline"
+        ]
+        self._run(reset(running, self.configs[min(self.configs)].frame_bytes_max))
 
     def heal_brokers(self) -> None:
         """Undo every fault of every broker (on the loop thread: ``call(cluster.heal_brokers)``):
