@@ -5,6 +5,8 @@ passed on the command line)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -218,6 +220,28 @@ def test_each_fault_reaches_each_client_under_xdist(pytester: pytest.Pytester) -
         "-p", "no:cacheprovider", "-q", "-n", "2", "--replog-brokers", "3"
     )
     result.assert_outcomes(passed=9)
+
+
+GUIDE_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "test_kafka_app.py"
+
+
+def test_the_testing_guides_example_passes_under_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_kafka_app=GUIDE_EXAMPLE.read_text())
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-n", "2")
+    result.assert_outcomes(passed=6)
+
+
+def test_the_testing_guide_shows_the_example_as_it_runs() -> None:
+    guide = (GUIDE_EXAMPLE.parents[1] / "docs" / "testing.md").read_text()
+    code = GUIDE_EXAMPLE.read_text()
+    quoted = 0
+    for block in guide.split("```python\n")[1:]:
+        snippet = block.split("```", 1)[0]
+        if snippet.startswith("# examples/test_kafka_app.py"):
+            body = snippet.split("\n", 1)[1].strip()
+            assert body in code, f"docs/testing.md misquotes the example: {body[:80]!r}"
+            quoted += 1
+    assert quoted >= 3
 
 
 def test_a_user_suite_runs_on_the_fixtures(pytester: pytest.Pytester) -> None:
