@@ -6,16 +6,16 @@ lives in ``replog.log``; the replication core (pure state machines) in ``replog.
 election and controller decisions in ``replog.election``; metadata coordination backends in
 ``replog.coord``.
 
-The broker classes load on first use, so a process that only runs clients (a Spark task, an
-application) does not import the broker runtime, the coordinator backends and their
-dependencies.
+Every class loads on first use (``replog.Producer`` imports the client, ``replog.Cluster`` the
+broker runtime), so ``import replog`` costs almost nothing and a process that only runs clients
+(a Spark task, an application) never imports the broker runtime, the coordinator backends and
+their dependencies.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from replog.client import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata
 from replog.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -47,15 +47,23 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from replog.broker import Broker, BrokerConfig, Cluster
+    from replog.client import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata
 
-_LAZY = frozenset({"Broker", "BrokerConfig", "Cluster"})
+#: where each lazily loaded name lives
+_LAZY = {
+    **dict.fromkeys(("Broker", "BrokerConfig", "Cluster"), "replog.broker"),
+    **dict.fromkeys(
+        ("Admin", "Consumer", "ConsumerRecord", "Producer", "RecordMetadata"), "replog.client"
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from replog import broker
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'replog' has no attribute {name!r}")
+    import importlib
 
-        value = getattr(broker, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'replog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

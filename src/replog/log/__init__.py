@@ -11,40 +11,43 @@ The module map is in docs/internals.md.
 
 from __future__ import annotations
 
-from replog.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
-from replog.log.compression import Compression
-from replog.log.config import LogConfig
-from replog.log.decoding import decode_columns, decode_records
-from replog.log.encoding import encode_batch
-from replog.log.epoch_cache import EpochEntry, LeaderEpochCache
-from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.fs import REAL_FS, FileHandle, FileSlice, FileSystem, RealFileSystem
-from replog.log.loader import RecoveryReport
-from replog.log.log import AppendInfo, FetchSlice, Log, PendingFlush
-from replog.log.manager import LogManager
-from replog.log.offset_index import OffsetIndex
-from replog.log.records import (
-    LOG_OVERHEAD,
-    NO_PARTITION_LEADER_EPOCH,
-    NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
-    BatchHeader,
-    Buffer,
-    Record,
-    RecordColumns,
-    TimestampType,
-    iter_batches,
-    read_header,
-    stamp_batch,
-    validate_batch,
-)
-from replog.log.segment import LogSegment
-from replog.log.time_index import TimeIndex
-from replog.log.time_lookup import (
-    TimestampAndOffset,
-    offset_for_timestamp,
-    offset_of_max_timestamp,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from replog.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
+    from replog.log.compression import Compression
+    from replog.log.config import LogConfig
+    from replog.log.decoding import decode_columns, decode_records
+    from replog.log.encoding import encode_batch
+    from replog.log.epoch_cache import EpochEntry, LeaderEpochCache
+    from replog.log.fault_fs import FaultInjectingFileSystem
+    from replog.log.fs import REAL_FS, FileHandle, FileSlice, FileSystem, RealFileSystem
+    from replog.log.loader import RecoveryReport
+    from replog.log.log import AppendInfo, FetchSlice, Log, PendingFlush
+    from replog.log.manager import LogManager
+    from replog.log.offset_index import OffsetIndex
+    from replog.log.records import (
+        LOG_OVERHEAD,
+        NO_PARTITION_LEADER_EPOCH,
+        NO_TIMESTAMP,
+        RECORD_BATCH_OVERHEAD,
+        BatchHeader,
+        Buffer,
+        Record,
+        RecordColumns,
+        TimestampType,
+        iter_batches,
+        read_header,
+        stamp_batch,
+        validate_batch,
+    )
+    from replog.log.segment import LogSegment
+    from replog.log.time_index import TimeIndex
+    from replog.log.time_lookup import (
+        TimestampAndOffset,
+        offset_for_timestamp,
+        offset_of_max_timestamp,
+    )
 
 __all__ = [
     "LOG_OVERHEAD",
@@ -88,3 +91,59 @@ __all__ = [
     "stamp_batch",
     "validate_batch",
 ]
+
+#: the module of each name, imported on first use: a client that needs only the record format
+#: (``replog.log.records``, ``replog.log.compression``) never loads the file layer or numpy
+_LAZY = {
+    "LeaderEpochCheckpointFile": "replog.log.checkpoints",
+    "OffsetCheckpointFile": "replog.log.checkpoints",
+    "Compression": "replog.log.compression",
+    "LogConfig": "replog.log.config",
+    "decode_columns": "replog.log.decoding",
+    "decode_records": "replog.log.decoding",
+    "encode_batch": "replog.log.encoding",
+    "EpochEntry": "replog.log.epoch_cache",
+    "LeaderEpochCache": "replog.log.epoch_cache",
+    "FaultInjectingFileSystem": "replog.log.fault_fs",
+    "REAL_FS": "replog.log.fs",
+    "FileHandle": "replog.log.fs",
+    "FileSlice": "replog.log.fs",
+    "FileSystem": "replog.log.fs",
+    "RealFileSystem": "replog.log.fs",
+    "RecoveryReport": "replog.log.loader",
+    "AppendInfo": "replog.log.log",
+    "FetchSlice": "replog.log.log",
+    "Log": "replog.log.log",
+    "PendingFlush": "replog.log.log",
+    "LogManager": "replog.log.manager",
+    "OffsetIndex": "replog.log.offset_index",
+    "LOG_OVERHEAD": "replog.log.records",
+    "NO_PARTITION_LEADER_EPOCH": "replog.log.records",
+    "NO_TIMESTAMP": "replog.log.records",
+    "RECORD_BATCH_OVERHEAD": "replog.log.records",
+    "BatchHeader": "replog.log.records",
+    "Buffer": "replog.log.records",
+    "Record": "replog.log.records",
+    "RecordColumns": "replog.log.records",
+    "TimestampType": "replog.log.records",
+    "iter_batches": "replog.log.records",
+    "read_header": "replog.log.records",
+    "stamp_batch": "replog.log.records",
+    "validate_batch": "replog.log.records",
+    "LogSegment": "replog.log.segment",
+    "TimeIndex": "replog.log.time_index",
+    "TimestampAndOffset": "replog.log.time_lookup",
+    "offset_for_timestamp": "replog.log.time_lookup",
+    "offset_of_max_timestamp": "replog.log.time_lookup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'replog.log' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

@@ -26,9 +26,13 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import cramjam
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 from replog.errors import CorruptRecordError
 
@@ -111,7 +115,7 @@ def decompress(
         raise CorruptRecordError(f"unknown compression codec {int(codec)}")
     # np.empty does not touch the pages, so a large cap costs address space, not memory; cramjam
     # streams into the buffer and stops with an error when it is full.
-    out = np.empty(max_bytes, dtype=np.uint8)
+    out = _uninitialized(max_bytes)
     try:
         written = int(decompress_into(data, out.data))
     except cramjam.DecompressionError as exc:
@@ -121,6 +125,14 @@ def decompress(
             ) from exc
         raise CorruptRecordError(f"corrupt {codec.name} records: {exc}") from exc
     return out[:written].tobytes()
+
+
+def _uninitialized(size_bytes: int) -> npt.NDArray[np.uint8]:
+    """A buffer whose pages are not touched until written (numpy loads on the first
+    decompression: a client that never meets a compressed batch does not import it)."""
+    import numpy
+
+    return numpy.empty(size_bytes, dtype=numpy.uint8)
 
 
 def _xerial_snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
@@ -168,7 +180,7 @@ def _raw_snappy_decompress(view: memoryview, max_bytes: int) -> bytes:
             raise CorruptRecordError(
                 f"SNAPPY records inflate past the cap of {max_bytes} bytes ({declared_bytes})"
             )
-        out = np.empty(declared_bytes, dtype=np.uint8)
+        out = _uninitialized(declared_bytes)
         written = int(cramjam.snappy.decompress_raw_into(view, out.data))
     except cramjam.DecompressionError as exc:
         raise CorruptRecordError(f"corrupt SNAPPY records: {exc}") from exc
