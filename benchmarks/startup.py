@@ -1,10 +1,11 @@
 """Start-up benchmark: what a test suite pays to use replog as its Kafka.
 
-    python -m benchmarks.startup [--repeats 5] [--cases import,first-produce,cluster,topic,group]
+    python -m benchmarks.startup [--repeats 5] [--cases import,first-produce,cluster,...]
 
 The test-toolkit issue's figures, each the median of ``--repeats`` (with min and max):
 
-- ``import``: ``import replog`` in a fresh interpreter (target <= 150 ms);
+- ``import``: ``import replog`` in a fresh interpreter (target <= 150 ms), and beside it
+  ``client_import_ms``, ``from replog import Producer`` (what a client pays; no target);
 - ``first-produce``: a fresh interpreter from before ``import replog`` to the first acks=all
   produce acknowledged on ``Cluster.local(1)`` (target <= 300 ms);
 - ``cluster``: in a running process, a new ``Cluster.local(3)`` (start, the first one apart) and
@@ -13,7 +14,9 @@ The test-toolkit issue's figures, each the median of ``--repeats`` (with min and
   on ``Cluster.local(1)`` and at RF 3 on ``Cluster.local(3)`` (targets <= 10 ms, <= 30 ms);
 - ``group``: ``subscribe()`` with a ``group_id`` to the first record polled, on
   ``Cluster.local(1, test_mode=True)``, what the pytest plugin's fixtures start (target
-  <= 250 ms), and on the defaults (``group_defaults_ms``: the 3 s initial rebalance delay).
+  <= 250 ms), and on the defaults (``group_defaults_ms``: the 3 s initial rebalance delay);
+- ``reset``: ``Cluster.reset()`` on a test-mode ``Cluster.local(3)`` holding three topics and a
+  consumer group's committed offsets (target <= 50 ms).
 
 One JSON line per case, then a targets line (reported, never asserted). Fresh interpreters run
 this checkout's ``src`` (``PYTHONPATH``).
@@ -42,9 +45,14 @@ TARGETS_MS = {
     "topic_rf1_ms": 10,
     "topic_rf3_ms": 30,
     "subscribe_to_first_record_ms": 250,
+    "reset_ms": 50,
 }
 
 _IMPORT = "import time; t = time.perf_counter(); import replog; print(time.perf_counter() - t)"
+_CLIENT_IMPORT = (
+    "import time; t = time.perf_counter(); from replog import Producer; "
+    "print(time.perf_counter() - t)"
+)
 _FIRST_PRODUCE = """
 import time
 t = time.perf_counter()
@@ -81,7 +89,11 @@ def _timed(action: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def case_import(repeats: int) -> dict[str, Any]:
-    return {"case": "import", "import_ms": _stats_ms([_fresh(_IMPORT) for _ in range(repeats)])}
+    return {
+        "case": "import",
+        "import_ms": _stats_ms([_fresh(_IMPORT) for _ in range(repeats)]),
+        "client_import_ms": _stats_ms([_fresh(_CLIENT_IMPORT) for _ in range(repeats)]),
+    }
 
 
 def case_first_produce(repeats: int) -> dict[str, Any]:
@@ -155,12 +167,38 @@ def _first_records(repeats: int, *, test_mode: bool) -> list[float]:
     return runs
 
 
+def case_reset(repeats: int) -> dict[str, Any]:
+    import replog
+
+    runs = []
+    with replog.Cluster.local(3, test_mode=True) as cluster:
+        for n in range(repeats):
+            with replog.Admin(cluster.bootstrap) as admin:
+                for t in range(3):
+                    admin.create_topics(f"r{n}-{t}", 1, 3)
+            with replog.Producer(cluster.bootstrap, acks="all") as producer:
+                producer.send(f"r{n}-0", b"v").result()
+            consumer = replog.Consumer(
+                cluster.bootstrap, group_id=f"g{n}", auto_offset_reset="earliest"
+            )
+            try:
+                consumer.subscribe([f"r{n}-0"])
+                while not consumer.poll(timeout_ms=100):
+                    pass
+                consumer.commit()
+            finally:
+                consumer.close()
+            runs.append(_timed(cluster.reset)[0])
+    return {"case": "reset", "reset_ms": _stats_ms(runs)}
+
+
 CASES: dict[str, Callable[[int], dict[str, Any]]] = {
     "import": case_import,
     "first-produce": case_first_produce,
     "cluster": case_cluster,
     "topic": case_topic,
     "group": case_group,
+    "reset": case_reset,
 }
 
 

@@ -109,8 +109,7 @@ class Cluster:
         ]
         cluster = cls(configs, base_dir=root, owns_base_dir=owns, test_mode=test_mode)
         try:
-            for broker_id in cluster.configs:
-                cluster.start(broker_id)
+            cluster.start_all()
         except BaseException:
             cluster.close()
             raise
@@ -121,12 +120,21 @@ class Cluster:
 
     def start(self, broker_id: int) -> Broker:
         """Start (or start again) one broker; it keeps its port across restarts if it can."""
+        return self._run(self._start(broker_id))
+
+    def start_all(self) -> None:
+        """Start every configured broker at once (they register and unfence in parallel)."""
+
+        async def go() -> None:
+            await asyncio.gather(*(self._start(i) for i in self.configs))
+
+        self._run(go())
+
+    async def _start(self, broker_id: int) -> Broker:
         config = self.configs[broker_id]
         port = self._ports.get(broker_id, config.port)
         if port != config.port:
-            config = BrokerConfig.from_mapping(
-                {**{a: getattr(config, a) for a in _fields()}, "port": port}
-            )
+            config = _with_port(config, port)
 
         def new(config: BrokerConfig) -> Broker:
             return Broker(
@@ -136,21 +144,12 @@ class Cluster:
                 faults=self.broker_faults[broker_id],
             )
 
-        async def go() -> Broker:
-            broker = new(config)
-            try:
-                await broker.start()
-            except OSError:
-                # The old port is taken: take any.
-                broker = new(
-                    BrokerConfig.from_mapping(
-                        {**{a: getattr(config, a) for a in _fields()}, "port": 0}
-                    )
-                )
-                await broker.start()
-            return broker
-
-        broker = self._run(go())
+        broker = new(config)
+        try:
+            await broker.start()
+        except OSError:
+            broker = new(_with_port(config, 0))  # the old port is taken: take any
+            await broker.start()
         self.brokers[broker_id] = broker
         self._ports[broker_id] = broker.port
         return broker
@@ -243,7 +242,8 @@ class Cluster:
         self.close()
 
 
-def _fields() -> list[str]:
+def _with_port(config: BrokerConfig, port: int) -> BrokerConfig:
     import attrs
 
-    return [a.name for a in attrs.fields(BrokerConfig)]
+    fields = {a.name: getattr(config, a.name) for a in attrs.fields(BrokerConfig)}
+    return BrokerConfig.from_mapping({**fields, "port": port})
