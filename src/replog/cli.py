@@ -16,10 +16,12 @@ Commands so far:
   verify / cancel partition reassignments in Kafka's JSON formats; ``--add-brokers`` and
   ``--remove-brokers`` plans), ``elect-leaders`` (preferred or unclean), ``consumer-groups``
   (list, describe with lag, reset offsets -- a dry run unless ``--execute``, refused while the
-  group has members --, delete groups and offsets) and ``verify-replicas`` (compare every
-  replica of partitions: high-watermark lag, first differing offset). Exit status: 0 done, 1
-  the operation failed (for ``verify-replicas`` also: replicas diverge or one cannot be read),
-  2 usage error.
+  group has members --, delete groups and offsets), ``verify-replicas`` (compare every
+  replica of partitions: high-watermark lag, first differing offset), ``console-producer``
+  (lines of stdin as records), ``console-consumer`` (print records; groups, partitions and
+  offsets, Kafka's formatter properties) and ``get-offsets`` (latest, earliest, max-timestamp
+  or by-time offsets). Exit status: 0 done, 1 the operation failed (for ``verify-replicas``
+  also: replicas diverge or one cannot be read), 2 usage error.
 """
 
 from __future__ import annotations

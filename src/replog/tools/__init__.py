@@ -18,8 +18,11 @@ import argparse
 from collections.abc import Callable
 
 from replog.tools import (
+    console_consumer,
+    console_producer,
     consumer_groups,
     elect_leaders,
+    get_offsets,
     reassign,
     state_change_log,
     topics,
@@ -44,6 +47,9 @@ def register_tools(
         elect_leaders,
         consumer_groups,
         verify_replicas,
+        console_producer,
+        console_consumer,
+        get_offsets,
     ):
         parser = subparsers.add_parser(module.COMMAND, help=module.HELP, description=module.__doc__)
         module.add_arguments(parser)
