@@ -654,6 +654,13 @@ def test_describe_log_dirs_lists_the_replicas_kafka_python_sees(
     assert [(r.topic, r.partition) for r in only.replicas] == [(name, 1)]
 
 
+def test_a_fresh_admin_describes_one_brokers_log_dirs(cluster: Cluster) -> None:
+    # Its first call names a broker: the client must learn the broker's address first.
+    with Admin(cluster.bootstrap) as fresh:
+        dirs = fresh.describe_log_dirs([3])
+    assert list(dirs) == [3] and dirs[3][0].error == ErrorCode.NONE
+
+
 def test_close_ends_the_admin(cluster: Cluster, kafka_admin: KafkaAdminClient) -> None:
     sync = Admin(cluster.bootstrap)
     assert set(sync.list_topics()) == set(kafka_admin.list_topics())

@@ -336,6 +336,8 @@ class AsyncPartitionAdmin:
             brokers = sorted(metadata.brokers)
         else:
             brokers = list(dict.fromkeys(broker_ids))
+            if not set(brokers) <= set(self._client.metadata.brokers):
+                await self._client.refresh_metadata()  # their addresses (a fresh client)
         asked = None if partitions is None else list(partitions)
         request = DescribeLogDirsRequest(
             topics=None
