@@ -16,6 +16,7 @@ from replog.client.admin import (
     PartitionDescription,
     TopicDescription,
 )
+from replog.client.admin_ops import ConfigEntry
 from replog.client.consumer import AsyncConsumer
 from replog.client.consumer_config import ConsumerConfig
 from replog.client.errors import (
@@ -56,6 +57,7 @@ __all__ = [
     "FlushTimeoutError",
     "ClusterDescription",
     "CommitFailedError",
+    "ConfigEntry",
     "ConnectionLostError",
     "Consumer",
     "ConsumerConfig",

@@ -319,6 +319,14 @@ class AsyncAdmin(AsyncPartitionAdmin, AsyncGroupAdmin, AsyncReplicaReads):
         metadata does not list raises the error for BROKER_NOT_AVAILABLE."""
         return await admin_ops.describe_broker_configs(self._client, list(broker_ids))
 
+    async def config_entries(
+        self, entity_type: str, names: Iterable[str]
+    ) -> dict[str, tuple[admin_ops.ConfigEntry, ...]]:
+        """Each topic's (``entity_type`` "topics") or broker's ("brokers"; "" the cluster-wide
+        default) config entries with their sources (``admin_ops.ConfigEntry``): what
+        kafka-configs needs to tell a dynamic setting from a default."""
+        return await admin_ops.config_entries(self._client, entity_type, list(names))
+
     async def list_offsets(
         self, partitions: Iterable[TopicPartitionLike], timestamp: int | str = "latest"
     ) -> dict[TopicPartitionLike, int]:
@@ -457,6 +465,12 @@ class Admin(PartitionAdmin["AsyncAdmin"], GroupAdmin["AsyncAdmin"], ReplicaReads
     ) -> dict[int | None, dict[str, str]]:
         """See ``AsyncAdmin.describe_broker_configs``."""
         return self._loop.run(self._admin.describe_broker_configs(list(broker_ids)))
+
+    def config_entries(
+        self, entity_type: str, names: Iterable[str]
+    ) -> dict[str, tuple[admin_ops.ConfigEntry, ...]]:
+        """See ``AsyncAdmin.config_entries``."""
+        return self._loop.run(self._admin.config_entries(entity_type, list(names)))
 
     def list_offsets(
         self, partitions: Iterable[TopicPartitionLike], timestamp: int | str = "latest"

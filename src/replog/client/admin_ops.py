@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+import attrs
+
 from replog.client.connection import ClusterClient
 from replog.client.errors import BrokerResponseError, error_for_code
 from replog.errors import ErrorCode
@@ -32,7 +34,10 @@ from replog.protocol.messages import (
 from replog.topics import TopicPartitionLike
 
 __all__ = [
+    "CONFIG_SOURCES",
+    "ConfigEntry",
     "alter_broker_configs",
+    "config_entries",
     "alter_topic_configs",
     "delete_records",
     "describe_broker_configs",
@@ -40,6 +45,64 @@ __all__ = [
 ]
 
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
+
+CONFIG_SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+"""Kafka's ConfigSource ids (DescribeConfigs v1+) by name."""
+
+
+@attrs.frozen(kw_only=True)
+class ConfigEntry:
+    """One config of a topic or broker as DescribeConfigs gives it: its value (None: unset or
+    sensitive), where that value comes from (``CONFIG_SOURCES``' names, "UNKNOWN" if the broker
+    did not say), and whether it is read-only or sensitive."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool = False
+    sensitive: bool = False
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Set on the topic, the broker or the cluster default (what kafka-configs shows)."""
+        return self.source.startswith("DYNAMIC_")
+
+
+async def config_entries(
+    client: ClusterClient, entity_type: str, names: Sequence[str]
+) -> dict[str, tuple[ConfigEntry, ...]]:
+    """Every config entry of each topic (``entity_type`` "topics") or broker ("brokers"; the
+    name "" is the cluster-wide default), a broker's asked of that broker."""
+    out: dict[str, tuple[ConfigEntry, ...]] = {}
+    for name in dict.fromkeys(names):
+        if entity_type == "topics":
+            (result,) = await _describe_configs(client, None, RESOURCE_TOPIC, [name])
+        elif entity_type == "brokers":
+            node = None
+            if name:
+                await _known_broker(client, int(name))
+                node = int(name)
+            (result,) = await _describe_configs(client, node, RESOURCE_BROKER, [name])
+        else:
+            raise ValueError(f"entity type must be topics or brokers, not {entity_type!r}")
+        out[name] = tuple(
+            ConfigEntry(
+                name=c.name,
+                value=c.value,
+                source=CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
+                read_only=c.read_only,
+                sensitive=c.is_sensitive,
+            )
+            for c in result.configs
+        )
+    return out
 
 
 async def describe_topic_configs(

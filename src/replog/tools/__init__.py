@@ -18,11 +18,14 @@ import argparse
 from collections.abc import Callable
 
 from replog.tools import (
+    configs,
     console_consumer,
     console_producer,
     consumer_groups,
+    delete_records,
     elect_leaders,
     get_offsets,
+    log_dirs,
     reassign,
     state_change_log,
     topics,
@@ -50,6 +53,9 @@ def register_tools(
         console_producer,
         console_consumer,
         get_offsets,
+        configs,
+        log_dirs,
+        delete_records,
     ):
         parser = subparsers.add_parser(module.COMMAND, help=module.HELP, description=module.__doc__)
         module.add_arguments(parser)
