@@ -19,9 +19,11 @@ Commands so far:
   group has members --, delete groups and offsets), ``verify-replicas`` (compare every
   replica of partitions: high-watermark lag, first differing offset), ``console-producer``
   (lines of stdin as records), ``console-consumer`` (print records; groups, partitions and
-  offsets, Kafka's formatter properties) and ``get-offsets`` (latest, earliest, max-timestamp
-  or by-time offsets). Exit status: 0 done, 1 the operation failed (for ``verify-replicas``
-  also: replicas diverge or one cannot be read), 2 usage error.
+  offsets, Kafka's formatter properties), ``get-offsets`` (latest, earliest, max-timestamp
+  or by-time offsets), ``configs`` (describe / alter topic and broker configs), ``log-dirs``,
+  ``delete-records`` and ``producer-perf-test`` / ``consumer-perf-test``. Exit status: 0
+  done, 1 the operation failed (for ``verify-replicas`` also: replicas diverge or one cannot
+  be read), 2 usage error.
 """
 
 from __future__ import annotations

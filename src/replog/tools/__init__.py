@@ -22,10 +22,12 @@ from replog.tools import (
     console_consumer,
     console_producer,
     consumer_groups,
+    consumer_perf,
     delete_records,
     elect_leaders,
     get_offsets,
     log_dirs,
+    producer_perf,
     reassign,
     state_change_log,
     topics,
@@ -56,6 +58,8 @@ def register_tools(
         configs,
         log_dirs,
         delete_records,
+        producer_perf,
+        consumer_perf,
     ):
         parser = subparsers.add_parser(module.COMMAND, help=module.HELP, description=module.__doc__)
         module.add_arguments(parser)
