@@ -13,7 +13,7 @@ JS_DEPS := tests/js/node_modules/.package-lock.json
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: demo test check bench sim sim-coverage raft-sim faults availability lint clean system-deps
+.PHONY: demo test check docs bench sim sim-coverage raft-sim faults availability lint clean system-deps
 
 SEEDS ?= 1000
 
@@ -35,9 +35,15 @@ system-deps: $(JS_DEPS)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
+# The documentation site into site/: the generated pages (docs/gen_pages.py), then MkDocs with
+# --strict, so a broken link or a docstring mkdocstrings cannot read fails the build.
+docs: $(STAMP)
+	$(BIN)/python docs/gen_pages.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs
+	$(BIN)/ruff format --check src tests benchmarks examples docs
 	$(BIN)/mypy --strict src/replog
 
 # Everything, in parallel; ends with the 25 slowest tests.
@@ -82,4 +88,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.storage
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules site

@@ -30,36 +30,48 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit status."""
+def build_parser() -> tuple[
+    argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]
+]:
+    """The ``replog`` parser and, by command name, the runner of each operator tool (also what
+    the documentation's CLI reference is generated from)."""
     parser = argparse.ArgumentParser(prog="replog", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     dump = commands.add_parser("dump-log", help="print the batches and index entries of a log")
     dump.add_argument("paths", nargs="+", metavar="PATH", help=".log/.index/.timeindex or a dir")
     dump.add_argument("--print-data", action="store_true", help="also print every record")
     broker = commands.add_parser("broker", help="run one broker until SIGTERM/SIGINT")
-    from replog.broker.__main__ import add_broker_arguments, run_broker
+    from replog.broker.__main__ import add_broker_arguments
 
     add_broker_arguments(broker)
     controller = commands.add_parser("controller", help="run one voter of the metadata quorum")
-    from replog.quorum.main import add_controller_arguments, run_controller
+    from replog.quorum.main import add_controller_arguments
 
     add_controller_arguments(controller)
     from replog.tools import register_tools
 
-    tools = register_tools(commands)
+    return parser, register_tools(commands)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status."""
+    parser, tools = build_parser()
     args = parser.parse_args(argv)
     if args.command in tools:
         return tools[args.command](args)
 
     if args.command == "broker":
+        from replog.broker.__main__ import run_broker
+
         return run_broker(args.config, log_level=args.log_level)
     if args.command == "controller":
+        from replog.quorum.main import run_controller
+
         return run_controller(args)
 
     if args.command == "dump-log":
