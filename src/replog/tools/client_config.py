@@ -18,6 +18,8 @@ from typing import Any
 
 __all__ = [
     "add_client_config_arguments",
+    "add_command_config_argument",
+    "admin_options",
     "admin_settings",
     "consumer_settings",
     "parse_properties",
@@ -160,6 +162,24 @@ def settings_from_args(args: argparse.Namespace, role: str) -> dict[str, str]:
 def producer_settings(kafka: Mapping[str, str]) -> dict[str, Any]:
     """replog ``Producer`` keyword arguments from Kafka-named settings."""
     return _translate(kafka, _PRODUCER_KEYS, "producer")
+
+
+def add_command_config_argument(parser: argparse.ArgumentParser) -> None:
+    """``--command-config FILE``: the admin client's settings in Kafka's keys."""
+    parser.add_argument(
+        "--command-config", metavar="FILE", help="admin client settings (Kafka's keys)"
+    )
+
+
+def admin_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Admin`` keyword arguments for a tool: ``--command-config``'s settings, with the tool's
+    own ``--timeout-ms`` (when it has one) as the request timeout; ``ValueError`` for a bad
+    file."""
+    options = admin_settings(args.command_config)
+    timeout_ms = getattr(args, "timeout_ms", None)
+    if timeout_ms is not None:
+        options["request_timeout_ms"] = timeout_ms
+    return options
 
 
 def admin_settings(command_config: str | None) -> dict[str, Any]:

@@ -23,7 +23,11 @@ from typing import Any
 
 from replog.client import Admin, ConfigEntry
 from replog.errors import ReplogError
-from replog.tools.client_config import admin_settings, read_properties_file
+from replog.tools.client_config import (
+    add_command_config_argument,
+    admin_settings,
+    read_properties_file,
+)
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.topics import bootstrap_servers
 
@@ -65,9 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--delete-config", action="append", default=[], metavar="K[,K]", help="alter: unset"
     )
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="admin client settings (Kafka's keys)"
-    )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 

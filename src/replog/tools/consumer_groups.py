@@ -39,6 +39,7 @@ from replog.client import Admin
 from replog.client.group_admin import GroupDescription
 from replog.clock import wall_ms
 from replog.errors import ReplogError, unreachable
+from replog.tools.client_config import add_command_config_argument, admin_options
 from replog.tools.offset_reset import (
     RULES,
     ResetRule,
@@ -106,6 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-ms", type=int, default=30_000, help="admin request timeout (default 30000)"
     )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 
@@ -175,7 +177,11 @@ def run(args: argparse.Namespace) -> int:
     """Run ``replog consumer-groups`` on parsed arguments; returns the exit status."""
     rule = _check_usage(args.usage_error, args)
     try:
-        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
+        options = admin_options(args)
+    except ValueError as exc:
+        args.usage_error(str(exc))
+    try:
+        with Admin(args.bootstrap_server, **options) as admin:
             if args.list:
                 return _list(admin, args)
             groups = args.group or [g.group_id for g in admin.list_groups()]

@@ -23,6 +23,7 @@ from typing import Any
 
 from replog.client import Admin, ElectionResult
 from replog.errors import ErrorCode, ReplogError
+from replog.tools.client_config import add_command_config_argument, admin_options
 from replog.tools.output import EXIT_FAILED, EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.topics import bootstrap_servers
 
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-ms", type=int, default=30_000, help="admin request timeout (default 30000)"
     )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 
@@ -89,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
     if args.partition is not None and args.partition < 0:
         args.usage_error("--partition must be >= 0")
     try:
-        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
+        options = admin_options(args)
+    except ValueError as exc:
+        args.usage_error(str(exc))
+    try:
+        with Admin(args.bootstrap_server, **options) as admin:
             partitions = _partitions(admin, args)
             results = admin.elect_leaders_results(partitions, args.election_type)
     except (ReplogError, OSError, ValueError) as exc:

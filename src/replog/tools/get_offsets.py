@@ -18,7 +18,7 @@ from typing import Any
 
 from replog.client import Admin
 from replog.errors import ReplogError
-from replog.tools.client_config import admin_settings
+from replog.tools.client_config import add_command_config_argument, admin_settings
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.topics import bootstrap_servers
 
@@ -43,9 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_time,
         help="-1/latest, -2/earliest, -3/max-timestamp, or ms",
     )
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="admin client settings (Kafka's keys)"
-    )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 

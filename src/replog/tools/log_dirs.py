@@ -17,7 +17,7 @@ from typing import Any
 
 from replog.client import Admin, LogDirDescription
 from replog.errors import ErrorCode, ReplogError
-from replog.tools.client_config import admin_settings
+from replog.tools.client_config import add_command_config_argument, admin_settings
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.topics import bootstrap_servers
 
@@ -35,9 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--describe", action="store_true", required=True, help="describe")
     parser.add_argument("--broker-list", help="comma-separated broker ids (default: all)")
     parser.add_argument("--topic-list", help="comma-separated topics (default: all)")
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="admin client settings (Kafka's keys)"
-    )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 

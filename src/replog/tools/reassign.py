@@ -46,6 +46,7 @@ from typing import Any
 
 from replog.client import Admin
 from replog.errors import ErrorCode, ReplogError
+from replog.tools.client_config import add_command_config_argument, admin_options
 from replog.tools.output import EXIT_FAILED, EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.progress import ProgressReport, wait_until_done
 from replog.tools.reassign_json import (
@@ -145,6 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-ms", type=_positive, default=30_000, help="admin request timeout (30000)"
     )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 
@@ -186,7 +188,11 @@ def run(args: argparse.Namespace) -> int:
     """Run ``replog reassign`` on parsed arguments; returns the exit status."""
     _check_usage(args.usage_error, args)
     try:
-        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
+        options = admin_options(args)
+    except ValueError as exc:
+        args.usage_error(str(exc))
+    try:
+        with Admin(args.bootstrap_server, **options) as admin:
             if args.generate:
                 return _generate(admin, args)
             targets = parse_reassignment(_read(args.reassignment_json_file))

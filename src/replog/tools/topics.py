@@ -27,6 +27,7 @@ from typing import Any
 
 from replog.client import Admin, PartitionDescription, TopicDescription
 from replog.errors import ReplogError
+from replog.tools.client_config import add_command_config_argument, admin_options
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
 
 __all__ = [
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-ms", type=int, default=30_000, help="admin request timeout (default 30000)"
     )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 
@@ -178,7 +180,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         usage_error(str(exc))
     try:
-        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
+        options = admin_options(args)
+    except ValueError as exc:
+        args.usage_error(str(exc))
+    try:
+        with Admin(args.bootstrap_server, **options) as admin:
             if args.create:
                 return _create(admin, args, configs, assignment)
             if args.list:

@@ -35,6 +35,7 @@ from replog.client.errors import ConnectionLostError
 from replog.client.replica_reads import ReplicaBatch, ReplicaRead
 from replog.clock import sleep_s, wall_ms
 from replog.errors import ReplogError, RequestTimeoutError
+from replog.tools.client_config import add_command_config_argument, admin_options
 from replog.tools.output import EXIT_FAILED, EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.topics import bootstrap_servers
 
@@ -71,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-ms", type=int, default=30_000, help="request timeout (default 30000)"
     )
+    add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
 
@@ -124,7 +126,11 @@ def run(args: argparse.Namespace) -> int:
         args.usage_error(f"bad topic regular expression {pattern!r}: {exc}")
     reports = 0
     try:
-        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
+        options = admin_options(args)
+    except ValueError as exc:
+        args.usage_error(str(exc))
+    try:
+        with Admin(args.bootstrap_server, **options) as admin:
             while True:
                 names = [n for n in admin.list_topics() if regex.fullmatch(n)]
                 if not names:
