@@ -21,7 +21,8 @@ Commands so far:
   (lines of stdin as records), ``console-consumer`` (print records; groups, partitions and
   offsets, Kafka's formatter properties), ``get-offsets`` (latest, earliest, max-timestamp
   or by-time offsets), ``configs`` (describe / alter topic and broker configs), ``log-dirs``,
-  ``delete-records`` and ``producer-perf-test`` / ``consumer-perf-test``. Exit status: 0
+  ``delete-records``, ``metadata-quorum`` (DescribeQuorum from the voters) and
+  ``producer-perf-test`` / ``consumer-perf-test``. Exit status: 0
   done, 1 the operation failed (for ``verify-replicas`` also: replicas diverge or one cannot
   be read), 2 usage error.
 """

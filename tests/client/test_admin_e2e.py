@@ -55,6 +55,7 @@ TESTED = {
     "describe_cluster",
     "describe_configs",
     "describe_broker_configs",
+    "config_entries",
     "alter_configs",
     "delete_records",
     "list_offsets",
@@ -155,6 +156,22 @@ def test_every_public_admin_method_is_tested() -> None:
     assert public == TESTED
     async_public = {name for name in dir(AsyncAdmin) if not name.startswith("_")}
     assert async_public == TESTED | {"start"}  # start: every async test's fixture
+
+
+def test_config_entries_give_the_sources_kafka_python_sees(
+    admin: Any, kafka_admin: KafkaAdminClient, mode: str
+) -> None:
+    name = f"sourced-{mode}"
+    admin.create_topics(name, 1, 1, {"retention.ms": "3600000"})
+    wait_for(lambda: described(kafka_admin, name), lambda t: t["error_code"] == 0)
+    ours = {e.name: e for e in admin.config_entries("topics", [name])[name]}
+    theirs = kafka_configs(kafka_admin, name)
+    assert {k: e.source for k, e in ours.items()} == {
+        k: v["config_source"] for k, v in theirs.items()
+    }
+    assert ours["retention.ms"].is_dynamic and not ours["cleanup.policy"].is_dynamic
+    (broker,) = admin.config_entries("brokers", ["1"]).values()
+    assert broker and all(e.source != "UNKNOWN" for e in broker)
 
 
 def test_create_topics_is_what_kafka_python_describes(

@@ -247,7 +247,7 @@ def test_api_versions_lists_the_controller_apis(quorum: LocalQuorum) -> None:
     corr, error, count = struct.unpack(">ihi", frame[:10])
     assert (corr, error) == (5, 0)
     keys = [struct.unpack(">hhh", frame[10 + 6 * i : 16 + 6 * i]) for i in range(count)]
-    assert keys == [(18, 0, 3), (62, 0, 4), (63, 0, 1)]
+    assert keys == [(18, 0, 3), (55, 0, 1), (62, 0, 4), (63, 0, 1)]
 
 
 def test_replies_come_back_in_request_order(quorum: LocalQuorum) -> None:

@@ -34,6 +34,7 @@ from replog.errors import ErrorCode, InvalidConfigError, ProtocolError, RequestT
 from replog.protocol import APIS, FrameReader, RequestHeader, decode_response, encode_request
 from replog.protocol.messages import (
     API_VERSIONS,
+    CONTROLLER_APIS,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -87,7 +88,7 @@ def negotiate_versions(broker_versions: Sequence[ApiVersion]) -> dict[int, int]:
     no common version are left out (using one raises ``ProtocolError``)."""
     chosen: dict[int, int] = {}
     for theirs in broker_versions:
-        spec = APIS.get(theirs.api_key)
+        spec = APIS.get(theirs.api_key) or CONTROLLER_APIS.get(theirs.api_key)  # a voter's
         if spec is None:
             continue
         high = min(spec.info.max_version, theirs.max_version)

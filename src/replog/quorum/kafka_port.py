@@ -42,6 +42,12 @@ shutdown and the broker leads no partition (a partition no other in-sync replica
 it false: the broker's own controlled-shutdown timeout ends the wait, as in Kafka). A heartbeat
 never unfences: admission stays the controller's (``admit_broker``).
 
+**DescribeQuorum** (key 55) is answered by the node itself from its Raft core
+(`describe_quorum`): the leader gives its epoch, high watermark and each voter's log end and last
+fetch / caught-up times (wall clock ms); a node that does not lead answers
+NOT_LEADER_OR_FOLLOWER, so a tool asks the next voter. Only ``__cluster_metadata``-0 exists;
+another partition is UNKNOWN_TOPIC_OR_PARTITION.
+
 Kafka answers a connection's requests in order; `ReplyOrder` holds a reply until the ones
 before it are out.
 """
@@ -56,18 +62,22 @@ import attrs
 from replog.coord.errors import BrokerIdInUseError, SessionExpiredError
 from replog.errors import ErrorCode, ProtocolError
 from replog.protocol.exceptions import EncodeError
-from replog.protocol.framing import RequestHeader
+from replog.protocol.framing import RequestHeader, response_header_version
 from replog.protocol.messages import (
     API_VERSIONS,
-    BROKER_HEARTBEAT,
-    BROKER_REGISTRATION,
     CONTROLLER_APIS,
+    METADATA_TOPIC,
     ApiVersion,
     ApiVersionsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    DescribeQuorumPartitionData,
+    DescribeQuorumReplicaState,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeQuorumTopicData,
 )
 from replog.protocol.messages.broker_lifecycle import SESSION_TIMEOUT_MS_DEFAULT
 from replog.protocol.primitives import Reader, Writer
@@ -79,6 +89,9 @@ from replog.quorum.machine import MetadataMachine
 
 __all__ = [
     "KafkaCall",
+    "QuorumView",
+    "VoterView",
+    "describe_quorum",
     "ReplyOrder",
     "answer",
     "decode_call",
@@ -262,8 +275,67 @@ def _error_code(error: BaseException) -> ErrorCode:
     return code if isinstance(code, ErrorCode) else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+@attrs.frozen
+class VoterView:
+    """One voter as DescribeQuorum reports it (times: wall clock ms, -1 unknown)."""
+
+    voter_id: int
+    log_end_offset: int
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@attrs.frozen
+class QuorumView:
+    """What the leading node knows of the quorum."""
+
+    leader_id: int
+    epoch: int
+    high_watermark: int
+    voters: tuple[VoterView, ...]
+
+
+def describe_quorum(request: DescribeQuorumRequest, view: QuorumView | None) -> Message:
+    """The DescribeQuorum answer (module docstring); ``view`` None: this node does not lead."""
+    if view is None:
+        return DescribeQuorumResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            if topic.topic_name != METADATA_TOPIC or part.partition_index != 0:
+                partitions.append(
+                    DescribeQuorumPartitionData(
+                        partition_index=part.partition_index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    )
+                )
+                continue
+            partitions.append(
+                DescribeQuorumPartitionData(
+                    partition_index=0,
+                    error_code=ErrorCode.NONE,
+                    leader_id=view.leader_id,
+                    leader_epoch=view.epoch,
+                    high_watermark=view.high_watermark,
+                    current_voters=[
+                        DescribeQuorumReplicaState(
+                            replica_id=v.voter_id,
+                            log_end_offset=v.log_end_offset,
+                            last_fetch_timestamp=v.last_fetch_ms,
+                            last_caught_up_timestamp=v.last_caught_up_ms,
+                        )
+                        for v in view.voters
+                    ],
+                    observers=[],
+                )
+            )
+        topics.append(DescribeQuorumTopicData(topic_name=topic.topic_name, partitions=partitions))
+    return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=topics)
+
+
 def encode_answer(call: KafkaCall, response: Message) -> bytes:
-    """The framed response to ``call`` (header v0 for ApiVersions, v1 for the flexible 62/63)."""
+    """The framed response to ``call`` (header v0 for ApiVersions, v1 for flexible versions)."""
     header = call.header
     version = header.api_version
     if header.api_key == API_VERSIONS.api_key and not API_VERSIONS.supports(version):
@@ -272,7 +344,7 @@ def encode_answer(call: KafkaCall, response: Message) -> bytes:
         raise EncodeError(f"{type(response).__name__} answering api key {header.api_key}")
     w = Writer()
     w.write_int32(header.correlation_id)
-    if header.api_key in (BROKER_REGISTRATION.api_key, BROKER_HEARTBEAT.api_key):
+    if response_header_version(header.api_key, version) >= 1:
         w.write_empty_tagged_fields()
     response.encode_into(w, version)
     return raft_wire.frame(w.to_bytes())

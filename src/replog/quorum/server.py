@@ -57,6 +57,7 @@ from replog.coord.contract import ADMIN_QUEUE_LIMIT
 from replog.errors import InvalidConfigError, ProtocolError, invariant
 from replog.log.fs import REAL_FS
 from replog.protocol.framing import FrameReader
+from replog.protocol.messages import DescribeQuorumRequest
 from replog.protocol.schema import Message as KafkaMessage
 from replog.quorum import kafka_port
 from replog.quorum import wire as raft_wire
@@ -374,6 +375,29 @@ class QuorumServer:
             "kafka_connections": len(self._kafka),
         }
 
+    def _quorum_view(self) -> kafka_port.QuorumView | None:
+        """DescribeQuorum's view from this node's core (None unless it leads); the core's
+        times (monotonic) turned into wall clock ms."""
+        core = self.node.core
+        progress = core.voter_progress()
+        if progress is None:
+            return None
+        mono, wall = self._clock.monotonic_ms(), self._clock.wall_ms()
+
+        def wall_of(ms: int) -> int:
+            return -1 if ms < 0 else wall - (mono - ms)
+
+        own = kafka_port.VoterView(self.config.node_id, core.log.end_offset, wall, wall)
+        others = [
+            kafka_port.VoterView(
+                v, p.end_offset, wall_of(p.last_fetch_ms), wall_of(p.last_caught_up_ms)
+            )
+            for v, p in sorted(progress.items())
+        ]
+        return kafka_port.QuorumView(
+            self.config.node_id, core.state.epoch, core.high_watermark, (own, *others)
+        )
+
     @property
     def is_leader(self) -> bool:
         """Whether this node leads its epoch."""
@@ -455,6 +479,10 @@ class QuorumServer:
         client = self._kafka[client_id]
         ticket = client.order.expect()
         if self.stopped.is_set():
+            return
+        if isinstance(call.body, DescribeQuorumRequest):
+            answer = kafka_port.describe_quorum(call.body, self._quorum_view())
+            self._write_kafka(client_id, ticket, kafka_port.encode_answer(call, answer))
             return
         planned = kafka_port.plan(call, self.frontend.machine)
         if isinstance(planned, KafkaMessage):

@@ -140,6 +140,7 @@ from replog.raft.messages import (
     VoteResponse,
 )
 from replog.raft.pending_ready import PendingReady
+from replog.raft.progress import ReplicaProgress
 from replog.raft.ready import LeaderAndEpoch, LogReader, ProposeResult, Ready
 from replog.raft.replicated_log import ReplicatedLog
 from replog.raft.states import (
@@ -251,6 +252,13 @@ class RaftCore:
     def flushed_offset(self) -> int:
         """Offsets below this are durable (as the driver last reported)."""
         return self._log.flushed_offset
+
+    def voter_progress(self) -> dict[int, ReplicaProgress] | None:
+        """A leader's view of the other voters (their log ends and last fetch / caught-up
+        times, ``now_ms`` of this core), for DescribeQuorum; None on a node that does not lead."""
+        if not isinstance(self._role, LeaderRole):
+            return None
+        return dict(self._role.progress.replicas)
 
     # ------------------------------------------------------------------ transitions
 

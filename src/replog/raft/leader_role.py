@@ -119,7 +119,12 @@ class LeaderRole:
         elif validity.snapshot_id is not None:
             response = attrs.evolve(response, snapshot_id=validity.snapshot_id)
         else:
-            self.progress.on_valid_fetch(src, request.fetch_offset)
+            self.progress.on_valid_fetch(
+                src,
+                request.fetch_offset,
+                leader_end_offset=self._log.model.end_offset,
+                now_ms=now_ms,
+            )
             self.maybe_advance_high_watermark()
             records = b""
             if request.fetch_offset < self._log.model.end_offset:

@@ -25,10 +25,13 @@ __all__ = ["LeaderProgress", "ReplicaProgress", "SnapshotDownload"]
 
 @attrs.define
 class ReplicaProgress:
-    """What the leader knows of one other voter in this epoch."""
+    """What the leader knows of one other voter in this epoch; the two times (the core's
+    ``now_ms``, -1 until known) are what DescribeQuorum reports."""
 
     end_offset: int = -1
     acknowledged: bool = False
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
 
 
 @attrs.define
@@ -63,6 +66,7 @@ class LeaderProgress:
         if replica is None:
             return
         replica.acknowledged = True
+        replica.last_fetch_ms = now_ms
         self.fetched_voters.add(voter_id)
         if len(self.fetched_voters) + 1 >= self.majority:
             self.fetched_voters.clear()
@@ -74,12 +78,16 @@ class LeaderProgress:
         if replica is not None:
             replica.acknowledged = True
 
-    def on_valid_fetch(self, voter_id: int, fetch_offset: int) -> None:
+    def on_valid_fetch(
+        self, voter_id: int, fetch_offset: int, *, leader_end_offset: int, now_ms: int
+    ) -> None:
         """A fetch that passed the divergence check: the voter's log matches ours below
-        ``fetch_offset`` and is durable there."""
+        ``fetch_offset`` and is durable there (caught up if that is the leader's log end)."""
         replica = self.replicas.get(voter_id)
         if replica is not None:
             replica.end_offset = fetch_offset
+            if fetch_offset >= leader_end_offset:
+                replica.last_caught_up_ms = now_ms
 
     def majority_end_offset(self, own_flushed_offset: int) -> int:
         """The largest offset that a majority of voters (this leader included, counted at its

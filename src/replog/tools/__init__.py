@@ -27,6 +27,7 @@ from replog.tools import (
     elect_leaders,
     get_offsets,
     log_dirs,
+    metadata_quorum,
     producer_perf,
     reassign,
     state_change_log,
@@ -60,6 +61,7 @@ def register_tools(
         delete_records,
         producer_perf,
         consumer_perf,
+        metadata_quorum,
     ):
         parser = subparsers.add_parser(module.COMMAND, help=module.HELP, description=module.__doc__)
         module.add_arguments(parser)

@@ -4,7 +4,8 @@
 classes). ``supported_api_versions()`` is what an ApiVersions response advertises.
 
 ``CONTROLLER_APIS`` are what the metadata quorum's port serves to Kafka-protocol connections
-(BrokerRegistration, BrokerHeartbeat and ApiVersions); brokers neither serve nor advertise them.
+(BrokerRegistration, BrokerHeartbeat, DescribeQuorum and ApiVersions); brokers neither serve
+nor advertise them, and replog's client decodes their answers when it talks to a voter.
 
 ``GROUP_APIS`` is the consumer-group part of ``APIS`` (the broker's group coordinator serves
 them; ``replog.broker.driver.requests.groups``). An API is advertised and decoded by
@@ -97,6 +98,17 @@ from replog.protocol.messages.configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
     IncrementalAlterConfigsResponse,
+)
+from replog.protocol.messages.describe_quorum import (
+    DESCRIBE_QUORUM,
+    METADATA_TOPIC,
+    DescribeQuorumPartition,
+    DescribeQuorumPartitionData,
+    DescribeQuorumReplicaState,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeQuorumTopic,
+    DescribeQuorumTopicData,
 )
 from replog.protocol.messages.fetch import (
     FETCH,
@@ -259,6 +271,15 @@ __all__ = [
     "BROKER_HEARTBEAT",
     "BROKER_REGISTRATION",
     "CONTROLLER_APIS",
+    "DESCRIBE_QUORUM",
+    "METADATA_TOPIC",
+    "DescribeQuorumPartition",
+    "DescribeQuorumPartitionData",
+    "DescribeQuorumReplicaState",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
+    "DescribeQuorumTopic",
+    "DescribeQuorumTopicData",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "BrokerRegistrationFeature",
@@ -546,6 +567,7 @@ CONTROLLER_APIS: dict[int, ApiSpec] = {
         ApiSpec(API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
         ApiSpec(BROKER_REGISTRATION, BrokerRegistrationRequest, BrokerRegistrationResponse),
         ApiSpec(BROKER_HEARTBEAT, BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+        ApiSpec(DESCRIBE_QUORUM, DescribeQuorumRequest, DescribeQuorumResponse),
     )
 }
 """What a quorum node's port serves to Kafka-protocol connections (the controller listener's
