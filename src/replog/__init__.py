@@ -14,7 +14,7 @@ their dependencies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from replog.errors import (
     CorruptRecordError,
@@ -24,6 +24,7 @@ from replog.errors import (
     ReplogError,
     StorageError,
 )
+from replog.lazy_exports import lazy_exports
 
 __all__ = [
     "Admin",
@@ -57,13 +58,4 @@ _LAZY = {
     ),
 }
 
-
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'replog' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -11,7 +11,9 @@ The module map is in docs/internals.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from replog.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from replog.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
@@ -137,13 +139,4 @@ _LAZY = {
     "offset_of_max_timestamp": "replog.log.time_lookup",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'replog.log' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -17,43 +17,27 @@ import threading
 
 import numpy as np
 
-from replog.log.fs import FileHandle, RealFileSystem
+from replog.log.fs import FileHandle, ForwardingHandle, RealFileSystem
 
 __all__ = ["FailingFileSystem"]
 
 
-class _FailingHandle:
+class _FailingHandle(ForwardingHandle):
     """A real handle whose appends and fsyncs ask the filesystem first."""
 
-    __slots__ = ("_fs", "_inner", "path")
+    __slots__ = ("_fs",)
 
     def __init__(self, fs: FailingFileSystem, inner: FileHandle) -> None:
+        super().__init__(inner)
         self._fs = fs
-        self._inner = inner
-        self.path = inner.path
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
         self._fs.check_write(self.path)
         self._inner.append(data)
 
-    def pread(self, position: int, size_bytes: int) -> bytes:
-        return self._inner.pread(position, size_bytes)
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def truncate(self, size_bytes: int) -> None:
-        self._inner.truncate(size_bytes)
-
     def fsync(self) -> None:
         self._fs.check_fsync(self.path)
         self._inner.fsync()
-
-    def fileno(self) -> int:
-        return self._inner.fileno()
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 class FailingFileSystem(RealFileSystem):

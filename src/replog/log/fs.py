@@ -19,7 +19,15 @@ import numpy as np
 
 from replog.errors import StorageError, invariant
 
-__all__ = ["FileHandle", "FileSlice", "FileSystem", "RealFileHandle", "RealFileSystem", "REAL_FS"]
+__all__ = [
+    "REAL_FS",
+    "FileHandle",
+    "FileSlice",
+    "FileSystem",
+    "ForwardingHandle",
+    "RealFileHandle",
+    "RealFileSystem",
+]
 
 #: A handle's ``fsync``: fdatasync where the OS has it. It writes the data and what is needed to
 #: read it back (the file's length), not the modification time, so an append costs one journal
@@ -161,6 +169,38 @@ class RealFileHandle:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
+
+
+class ForwardingHandle:
+    """A `FileHandle` that hands every call to ``inner``: the base of handles that change one
+    or two calls (a fault to inject, an fsync to skip) and keep the rest."""
+
+    __slots__ = ("_inner", "path")
+
+    def __init__(self, inner: FileHandle) -> None:
+        self._inner = inner
+        self.path = inner.path
+
+    def append(self, data: bytes | bytearray | memoryview) -> None:
+        self._inner.append(data)
+
+    def pread(self, position: int, size_bytes: int) -> bytes:
+        return self._inner.pread(position, size_bytes)
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def truncate(self, size_bytes: int) -> None:
+        self._inner.truncate(size_bytes)
+
+    def fsync(self) -> None:
+        self._inner.fsync()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class RealFileSystem:

@@ -11,38 +11,18 @@ from __future__ import annotations
 import numpy as np
 
 from replog.log.fault_fs import FaultInjectingFileSystem
-from replog.log.fs import FileHandle, RealFileSystem
+from replog.log.fs import FileHandle, ForwardingHandle, RealFileSystem
 
 __all__ = ["sim_filesystem"]
 
 
-class _NoSyncHandle:
+class _NoSyncHandle(ForwardingHandle):
     """A real handle whose ``fsync`` does nothing (the fault FS records durability)."""
 
-    def __init__(self, inner: FileHandle) -> None:
-        self._inner = inner
-        self.path = inner.path
-
-    def append(self, data: bytes | bytearray | memoryview) -> None:
-        self._inner.append(data)
-
-    def pread(self, position: int, size_bytes: int) -> bytes:
-        return self._inner.pread(position, size_bytes)
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def truncate(self, size_bytes: int) -> None:
-        self._inner.truncate(size_bytes)
+    __slots__ = ()
 
     def fsync(self) -> None:
         return None
-
-    def fileno(self) -> int:
-        return self._inner.fileno()
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 class _NoSyncFileSystem(RealFileSystem):

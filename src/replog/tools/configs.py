@@ -29,7 +29,7 @@ from replog.tools.client_config import (
     read_properties_file,
 )
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_add_config", "run"]
 
@@ -45,9 +45,7 @@ _NOT_YET = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-configs options (the subset replog serves)."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list configs")
     actions.add_argument("--alter", action="store_true", help="change configs")

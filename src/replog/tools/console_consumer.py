@@ -42,7 +42,7 @@ from replog.tools.client_config import (
     settings_from_args,
 )
 from replog.tools.output import EXIT_OK, fail
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "RecordFormatter", "add_arguments", "run"]
 
@@ -54,9 +54,7 @@ _POLL_MS_MAX = 500
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-console-consumer options (the subset replog serves)."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--topic", help="the topic to read")
     source.add_argument("--include", metavar="REGEX", help="read every topic matching REGEX")

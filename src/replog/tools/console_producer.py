@@ -37,7 +37,7 @@ from replog.tools.client_config import (
     settings_from_args,
 )
 from replog.tools.output import EXIT_OK, fail
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "LineReader", "add_arguments", "run"]
 
@@ -52,9 +52,7 @@ _IN_FLIGHT_MAX = 10_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-console-producer options (the subset replog serves)."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument("--topic", required=True, help="the topic to produce to")
     parser.add_argument(
         "--property",

@@ -51,7 +51,7 @@ from replog.tools.offset_reset import (
     plan_reset,
 )
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 from replog.topics import TopicPartitionLike
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "run"]
@@ -66,9 +66,7 @@ _NONE = "-"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-consumer-groups options (the subset replog serves) plus ``--output``."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     for action in _ACTIONS:
         actions.add_argument(f"--{action}", action="store_true", help=f"{action} (see above)")

@@ -30,7 +30,7 @@ from replog.tools.client_config import (
     settings_from_args,
 )
 from replog.tools.output import EXIT_FAILED, EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "HEADER", "add_arguments", "run"]
 
@@ -46,9 +46,7 @@ _MB = 1024 * 1024
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-consumer-perf-test options (the subset replog serves)."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--messages", type=int, required=True, help="records to read")
     parser.add_argument("--group", help="consumer group (default perf-consumer-<random>)")

@@ -19,7 +19,7 @@ from replog.client import Admin
 from replog.errors import ReplogError
 from replog.tools.client_config import add_command_config_argument, admin_settings
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_offsets", "run"]
 
@@ -29,9 +29,7 @@ HELP = "delete the records below given offsets (as kafka-delete-records)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-delete-records options."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument(
         "--offset-json-file", required=True, metavar="FILE", help="the partitions and offsets"
     )

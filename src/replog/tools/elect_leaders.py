@@ -25,7 +25,7 @@ from replog.client import Admin, ElectionResult
 from replog.errors import ErrorCode, ReplogError
 from replog.tools.client_config import add_command_config_argument, admin_options
 from replog.tools.output import EXIT_FAILED, EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_partitions_file", "run"]
 
@@ -37,9 +37,7 @@ ELECTED, NOT_NEEDED, FAILED = "elected", "not_needed", "failed"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """kafka-leader-election's options plus ``--output``."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument("--election-type", required=True, choices=("preferred", "unclean"))
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(

@@ -20,7 +20,7 @@ from replog.client import Admin
 from replog.errors import ReplogError
 from replog.tools.client_config import add_command_config_argument, admin_settings
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_time", "run"]
 
@@ -32,9 +32,7 @@ _NAMED_TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-get-offsets options (the subset replog serves)."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument("--topic", help="topic name or regular expression (default: all)")
     parser.add_argument("--partitions", help="comma-separated partition ids (default: all)")
     parser.add_argument(

@@ -19,7 +19,7 @@ from replog.client import Admin, LogDirDescription
 from replog.errors import ErrorCode, ReplogError
 from replog.tools.client_config import add_command_config_argument, admin_settings
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "run"]
 
@@ -29,9 +29,7 @@ HELP = "describe the brokers' log dirs and replica sizes (as kafka-log-dirs)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-log-dirs options."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument("--describe", action="store_true", required=True, help="describe")
     parser.add_argument("--broker-list", help="comma-separated broker ids (default: all)")
     parser.add_argument("--topic-list", help="comma-separated topics (default: all)")

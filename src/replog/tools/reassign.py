@@ -58,7 +58,7 @@ from replog.tools.reassign_plan import (
     plan_add_brokers,
     plan_onto_brokers,
 )
-from replog.tools.topics import bootstrap_servers
+from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "broker_ids", "partition_states", "run"]
 
@@ -104,9 +104,7 @@ def _positive(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """kafka-reassign-partitions' options (the ones replog serves), the broker add/remove
     planners, ``--wait`` and ``--output``."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     for action in _ACTIONS:
         actions.add_argument(f"--{action}", action="store_true", help=f"{action} a reassignment")

@@ -34,6 +34,7 @@ __all__ = [
     "COMMAND",
     "HELP",
     "add_arguments",
+    "add_bootstrap_argument",
     "bootstrap_servers",
     "parse_configs",
     "parse_replica_assignment",
@@ -55,9 +56,7 @@ _REPORTS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Kafka's kafka-topics options (the subset replog serves) plus ``--output``."""
-    parser.add_argument(
-        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
-    )
+    add_bootstrap_argument(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     for action in _ACTIONS:
         actions.add_argument(f"--{action}", action="store_true", help=f"{action} topics")
@@ -92,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_command_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(usage_error=parser.error)
+
+
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap-server HOST:PORT[,...]`` (required), as every cluster tool takes it."""
+    parser.add_argument(
+        "--bootstrap-server", required=True, type=bootstrap_servers, metavar="HOST:PORT[,...]"
+    )
 
 
 def bootstrap_servers(text: str) -> list[str]:
