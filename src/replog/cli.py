@@ -2,7 +2,8 @@
 
 Commands so far:
 
-- ``dump-log PATH`` (segments, indexes, CRC validity). Exit status: 0 when everything read was
+- ``dump-log PATH`` (segments, indexes, CRC validity; ``--cluster-metadata-decoder``: the
+  metadata log's records as quorum commands). Exit status: 0 when everything read was
   valid, 1 when a batch failed its CRC or a tail did not frame, 2 on usage errors.
 - ``broker --config FILE`` runs one broker until SIGTERM/SIGINT, as ``python -m replog.broker``
   (see ``replog.broker.__main__``). Exit status: 0 after a stop, 1 when it could not start, 2
@@ -46,6 +47,11 @@ def build_parser() -> tuple[
     dump = commands.add_parser("dump-log", help="print the batches and index entries of a log")
     dump.add_argument("paths", nargs="+", metavar="PATH", help=".log/.index/.timeindex or a dir")
     dump.add_argument("--print-data", action="store_true", help="also print every record")
+    dump.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="the records of the metadata log (__cluster_metadata-0) as quorum commands",
+    )
     broker = commands.add_parser("broker", help="run one broker until SIGTERM/SIGINT")
     from replog.broker.__main__ import add_broker_arguments
 
@@ -77,11 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "dump-log":
         from replog.log.dump import dump_path
+        from replog.quorum.record_text import metadata_record_text
 
+        decoder = metadata_record_text if args.cluster_metadata_decoder else None
         problems = 0
         for path in args.paths:
             try:
-                problems += dump_path(path, sys.stdout, print_data=args.print_data)
+                problems += dump_path(path, sys.stdout, print_data=args.print_data, decoder=decoder)
             except (OSError, ValueError) as exc:
                 print(f"replog dump-log: {exc}", file=sys.stderr)
                 return 2

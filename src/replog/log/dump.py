@@ -3,14 +3,16 @@
 ``PATH`` may be a ``.log``, ``.index`` or ``.timeindex`` file, or a partition directory (every
 segment in it, in offset order). For ``.log`` files each batch is listed with its position,
 offsets, leader epoch, record count, codec, timestamps and whether its CRC-32C is valid; with
-``print_data`` the records too. Reading stops at the first batch that does not frame (a torn
+``print_data`` the records too, and with a ``decoder`` (``--cluster-metadata-decoder``: the
+metadata log's commands, ``replog.quorum.record_text``) each record's key and value as it
+describes them. Reading stops at the first batch that does not frame (a torn
 tail): what follows is reported as unreadable bytes, never skipped silently.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from replog.errors import CorruptRecordError
@@ -27,22 +29,29 @@ from replog.log.records import (
 from replog.log.segment import offset_from_file_name
 from replog.log.time_index import TimeIndex
 
-__all__ = ["dump_path"]
+__all__ = ["RecordDecoder", "dump_path"]
+
+RecordDecoder = Callable[[bytes | None, bytes | None], str]
+"""A record's (key, value) as the text ``dump_path`` prints for it."""
 
 _MAX_INDEX_BYTES = 2**31 - 1
 
 
-def dump_path(path: str, out: TextIO, *, print_data: bool = False) -> int:
+def dump_path(
+    path: str, out: TextIO, *, print_data: bool = False, decoder: RecordDecoder | None = None
+) -> int:
     """Dump ``path`` to ``out``. Returns the number of invalid batches or unreadable tails."""
     if os.path.isdir(path):
         problems = 0
         names = sorted(n for n in os.listdir(path) if n.endswith((".log", ".index", ".timeindex")))
         for name in sorted(names, key=lambda n: (offset_from_file_name(n), n)):
-            problems += dump_path(os.path.join(path, name), out, print_data=print_data)
+            problems += dump_path(
+                os.path.join(path, name), out, print_data=print_data, decoder=decoder
+            )
         return problems
     out.write(f"Dumping {path}\n")
     if path.endswith(".log"):
-        return _dump_log(path, out, print_data)
+        return _dump_log(path, out, print_data, decoder)
     if path.endswith(".index"):
         _dump_offset_index(path, out)
         return 0
@@ -52,7 +61,7 @@ def dump_path(path: str, out: TextIO, *, print_data: bool = False) -> int:
     raise ValueError(f"{path}: not a .log, .index or .timeindex file, nor a directory")
 
 
-def _dump_log(path: str, out: TextIO, print_data: bool) -> int:
+def _dump_log(path: str, out: TextIO, print_data: bool, decoder: RecordDecoder | None) -> int:
     with open(path, "rb") as f:
         data = f.read()
     problems = 0
@@ -73,7 +82,10 @@ def _dump_log(path: str, out: TextIO, print_data: bool) -> int:
             f"baseTimestamp: {header.base_timestamp} maxTimestamp: {header.max_timestamp} "
             f"crc: {header.crc} isValid: {str(valid).lower()}\n"
         )
-        if print_data and valid:
+        if decoder is not None and valid:
+            for record in decode_records(view):
+                out.write(f"| offset: {record.offset} {decoder(record.key, record.value)}\n")
+        elif print_data and valid:
             for record in decode_records(view):
                 out.write(
                     f"| offset: {record.offset} timestamp: {record.timestamp} "
