@@ -214,21 +214,20 @@ def test_aiokafka_follows_a_failover(kafka_clients, replog_topic, replog_faults)
 """
 
 
-def test_each_fault_reaches_each_client_under_xdist(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_faults=FAULT_TESTS)
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-q", "-n", "2", "--replog-brokers", "3"
-    )
-    result.assert_outcomes(passed=9)
-
-
 GUIDE_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "test_kafka_app.py"
 
 
-def test_the_testing_guides_example_passes_under_xdist(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_kafka_app=GUIDE_EXAMPLE.read_text())
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-n", "2")
-    result.assert_outcomes(passed=6)
+def test_a_user_suite_runs_on_the_fixtures_under_xdist(pytester: pytest.Pytester) -> None:
+    """One pytest run as a user's project has it: the fixture tests, the fault tests (each
+    fault kind reaching each client) and the testing guide's example, on two xdist workers
+    with three brokers each (one run: every worker starts its clusters once)."""
+    pytester.makepyfile(
+        test_user=USER_TESTS, test_faults=FAULT_TESTS, test_kafka_app=GUIDE_EXAMPLE.read_text()
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-q", "-n", "2", "--replog-brokers", "3"
+    )
+    result.assert_outcomes(passed=21)
 
 
 def test_the_testing_guide_shows_the_example_as_it_runs() -> None:
@@ -242,12 +241,6 @@ def test_the_testing_guide_shows_the_example_as_it_runs() -> None:
             assert body in code, f"docs/testing.md misquotes the example: {body[:80]!r}"
             quoted += 1
     assert quoted >= 3
-
-
-def test_a_user_suite_runs_on_the_fixtures(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=6)
 
 
 def test_bad_marker_arguments_are_a_usage_error(pytester: pytest.Pytester) -> None:
