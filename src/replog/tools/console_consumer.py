@@ -26,8 +26,12 @@ not be reached or a topic does not exist, 2 usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import attrs
@@ -179,6 +183,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if args.group is not None:
         settings["group_id"] = args.group
     settings.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
+    count = 0
     try:
         partitions = None if settings.get("group_id") else _partitions(args)
         with Consumer(args.bootstrap_server, **settings) as consumer:
@@ -188,6 +193,8 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
                 consumer.commit()
     except (ReplogError, OSError) as exc:
         return fail(COMMAND, exc)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C while starting (before the stop handler is in place): nothing consumed
     finally:
         out.flush()
     print(f"Processed a total of {count} messages", file=sys.stderr)
@@ -254,11 +261,13 @@ def _start(
 def _print(
     consumer: Consumer, args: argparse.Namespace, formatter: RecordFormatter, out: TextIO
 ) -> int:
-    """Print records until a stop condition (module docstring); returns how many."""
+    """Print records until a stop condition (module docstring); returns how many. SIGINT asks
+    for a stop that the loop takes after the poll in progress: interrupting a poll would leave
+    it running on the consumer's loop while the caller commits."""
     count = 0
     last_ms = monotonic_ms()
-    try:
-        while args.max_messages is None or count < args.max_messages:
+    with _stop_on_sigint() as stopping:
+        while not stopping.is_set() and (args.max_messages is None or count < args.max_messages):
             wanted = None if args.max_messages is None else args.max_messages - count
             records = consumer.poll(timeout_ms=_POLL_MS_MAX, max_records=wanted)
             for record in records:
@@ -270,6 +279,19 @@ def _print(
             elif args.timeout_ms is not None and monotonic_ms() - last_ms >= args.timeout_ms:
                 print(f"Timed out after {args.timeout_ms} ms without a message", file=sys.stderr)
                 break
-    except KeyboardInterrupt:
-        pass  # Ctrl-C: a clean stop, the group's offsets committed by the caller
     return count
+
+
+@contextlib.contextmanager
+def _stop_on_sigint() -> Iterator[threading.Event]:
+    """An event SIGINT sets instead of raising KeyboardInterrupt (main thread only; elsewhere
+    the event is never set and Ctrl-C behaves as Python's default)."""
+    stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
+    try:
+        yield stopping
+    finally:
+        signal.signal(signal.SIGINT, previous)
