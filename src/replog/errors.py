@@ -15,6 +15,7 @@ import enum
 from typing import NoReturn
 
 __all__ = [
+    "error_name",
     "CorruptIndexError",
     "CorruptProducerSnapshotError",
     "CorruptRecordError",
@@ -156,6 +157,14 @@ _RETRIABLE_CODES = frozenset(
 
 class InvariantError(AssertionError):
     """A broken internal invariant: a bug in replog, never an expected failure."""
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of error ``code`` (``UNKNOWN_ERROR_CODE`` for one replog does not know)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "UNKNOWN_ERROR_CODE"
 
 
 def invariant(condition: bool, message: str) -> None:

@@ -31,10 +31,10 @@ from replog.client.errors import ClientClosedError, ConnectionLostError
 from replog.client.metadata import MetadataCache
 from replog.clock import monotonic_ms
 from replog.errors import ErrorCode, InvalidConfigError, ProtocolError, RequestTimeoutError
-from replog.protocol import APIS, FrameReader, RequestHeader, decode_response, encode_request
+from replog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from replog.protocol.messages import (
+    ALL_APIS,
     API_VERSIONS,
-    CONTROLLER_APIS,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -88,7 +88,7 @@ def negotiate_versions(broker_versions: Sequence[ApiVersion]) -> dict[int, int]:
     no common version are left out (using one raises ``ProtocolError``)."""
     chosen: dict[int, int] = {}
     for theirs in broker_versions:
-        spec = APIS.get(theirs.api_key) or CONTROLLER_APIS.get(theirs.api_key)  # a voter's
+        spec = ALL_APIS.get(theirs.api_key)  # a broker's or a voter's
         if spec is None:
             continue
         high = min(spec.info.max_version, theirs.max_version)

@@ -13,6 +13,7 @@ from replog.errors import (
     ReplogError,
     RequestTimeoutError,
     RetriableError,
+    error_name,
 )
 
 __all__ = [
@@ -34,7 +35,7 @@ class BrokerResponseError(ReplogError):
     """A broker answered with a non-retriable error code."""
 
     def __init__(self, code: int, message: str = "") -> None:
-        name = _code_name(code)
+        name = error_name(code)
         super().__init__(f"{name} ({code}){': ' + message if message else ''}")
         self.error_code = code
         self.code = _as_error_code(code)
@@ -44,7 +45,7 @@ class RetriableBrokerResponseError(RetriableError):
     """A broker answered with a retriable error code (e.g. NOT_ENOUGH_REPLICAS)."""
 
     def __init__(self, code: int, message: str = "") -> None:
-        name = _code_name(code)
+        name = error_name(code)
         super().__init__(f"{name} ({code}){': ' + message if message else ''}")
         self.error_code = code
         self.code = _as_error_code(code)
@@ -142,13 +143,6 @@ def _as_error_code(code: int) -> ErrorCode:
         return ErrorCode(code)
     except ValueError:
         return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def _code_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return "UNKNOWN_ERROR_CODE"
 
 
 def is_retriable(code: int) -> bool:

@@ -17,7 +17,7 @@ import attrs
 from replog.client._sync import LoopThread
 from replog.client.connection import BrokerConnection, parse_bootstrap
 from replog.client.errors import ConnectionLostError
-from replog.errors import ErrorCode, ProtocolError, ReplogError
+from replog.errors import ErrorCode, ProtocolError, ReplogError, error_name
 from replog.protocol.messages import (
     METADATA_TOPIC,
     DescribeQuorumPartition,
@@ -102,11 +102,11 @@ async def adescribe_metadata_quorum(
             problems.append(f"{host}:{port}: not the leader")
             continue
         if answer.error_code != ErrorCode.NONE or not answer.topics:
-            problems.append(f"{host}:{port}: {_name(answer.error_code)}")
+            problems.append(f"{host}:{port}: {error_name(answer.error_code)}")
             continue
         part = answer.topics[0].partitions[0]
         if part.error_code != ErrorCode.NONE:
-            problems.append(f"{host}:{port}: {_name(part.error_code)}")
+            problems.append(f"{host}:{port}: {error_name(part.error_code)}")
             continue
         return QuorumDescription(
             leader_id=part.leader_id,
@@ -136,10 +136,3 @@ def _state(replica: DescribeQuorumReplicaState) -> VoterState:
         last_fetch_timestamp=replica.last_fetch_timestamp,
         last_caught_up_timestamp=replica.last_caught_up_timestamp,
     )
-
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"

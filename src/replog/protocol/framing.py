@@ -37,9 +37,9 @@ from replog.protocol.exceptions import (
     UnsupportedVersionError,
 )
 from replog.protocol.messages import (
+    ALL_APIS,
     API_VERSIONS,
     APIS,
-    CONTROLLER_APIS,
     ApiSpec,
     ApiVersion,
     ApiVersionsResponse,
@@ -88,13 +88,13 @@ class RequestHeader:
 
 def request_header_version(api_key: int, api_version: int) -> int:
     """2 for flexible API versions, else 1 (unknown api keys: 1)."""
-    spec = APIS.get(api_key) or CONTROLLER_APIS.get(api_key)
+    spec = ALL_APIS.get(api_key)
     return 2 if spec is not None and spec.info.is_flexible(api_version) else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible API versions, else 0; ApiVersions is always 0."""
-    spec = APIS.get(api_key) or CONTROLLER_APIS.get(api_key)
+    spec = ALL_APIS.get(api_key)
     if api_key == API_VERSIONS.api_key or spec is None:
         return 0
     return 1 if spec.info.is_flexible(api_version) else 0
@@ -311,7 +311,7 @@ def decode_response(
     ``api_version``; returns ``(correlation_id, body)``. The caller matches the correlation id."""
     if len(frame) > frame_bytes_max:
         raise FrameTooLargeError(len(frame), frame_bytes_max)
-    spec = APIS.get(api_key) or CONTROLLER_APIS.get(api_key)  # a client may ask a voter
+    spec = ALL_APIS.get(api_key)
     if spec is None:
         raise ProtocolError(f"unknown api key {api_key}")
     r = Reader(frame)

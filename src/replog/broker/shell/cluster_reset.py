@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from replog.broker.shell.links import BrokerLink
-from replog.errors import ErrorCode, ReplogError
+from replog.errors import ErrorCode, ReplogError, error_name
 from replog.protocol import messages as m
 from replog.protocol.schema import Message, Request
 
@@ -63,7 +63,7 @@ async def _delete_topics(broker: tuple[int, str, int], link: BrokerLink) -> list
     answer = await _ask(link, host, port, _DELETE_TOPICS_VERSION, request)
     assert isinstance(answer, m.DeleteTopicsResponse)
     return [
-        f"topic {r.name}: {_name(r.error_code)}"
+        f"topic {r.name}: {error_name(r.error_code)}"
         for r in answer.responses
         if r.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     ]
@@ -78,7 +78,9 @@ async def _delete_groups(
         listed = await _ask(link, host, port, _LIST_GROUPS_VERSION, m.ListGroupsRequest())
         assert isinstance(listed, m.ListGroupsResponse)
         if listed.error_code != ErrorCode.NONE:
-            problems.append(f"listing the groups of broker {broker_id}: {_name(listed.error_code)}")
+            problems.append(
+                f"listing the groups of broker {broker_id}: {error_name(listed.error_code)}"
+            )
         groups = [g.group_id for g in listed.groups]
         if not groups:
             continue
@@ -89,12 +91,5 @@ async def _delete_groups(
             if result.error_code == ErrorCode.NON_EMPTY_GROUP:
                 problems.append(f"group {result.group_id} still has members (close its consumers)")
             elif result.error_code not in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
-                problems.append(f"group {result.group_id}: {_name(result.error_code)}")
+                problems.append(f"group {result.group_id}: {error_name(result.error_code)}")
     return problems
-
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"

@@ -266,6 +266,7 @@ from replog.protocol.messages.producer_ids import (
 from replog.protocol.schema import ApiInfo, Request, Response
 
 __all__ = [
+    "ALL_APIS",
     "API_VERSIONS",
     "APIS",
     "BROKER_HEARTBEAT",
@@ -573,6 +574,10 @@ CONTROLLER_APIS: dict[int, ApiSpec] = {
 """What a quorum node's port serves to Kafka-protocol connections (the controller listener's
 APIs replog has; ``replog.quorum.kafka_port``). Not in ``APIS``: a broker's port does not serve
 them."""
+
+ALL_APIS: dict[int, ApiSpec] = {**CONTROLLER_APIS, **APIS}
+"""Every API replog encodes and decodes, a broker's and a voter's (what a client may send and
+be answered; a broker serves only ``APIS``)."""
 
 
 def supported_api_versions() -> list[ApiVersion]:
