@@ -78,21 +78,17 @@ class ConfigEntry:
 async def config_entries(
     client: ClusterClient, entity_type: str, names: Sequence[str]
 ) -> dict[str, tuple[ConfigEntry, ...]]:
-    """Every config entry of each topic (``entity_type`` "topics") or broker ("brokers"; the
-    name "" is the cluster-wide default), a broker's asked of that broker."""
-    out: dict[str, tuple[ConfigEntry, ...]] = {}
-    for name in dict.fromkeys(names):
-        if entity_type == "topics":
-            (result,) = await _describe_configs(client, None, RESOURCE_TOPIC, [name])
-        elif entity_type == "brokers":
-            node = None
-            if name:
-                await _known_broker(client, int(name))
-                node = int(name)
-            (result,) = await _describe_configs(client, node, RESOURCE_BROKER, [name])
-        else:
-            raise ValueError(f"entity type must be topics or brokers, not {entity_type!r}")
-        out[name] = tuple(
+    """Every config entry of each topic (``entity_type`` "topics", one request) or broker
+    ("brokers", each asked of that broker; the name "" is the cluster-wide default)."""
+    unique = list(dict.fromkeys(names))
+    if entity_type == "topics":
+        results = await _describe_configs(client, None, RESOURCE_TOPIC, unique)
+    elif entity_type == "brokers":
+        results = [await _broker_configs(client, int(n) if n else None) for n in unique]
+    else:
+        raise ValueError(f"entity type must be topics or brokers, not {entity_type!r}")
+    return {
+        result.resource_name: tuple(
             ConfigEntry(
                 name=c.name,
                 value=c.value,
@@ -102,7 +98,8 @@ async def config_entries(
             )
             for c in result.configs
         )
-    return out
+        for result in results
+    }
 
 
 async def describe_topic_configs(
@@ -119,16 +116,17 @@ async def describe_broker_configs(
     """Each broker's settings as they apply to it, asked of that broker (a broker describes
     itself only); None is the cluster-wide dynamic default (resource name ""), asked of any
     broker, which lists only the keys it sets. Unset values (no rack) are left out."""
-    out: dict[int | None, dict[str, str]] = {}
-    for broker_id in dict.fromkeys(broker_ids):
-        if broker_id is None:
-            (result,) = await _describe_configs(client, None, RESOURCE_BROKER, [""])
-        else:
-            await _known_broker(client, broker_id)
-            name = str(broker_id)
-            (result,) = await _describe_configs(client, broker_id, RESOURCE_BROKER, [name])
-        out[broker_id] = _values(result)
-    return out
+    return {b: _values(await _broker_configs(client, b)) for b in dict.fromkeys(broker_ids)}
+
+
+async def _broker_configs(client: ClusterClient, broker_id: int | None) -> DescribeConfigsResult:
+    """DescribeConfigs of one broker, asked of it (None: the cluster default, of any broker)."""
+    if broker_id is None:
+        (result,) = await _describe_configs(client, None, RESOURCE_BROKER, [""])
+    else:
+        await _known_broker(client, broker_id)
+        (result,) = await _describe_configs(client, broker_id, RESOURCE_BROKER, [str(broker_id)])
+    return result
 
 
 async def _known_broker(client: ClusterClient, broker_id: int) -> None:

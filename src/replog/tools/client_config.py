@@ -28,8 +28,6 @@ __all__ = [
     "settings_from_args",
 ]
 
-_INT = int
-
 
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -47,16 +45,16 @@ def _acks(text: str) -> int:
 #: Kafka's producer key -> (replog's ProducerConfig field, parser)
 _PRODUCER_KEYS: dict[str, tuple[str, Any]] = {
     "acks": ("acks", _acks),
-    "linger.ms": ("linger_ms", _INT),
-    "batch.size": ("batch_bytes_max", _INT),
-    "buffer.memory": ("buffer_bytes_max", _INT),
-    "retries": ("retries", _INT),
-    "retry.backoff.ms": ("retry_backoff_ms", _INT),
-    "retry.backoff.max.ms": ("retry_backoff_max_ms", _INT),
-    "delivery.timeout.ms": ("delivery_timeout_ms", _INT),
-    "request.timeout.ms": ("request_timeout_ms", _INT),
-    "max.block.ms": ("metadata_wait_ms", _INT),
-    "max.in.flight.requests.per.connection": ("in_flight_per_partition_max", _INT),
+    "linger.ms": ("linger_ms", int),
+    "batch.size": ("batch_bytes_max", int),
+    "buffer.memory": ("buffer_bytes_max", int),
+    "retries": ("retries", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
+    "delivery.timeout.ms": ("delivery_timeout_ms", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "max.block.ms": ("metadata_wait_ms", int),
+    "max.in.flight.requests.per.connection": ("in_flight_per_partition_max", int),
     "compression.type": ("compression", str),
     "client.id": ("client_id", str),
     "enable.idempotence": ("enable_idempotence", _bool),
@@ -69,25 +67,25 @@ _CONSUMER_KEYS: dict[str, tuple[str, Any]] = {
     "client.id": ("client_id", str),
     "auto.offset.reset": ("auto_offset_reset", str),
     "enable.auto.commit": ("enable_auto_commit", _bool),
-    "auto.commit.interval.ms": ("auto_commit_interval_ms", _INT),
-    "session.timeout.ms": ("session_timeout_ms", _INT),
-    "heartbeat.interval.ms": ("heartbeat_interval_ms", _INT),
-    "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
-    "max.poll.records": ("max_poll_records", _INT),
-    "fetch.max.wait.ms": ("fetch_max_wait_ms", _INT),
-    "fetch.min.bytes": ("fetch_min_bytes", _INT),
-    "fetch.max.bytes": ("fetch_max_bytes", _INT),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _INT),
-    "request.timeout.ms": ("request_timeout_ms", _INT),
-    "retry.backoff.ms": ("retry_backoff_ms", _INT),
-    "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+    "session.timeout.ms": ("session_timeout_ms", int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", int),
+    "max.poll.records": ("max_poll_records", int),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
 }
 
 #: Kafka's admin client key -> (the name ``Admin`` takes, parser)
 _ADMIN_KEYS: dict[str, tuple[str, Any]] = {
     "client.id": ("client_id", str),
-    "request.timeout.ms": ("request_timeout_ms", _INT),
-    "default.api.timeout.ms": ("request_timeout_ms", _INT),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "default.api.timeout.ms": ("request_timeout_ms", int),
 }
 
 #: keys every Kafka client accepts that change nothing here

@@ -18,17 +18,16 @@ broker or key; the broker's error on stderr), 2 usage error.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from replog.client import Admin, ConfigEntry
 from replog.errors import ReplogError
 from replog.tools.client_config import (
     add_command_config_argument,
-    admin_settings,
+    admin_options,
     read_properties_file,
 )
-from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
+from replog.tools.output import add_output_argument, fail, report
 from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_add_config", "run"]
@@ -132,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     kind, name = _entity(args)
     try:
         adds, deletes = _changes(args)
-        settings = admin_settings(args.command_config)
+        settings = admin_options(args)
     except ValueError as exc:
         args.usage_error(str(exc))
     if args.alter:
@@ -175,7 +174,7 @@ def _alter(
             if broker is None
             else f"Completed updating config for broker {broker}."
         )
-    return _report(args, {"altered": {"type": kind, "name": name}}, text)
+    return report(args, {"altered": {"type": kind, "name": name}}, text)
 
 
 def _describe(admin: Admin, args: argparse.Namespace, kind: str, name: str | None) -> int:
@@ -199,7 +198,7 @@ def _describe(admin: Admin, args: argparse.Namespace, kind: str, name: str | Non
         lines.append(_heading(kind, entity, args.all))
         lines.extend(f"  {_entry_text(e)}" for e in shown)
         document.append({"name": entity, "configs": [_entry_json(e) for e in shown]})
-    return _report(args, {"type": kind, "entities": document}, "\n".join(lines))
+    return report(args, {"type": kind, "entities": document}, "\n".join(lines))
 
 
 def _broker_id(name: str) -> int | None:
@@ -233,11 +232,3 @@ def _entry_json(entry: ConfigEntry) -> dict[str, Any]:
         "read_only": entry.read_only,
         "sensitive": entry.sensitive,
     }
-
-
-def _report(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    if args.output == "json":
-        print_json(document)
-    elif text:
-        print(text, file=sys.stdout)
-    return EXIT_OK

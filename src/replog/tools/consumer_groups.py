@@ -31,7 +31,6 @@ then, a broker error); 2 usage error (options that do not go together, a malform
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -50,7 +49,7 @@ from replog.tools.offset_reset import (
     parse_topic_partitions,
     plan_reset,
 )
-from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
+from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json, report
 from replog.tools.topics import add_bootstrap_argument
 from replog.topics import TopicPartitionLike
 
@@ -204,7 +203,7 @@ def _list(admin: Admin, args: argparse.Namespace) -> int:
             for g in listed
         ]
     }
-    return _report(args, document, "\n".join(g.group_id for g in listed))
+    return report(args, document, "\n".join(g.group_id for g in listed))
 
 
 # ---------------------------------------------------------------------- describe
@@ -328,7 +327,7 @@ def _delete(admin: Admin, args: argparse.Namespace, groups: list[str]) -> int:
         admin.delete_groups(groups)
     names = ", ".join(f"'{g}'" for g in groups)
     text = f"Deletion of requested consumer groups ({names}) was successful." if groups else ""
-    return _report(args, {"deleted": groups}, text)
+    return report(args, {"deleted": groups}, text)
 
 
 def _partitions(admin: Admin, specs: Iterable[str]) -> list[TopicPartitionLike]:
@@ -351,7 +350,7 @@ def _delete_offsets(admin: Admin, args: argparse.Namespace, group_id: str) -> in
     rows = [{"topic": t, "partition": p, "status": "Successful"} for t, p in partitions]
     table = [[t, str(p), "Successful"] for t, p in partitions]
     text = _table(["TOPIC", "PARTITION", "STATUS"], table)
-    return _report(args, {"group": group_id, "partitions": rows}, text)
+    return report(args, {"group": group_id, "partitions": rows}, text)
 
 
 def _read_plan(admin: Admin, path: str, group_id: str) -> dict[TopicPartitionLike, int]:
@@ -414,7 +413,7 @@ def _reset(admin: Admin, args: argparse.Namespace, group_id: str, rule: ResetRul
     table = [[group_id, t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
     text = _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], table)
     document = {"group": group_id, "executed": bool(args.execute), "partitions": rows}
-    return _report(args, document, text)
+    return report(args, document, text)
 
 
 # ---------------------------------------------------------------------- output
@@ -431,13 +430,3 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
         " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in (header, *rows)
     ]
-
-
-def _report(args: argparse.Namespace, document: dict[str, Any], text: str | list[str]) -> int:
-    if args.output == "json":
-        print_json(document)
-    else:
-        body = text if isinstance(text, str) else "\n".join(text)
-        if body:
-            print(body, file=sys.stdout)
-    return EXIT_OK

@@ -17,8 +17,8 @@ from typing import Any
 
 from replog.client import Admin
 from replog.errors import ReplogError
-from replog.tools.client_config import add_command_config_argument, admin_settings
-from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
+from replog.tools.client_config import add_command_config_argument, admin_options
+from replog.tools.output import add_output_argument, fail, report
 from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_offsets", "run"]
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = Path(args.offset_json_file).read_text(encoding="utf-8")
         offsets = parse_offsets(text)
-        settings = admin_settings(args.command_config)
+        settings = admin_options(args)
     except OSError as exc:
         args.usage_error(f"cannot read {args.offset_json_file}: {exc.strerror or exc}")
     except ValueError as exc:
@@ -85,15 +85,12 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = [
         {"topic": t, "partition": p, "low_watermark": low[(t, p)]} for t, p in sorted(offsets)
     ]
-    if args.output == "json":
-        print_json({"partitions": rows})
-    else:
-        print("Executing records delete operation")
-        print("Records delete operation completed:")
-        for row in rows:
-            name = f"{row['topic']}-{row['partition']}"
-            print(f"partition: {name}\tlow_watermark: {row['low_watermark']}")
-    return EXIT_OK
+    lines = ["Executing records delete operation", "Records delete operation completed:"]
+    lines += [
+        f"partition: {row['topic']}-{row['partition']}\tlow_watermark: {row['low_watermark']}"
+        for row in rows
+    ]
+    return report(args, {"partitions": rows}, lines)
 
 
 def _missing(admin: Admin, offsets: dict[tuple[str, int], int]) -> str | None:

@@ -12,15 +12,13 @@ scripts. Exit status: 0 done, 1 no topic matches or the cluster failed, 2 usage 
 from __future__ import annotations
 
 import argparse
-import re
-import sys
 from typing import Any
 
 from replog.client import Admin
 from replog.errors import ReplogError
-from replog.tools.client_config import add_command_config_argument, admin_settings
-from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
-from replog.tools.topics import add_bootstrap_argument
+from replog.tools.client_config import add_command_config_argument, admin_options
+from replog.tools.output import add_output_argument, fail, report
+from replog.tools.topics import add_bootstrap_argument, matching_topics
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "parse_time", "run"]
 
@@ -78,18 +76,15 @@ def run(args: argparse.Namespace) -> int:
     """Run ``replog get-offsets`` on parsed arguments; returns the exit status."""
     try:
         wanted = _partition_ids(args.partitions)
-        settings = admin_settings(args.command_config)
-        pattern = None if args.topic is None else _pattern(args.topic)
+        settings = admin_options(args)
     except ValueError as exc:
         args.usage_error(str(exc))
     try:
         with Admin(args.bootstrap_server, **settings) as admin:
-            names = [
-                n
-                for n in admin.list_topics()
-                if (pattern is None and not n.startswith("__"))
-                or (pattern is not None and (n == args.topic or pattern.fullmatch(n)))
-            ]
+            if args.topic is None:
+                names = [n for n in admin.list_topics() if not n.startswith("__")]
+            else:
+                names = matching_topics(admin, args.topic)
             if not names:
                 return fail(COMMAND, f"no topic matches {args.topic!r}")
             described = admin.describe_topics(names)
@@ -107,19 +102,8 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = [
         {"topic": t, "partition": p, "offset": offsets[(t, p)]} for t, p in tps
     ]
-    if args.output == "json":
-        print_json({"offsets": rows})
-    else:
-        for row in rows:
-            print(f"{row['topic']}:{row['partition']}:{row['offset']}", file=sys.stdout)
-    return EXIT_OK
-
-
-def _pattern(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error:
-        return re.compile(re.escape(text))
+    lines = [f"{row['topic']}:{row['partition']}:{row['offset']}" for row in rows]
+    return report(args, {"offsets": rows}, lines)
 
 
 def _timestamp(time: int) -> int | str:

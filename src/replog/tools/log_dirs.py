@@ -17,8 +17,8 @@ from typing import Any
 
 from replog.client import Admin, LogDirDescription
 from replog.errors import ErrorCode, ReplogError
-from replog.tools.client_config import add_command_config_argument, admin_settings
-from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
+from replog.tools.client_config import add_command_config_argument, admin_options
+from replog.tools.output import add_output_argument, fail, report
 from replog.tools.topics import add_bootstrap_argument
 
 __all__ = ["COMMAND", "HELP", "add_arguments", "run"]
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     brokers = _ids(args.broker_list, args)
     topics = None if args.topic_list is None else [t for t in args.topic_list.split(",") if t]
     try:
-        settings = admin_settings(args.command_config)
+        settings = admin_options(args)
     except ValueError as exc:
         args.usage_error(str(exc))
     try:
@@ -73,13 +73,12 @@ def run(args: argparse.Namespace) -> int:
             for broker in wanted
         ],
     }
-    if args.output == "json":
-        print_json(document)
-    else:
-        print("Querying brokers for log directories information")
-        print(f"Received log directory information from brokers {','.join(map(str, wanted))}")
-        print(json.dumps(document))
-    return EXIT_OK
+    lines = [
+        "Querying brokers for log directories information",
+        f"Received log directory information from brokers {','.join(map(str, wanted))}",
+        json.dumps(document),
+    ]
+    return report(args, document, lines)
 
 
 def _dir(log_dir: LogDirDescription, topics: list[str] | None) -> dict[str, Any]:

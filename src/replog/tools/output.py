@@ -19,6 +19,7 @@ __all__ = [
     "add_output_argument",
     "fail",
     "print_json",
+    "report",
 ]
 
 EXIT_OK = 0
@@ -46,3 +47,15 @@ def fail(command: str, reason: object) -> int:
     """Report a failed operation on stderr; returns ``EXIT_FAILED``."""
     print(f"replog {command}: {reason}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def report(args: argparse.Namespace, document: Any, text: str | list[str]) -> int:
+    """A tool's result: ``document`` as JSON with ``--output json``, else ``text`` (lines, or one
+    string; nothing when empty); returns ``EXIT_OK``."""
+    if args.output == "json":
+        print_json(document)
+    else:
+        body = text if isinstance(text, str) else "\n".join(text)
+        if body:
+            print(body, file=sys.stdout)
+    return EXIT_OK

@@ -27,7 +27,7 @@ from typing import Any
 from replog.client import Producer
 from replog.clock import monotonic_s, sleep_s
 from replog.errors import ReplogError
-from replog.tools.client_config import producer_settings, read_properties_file
+from replog.tools.client_config import parse_properties, producer_settings, read_properties_file
 from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
 from replog.tools.topics import bootstrap_servers
 
@@ -135,11 +135,7 @@ def _settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     kafka: dict[str, str] = {}
     if args.producer_config is not None:
         kafka.update(read_properties_file(args.producer_config))
-    for pair in args.producer_props:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"--producer-props {pair!r} is not KEY=VALUE")
-        kafka[key.strip()] = value.strip()
+    kafka.update(parse_properties(args.producer_props, "--producer-props"))
     servers = kafka.pop("bootstrap.servers", None)
     bootstrap = args.bootstrap_server or (bootstrap_servers(servers) if servers else None)
     if not bootstrap:

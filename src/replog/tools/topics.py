@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from replog.client import Admin, PartitionDescription, TopicDescription
 from replog.errors import ReplogError
 from replog.tools.client_config import add_command_config_argument, admin_options
-from replog.tools.output import EXIT_OK, add_output_argument, fail, print_json
+from replog.tools.output import add_output_argument, fail, report
 
 __all__ = [
     "COMMAND",
@@ -36,6 +35,7 @@ __all__ = [
     "add_arguments",
     "add_bootstrap_argument",
     "bootstrap_servers",
+    "matching_topics",
     "parse_configs",
     "parse_replica_assignment",
     "run",
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
                 return _create(admin, args, configs, assignment)
             if args.list:
                 return _list(admin, args)
-            names = _matching(admin, ".*" if args.topic is None else args.topic)
+            names = matching_topics(admin, ".*" if args.topic is None else args.topic)
             if not names and not args.if_exists and args.topic is not None:
                 return fail(COMMAND, f"no topic matches {args.topic!r}")
             if args.delete:
@@ -207,7 +207,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(COMMAND, exc)
 
 
-def _matching(admin: Admin, pattern: str) -> list[str]:
+def matching_topics(admin: Admin, pattern: str) -> list[str]:
+    """The topics whose whole name matches ``pattern`` (a plain name, or a regular expression;
+    one that does not compile is taken literally)."""
     try:
         regex = re.compile(pattern)
     except re.error:
@@ -222,18 +224,18 @@ def _create(
     assignment: list[list[int]] | None,
 ) -> int:
     if args.if_not_exists and args.topic in admin.list_topics():
-        return _report(args, {"created": []}, f"Topic {args.topic} already exists.")
+        return report(args, {"created": []}, f"Topic {args.topic} already exists.")
     partitions = len(assignment) if assignment else args.partitions
     rf = len(assignment[0]) if assignment else args.replication_factor
     admin.create_topics(args.topic, partitions, rf, configs, replica_assignment=assignment)
-    return _report(args, {"created": [args.topic]}, f"Created topic {args.topic}.")
+    return report(args, {"created": [args.topic]}, f"Created topic {args.topic}.")
 
 
 def _delete(admin: Admin, args: argparse.Namespace, names: list[str]) -> int:
     if names:
         admin.delete_topics(names)
     lines = "\n".join(f"Deleted topic {name}." for name in names)
-    return _report(args, {"deleted": names}, lines)
+    return report(args, {"deleted": names}, lines)
 
 
 def _alter(
@@ -249,14 +251,14 @@ def _alter(
             lines.append(f"Topic {name} now has {args.partitions} partitions.")
     document: dict[str, Any] = {"altered": names, "partitions": args.partitions}
     document.update(configs=configs, deleted_configs=list(args.delete_config))
-    return _report(args, document, "\n".join(lines))
+    return report(args, document, "\n".join(lines))
 
 
 def _list(admin: Admin, args: argparse.Namespace) -> int:
     names = admin.list_topics()
     if args.topic:
-        names = _matching(admin, args.topic)
-    return _report(args, {"topics": names}, "\n".join(names))
+        names = matching_topics(admin, args.topic)
+    return report(args, {"topics": names}, "\n".join(names))
 
 
 def _report_filter(args: argparse.Namespace) -> str | None:
@@ -280,22 +282,22 @@ def _selected(report: str | None, part: PartitionDescription, live: set[int], mi
 def _describe(admin: Admin, args: argparse.Namespace, names: list[str]) -> int:
     topics = admin.describe_topics(names)
     live = {b.broker_id for b in admin.describe_cluster().brokers}
-    report = _report_filter(args)
+    which = _report_filter(args)
     min_isr = dict.fromkeys(names, 1)
-    if report in ("under-min-isr-partitions", "at-min-isr-partitions"):
+    if which in ("under-min-isr-partitions", "at-min-isr-partitions"):
         configs = admin.describe_configs(names)
         min_isr = {n: int(configs[n].get("min.insync.replicas", "1")) for n in names}
     document: list[dict[str, Any]] = []
     lines: list[str] = []
     for name in names:
         topic = topics[name]
-        parts = [p for p in topic.partitions if _selected(report, p, live, min_isr[name])]
-        if report is None:
+        parts = [p for p in topic.partitions if _selected(which, p, live, min_isr[name])]
+        if which is None:
             lines.append(_topic_line(topic))
         lines.extend(_partition_line(name, p) for p in parts)
-        if parts or report is None:
+        if parts or which is None:
             document.append({"name": name, "partitions": [_partition_json(p) for p in parts]})
-    return _report(args, {"topics": document}, "\n".join(lines))
+    return report(args, {"topics": document}, "\n".join(lines))
 
 
 def _topic_line(topic: TopicDescription) -> str:
@@ -330,11 +332,3 @@ def _leader(broker_id: int) -> str:
 
 def _ids(ids: Sequence[int]) -> str:
     return ",".join(str(i) for i in ids)
-
-
-def _report(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    if args.output == "json":
-        print_json(document)
-    elif text:
-        print(text, file=sys.stdout)
-    return EXIT_OK
