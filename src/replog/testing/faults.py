@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from replog.broker.shell.broker import Broker, BrokerState
 from replog.broker.shell.cluster import Cluster
 from replog.broker.shell.faults import BrokerFaults, ErrorRule, TrackedRequest
-from replog.client.admin import Admin
+from replog.client.admin import Admin, PartitionDescription
 from replog.clock import monotonic_s, sleep_s
 from replog.errors import ErrorCode
 from replog.log.failing_fs import FailingFileSystem
@@ -148,11 +148,7 @@ class ClusterFaults:
     def leader(self, topic: str, partition: int = 0) -> int:
         """The broker the metadata names leader of ``topic``-``partition`` (-1: none)."""
         with Admin(self.cluster.bootstrap) as admin:
-            described = admin.describe_topics([topic])[topic].partitions
-        state = next((p for p in described if p.partition == partition), None)
-        if state is None:
-            raise ValueError(f"{topic} has no partition {partition}")
-        return state.leader
+            return _partition(admin, topic, partition).leader
 
     def move_leader(self, topic: str, partition: int, broker: int, timeout_s: float = 10.0) -> None:
         """Make ``broker`` (a replica in the ISR) the leader of ``topic``-``partition``: it
@@ -160,10 +156,7 @@ class ClusterFaults:
         metadata names it."""
         self._check(broker)
         with Admin(self.cluster.bootstrap) as admin:
-            described = admin.describe_topics([topic])[topic].partitions
-            state = next((p for p in described if p.partition == partition), None)
-            if state is None:
-                raise ValueError(f"{topic} has no partition {partition}")
+            state = _partition(admin, topic, partition)
             if state.leader == broker:
                 return
             if broker not in state.isr:
@@ -175,8 +168,7 @@ class ClusterFaults:
             deadline = monotonic_s() + timeout_s
             while True:
                 admin.elect_preferred_leaders([(topic, partition)])
-                described = admin.describe_topics([topic])[topic].partitions
-                if any(p.partition == partition and p.leader == broker for p in described):
+                if _partition(admin, topic, partition).leader == broker:
                     return
                 if monotonic_s() > deadline:
                     raise TimeoutError(
@@ -231,6 +223,15 @@ class ClusterFaults:
                 "disk faults need a test-mode cluster (Cluster.local(test_mode=True))"
             )
         return fs
+
+
+def _partition(admin: Admin, topic: str, partition: int) -> PartitionDescription:
+    """``topic``-``partition`` as the metadata has it; ValueError if there is no such one."""
+    described = admin.describe_topics([topic])[topic].partitions
+    state = next((p for p in described if p.partition == partition), None)
+    if state is None:
+        raise ValueError(f"{topic} has no partition {partition}")
+    return state
 
 
 def _offline_dirs(broker: Broker) -> bool:

@@ -397,7 +397,7 @@ class Broker:
         self._spawn(self._coord_call(effect), f"completing the coordinator call {effect.what}")
 
     def _start_send(self, effect: SendToBroker) -> None:
-        if self.faults.active or self.faults.cut_brokers or not self._send_now(effect):
+        if self.faults.active or not self._send_now(effect):  # a fault: through the task
             self._spawn(self._send_to_broker(effect), f"a request to {effect.broker_id}")
 
     def _start_flush(self, effect: RunFlushes) -> None:
@@ -555,8 +555,8 @@ class Broker:
             step()
             self._carry_out()
 
-        if self.faults.hold(lambda: self._run_fatal(name, step)):
-            return
+        if self.faults.active and self.faults.hold(lambda: self._run_fatal(name, step)):
+            return  # paused: it runs at resume
         run_fatal(f"broker {self.broker_id}: {name}", run, self._died)
 
     async def _tick_loop(self) -> None:

@@ -119,11 +119,13 @@ class BrokerFaults:
         """Let requests to ``broker_id`` time out."""
         self.cut_brokers.add(broker_id)
         self._reachable.clear()
+        self._update()
 
     def uncut_broker(self, broker_id: int) -> None:
         """Undo ``cut_broker``: requests waiting to reach ``broker_id`` go on."""
         self.cut_brokers.discard(broker_id)
         self._reachable.set()
+        self._update()
 
     def pause(self) -> None:
         """Stop as a stopped process does (module docstring)."""
@@ -162,6 +164,7 @@ class BrokerFaults:
             self._errors
             or self._latency
             or self._cut_clients
+            or self.cut_brokers
             or self.tracking is not None
             or not self._resumed.is_set()
         )
