@@ -381,3 +381,34 @@ def test_the_raft_handle_asks_for_a_controlled_shutdown_with_heartbeats(
         assert len(wanted) > asked and all(wanted[asked:])
     finally:
         coord.close()
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_quorum_answers_kafka_pythons_encoder(quorum: LocalQuorum, version: int) -> None:
+    """DescribeQuorum encoded and decoded by kafka-python (generated from Kafka's own JSON), at
+    each version served: v0 leaves v1's timestamps out."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.admin.cluster import DescribeQuorumRequest, DescribeQuorumResponse
+    topic = DescribeQuorumRequest.TopicData
+    request = DescribeQuorumRequest(
+        version=version,
+        topics=[
+            topic(
+                topic_name="__cluster_metadata",
+                partitions=[topic.PartitionData(partition_index=0)],
+            )
+        ],
+    )
+    request.with_header(correlation_id=9, client_id="kafka-python")
+    frame = bytes(request.encode(version=version, header=True, framed=True))
+    wire = Wire(quorum.configs[1].address)
+    answer = DescribeQuorumResponse.decode(wire.call(frame[4:]), version=version, header=True)
+    (described,) = answer.to_dict()["topics"]
+    (partition,) = described["partitions"]
+    assert (answer.error_code, partition["error_code"], partition["leader_id"]) == (0, 0, 1)
+    (voter,) = partition["current_voters"]
+    assert voter["replica_id"] == 1 and voter["log_end_offset"] >= 1
+    assert ("last_fetch_timestamp" in voter) == (version >= 1)

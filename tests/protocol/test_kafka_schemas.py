@@ -44,10 +44,21 @@ DEVIATIONS: dict[tuple[str, str], str] = {
 
 
 def kafka_schema(name: str) -> dict[str, Any]:
-    """Kafka's JSON definition of message ``name`` (comments stripped)."""
+    """Kafka's JSON definition of message ``name`` (comments stripped), its ``commonStructs``
+    written into the fields that use them, so they are audited like inline structs."""
     text = resources.files(_RESOURCES).joinpath(f"{name}.json").read_text()
     schema: dict[str, Any] = json.loads(_COMMENT.sub("", text))
+    common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
+    _inline_common(schema["fields"], common)
     return schema
+
+
+def _inline_common(fields: list[dict[str, Any]], common: dict[str, Any]) -> None:
+    for field in fields:
+        struct = field["type"].removeprefix("[]")
+        if "fields" not in field and struct in common:
+            field["fields"] = common[struct]
+        _inline_common(field.get("fields", []), common)
 
 
 def _snake(name: str) -> str:

@@ -3,10 +3,10 @@ watermark and how far each voter's log is, as ``kafka-metadata-quorum describe``
 
 Field order, version ranges and defaults follow Kafka's DescribeQuorumRequest/Response.json, up
 to v1 (v1 adds each replica's ``last_fetch_timestamp`` and ``last_caught_up_timestamp``, wall
-clock ms, -1 when unknown). Flexible from v0. Served by the quorum node's Kafka port
-(``replog.quorum.kafka_port``), so it is a ``CONTROLLER_APIS`` entry: a broker's client port
-neither serves nor advertises it. The one partition described is the metadata log,
-``__cluster_metadata``-0.
+clock ms, -1 when unknown; ignorable, so a v0 answer leaves them out). Flexible from v0.
+Served by the quorum node's Kafka port (``replog.quorum.kafka_port``), so it is a
+``CONTROLLER_APIS`` entry: a broker's client port neither serves nor advertises it. The one
+partition described is the metadata log, ``__cluster_metadata``-0.
 """
 
 # `field(...)` is an attrs field specifier (schema.field wraps attrs.field); ruff cannot tell.
@@ -75,8 +75,8 @@ class DescribeQuorumReplicaState:
 
     replica_id: int = field(INT32, "0+")
     log_end_offset: int = field(INT64, "0+")
-    last_fetch_timestamp: int = field(INT64, "1+", default=-1)
-    last_caught_up_timestamp: int = field(INT64, "1+", default=-1)
+    last_fetch_timestamp: int = field(INT64, "1+", default=-1, ignorable=True)
+    last_caught_up_timestamp: int = field(INT64, "1+", default=-1, ignorable=True)
 
 
 @attrs.frozen(kw_only=True)
